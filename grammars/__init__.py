@@ -1,0 +1,1 @@
+"""Lark grammars shipped with structgen (installed as the ``structgen.grammars`` package; see pyproject.toml)."""

@@ -1,0 +1,56 @@
+"""structgen: grammar-constrained structured decoding.
+
+Pipeline (one module per stage): JSON Schema (``schema_to_grammar``) → :class:`Grammar`
+(``grammar``, Lark text) → byte-level pushdown automaton (``automaton``) → per-configuration
+token masks (``token_index``) → :class:`GrammarCompiler` / :class:`CompiledGrammar`
+(``compiler``) → :class:`GrammarMatcher` (``matcher``) → bitmasks (``bitmask``) →
+Hugging Face logits processors (``structgen.hf``).
+
+``import structgen`` loads neither torch nor transformers.
+"""
+from __future__ import annotations
+
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_words
+from .compiler import CompiledGrammar, CompileStats, GrammarCompiler
+from .errors import (
+    AutomatonSizeError,
+    GrammarError,
+    GrammarSyntaxError,
+    MatcherError,
+    RegexError,
+    SchemaError,
+    StructgenError,
+    StructgenWarning,
+    TokenizerError,
+    UnsupportedSchemaError,
+)
+from .grammar import Grammar
+from .matcher import GrammarMatcher
+from .schema_to_grammar import schema_to_grammar
+from .tokenizer import TokenizerInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AutomatonSizeError",
+    "CompileStats",
+    "CompiledGrammar",
+    "Grammar",
+    "GrammarCompiler",
+    "GrammarError",
+    "GrammarMatcher",
+    "GrammarSyntaxError",
+    "MatcherError",
+    "RegexError",
+    "SchemaError",
+    "StructgenError",
+    "StructgenWarning",
+    "TokenizerError",
+    "TokenizerInfo",
+    "UnsupportedSchemaError",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_words",
+    "schema_to_grammar",
+    "__version__",
+]

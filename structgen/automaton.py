@@ -1,0 +1,508 @@
+"""Grammar → byte-level pushdown automaton: one minimal DFA per recursive rule.
+
+Every rule that is not part of a reference cycle is inlined into its callers, so a grammar
+without recursion (most JSON Schemas) becomes a single DFA over bytes. Rules on a cycle
+(``value`` in the JSON grammar, recursive ``$ref``s) stay separate and are reached through
+*call edges*: a DFA state may, besides its byte transitions, call rule ``R`` and continue in
+a return state once ``R`` has matched. The matcher runs the resulting pushdown automaton.
+
+Pipeline per rule: expression → Thompson NFA over byte ranges (code points are expanded to
+UTF-8 byte sequences) → subset construction → trimming of states that cannot reach an
+accepting state (given which rules can match at all) → Moore minimisation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from .errors import AutomatonSizeError, GrammarError
+from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, referenced_names
+from .regex import parse_regex
+from .utf8 import charset_to_byte_sequences
+
+__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "DEFAULT_MAX_STATES"]
+
+DEFAULT_MAX_STATES = 50_000
+"""Default limit on NFA and DFA states of one grammar (raise with ``max_states=``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDFA:
+    """The minimal DFA of one rule; state 0 is the start state.
+
+    Attributes:
+        name: the rule name in the grammar.
+        trans: ``(n, 256)`` int32, next state per byte, -1 where the byte is rejected.
+        final: ``(n,)`` bool, the rule may end here.
+        calls: per state, ``(callee_rule_index, return_state)`` pairs.
+    """
+
+    name: str
+    trans: np.ndarray
+    final: np.ndarray
+    calls: tuple[tuple[tuple[int, int], ...], ...]
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class PushdownAutomaton:
+    """The rules that remain after inlining; ``root`` is the index of the start rule."""
+
+    rules: tuple[RuleDFA, ...]
+    root: int
+
+    @property
+    def num_states(self) -> int:
+        return sum(r.num_states for r in self.rules)
+
+
+# --------------------------------------------------------------------------- NFA
+
+
+class _NFA:
+    """Thompson NFA with byte-range, epsilon and call edges (mutable, build-time only)."""
+
+    def __init__(self, max_states: int) -> None:
+        self.eps: list[list[int]] = []
+        self.bytes: list[list[tuple[int, int, int]]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+        self.max_states = max_states
+
+    def new(self) -> int:
+        if len(self.eps) >= self.max_states:
+            raise AutomatonSizeError(
+                f"grammar automaton exceeds {self.max_states} NFA states; simplify the schema "
+                f"(smaller maxLength/maxItems/bounded repeats) or raise max_states"
+            )
+        self.eps.append([])
+        self.bytes.append([])
+        self.calls.append([])
+        return len(self.eps) - 1
+
+
+class _NFABuilder:
+    def __init__(self, rules: Mapping[str, Expr], called: dict[str, int], max_states: int) -> None:
+        self.rules = rules
+        self.called = called
+        self.nfa = _NFA(max_states)
+        self._regex_cache: dict[tuple[str, str], Expr] = {}
+        self._inlining: list[str] = []
+        self._shared: dict[tuple[str, int], int] = {}
+
+    def build(self, e: Expr, a: int, b: int) -> None:
+        nfa = self.nfa
+        if isinstance(e, Lit):
+            data = e.text.encode("utf-8")
+            cur = a
+            for i, byte in enumerate(data):
+                nxt = b if i == len(data) - 1 else nfa.new()
+                nfa.bytes[cur].append((byte, byte, nxt))
+                cur = nxt
+            if not data:
+                nfa.eps[a].append(b)
+        elif isinstance(e, CharSet):
+            for byte_seq in charset_to_byte_sequences(e):
+                cur = a
+                for i, (lo, hi) in enumerate(byte_seq):
+                    nxt = b if i == len(byte_seq) - 1 else nfa.new()
+                    nfa.bytes[cur].append((lo, hi, nxt))
+                    cur = nxt
+        elif isinstance(e, Regex):
+            key = (e.pattern, e.flags)
+            if key not in self._regex_cache:
+                self._regex_cache[key] = parse_regex(e.pattern, e.flags)
+            self.build(self._regex_cache[key], a, b)
+        elif isinstance(e, Seq):
+            cur = a
+            for i, item in enumerate(e.items):
+                nxt = b if i == len(e.items) - 1 else nfa.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+            if not e.items:
+                nfa.eps[a].append(b)
+        elif isinstance(e, Alt):
+            for o in e.options:
+                s, t = nfa.new(), nfa.new()
+                nfa.eps[a].append(s)
+                nfa.eps[t].append(b)
+                self.build(o, s, t)
+        elif isinstance(e, Repeat):
+            cur = a
+            for _ in range(e.min):
+                nxt = nfa.new()
+                self.build(e.item, cur, nxt)
+                cur = nxt
+            if e.max is None:
+                s, t = nfa.new(), nfa.new()
+                nfa.eps[cur].append(s)
+                nfa.eps[cur].append(b)
+                nfa.eps[t].append(s)
+                nfa.eps[t].append(b)
+                self.build(e.item, s, t)
+            else:
+                # Nested optionals: item (item (item)?)? — linear in max - min.
+                for _ in range(e.max - e.min):
+                    nfa.eps[cur].append(b)
+                    nxt = nfa.new()
+                    self.build(e.item, cur, nxt)
+                    cur = nxt
+                nfa.eps[cur].append(b)
+        elif isinstance(e, Ref):
+            if e.name in self.called:
+                self.nfa.calls[a].append((self.called[e.name], b))
+            else:
+                # A rule fragment only exits through its end state, so every reference to
+                # the same rule ending in the same state can share one copy (this keeps
+                # "suffix" rules, as in objects with many optional members, linear).
+                start = self._shared.get((e.name, b))
+                if start is None:
+                    if e.name in self._inlining:  # cannot happen: cycles are called, not inlined
+                        raise GrammarError(f"internal: recursive inlining of {e.name!r}")
+                    start = self._shared[(e.name, b)] = nfa.new()
+                    self._inlining.append(e.name)
+                    self.build(self.rules[e.name], start, b)
+                    self._inlining.pop()
+                nfa.eps[a].append(start)
+        else:
+            raise TypeError(f"not a grammar expression: {e!r}")
+
+
+# --------------------------------------------------------------------------- DFA
+
+
+def _closure(nfa: _NFA, states) -> frozenset[int]:
+    seen = set(states)
+    stack = list(states)
+    while stack:
+        s = stack.pop()
+        for t in nfa.eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
+    """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state)."""
+    init = _closure(nfa, [start])
+    ids = {init: 0}
+    order = [init]
+    rows: list[np.ndarray] = []
+    calls: list[tuple[tuple[int, int], ...]] = []
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        row = np.full(256, -1, dtype=np.int32)
+        edges = [e for s in cur for e in nfa.bytes[s]]
+        if edges:
+            points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+            for p, q in zip(points, points[1:]):
+                targets = [t for lo, hi, t in edges if lo <= p and q - 1 <= hi]
+                if not targets:
+                    continue
+                tgt = _closure(nfa, targets)
+                if tgt not in ids:
+                    if len(order) >= max_states:
+                        raise AutomatonSizeError(
+                            f"grammar automaton exceeds {max_states} DFA states; simplify the "
+                            f"schema or raise max_states"
+                        )
+                    ids[tgt] = len(order)
+                    order.append(tgt)
+                row[p:q] = ids[tgt]
+        by_callee: dict[int, list[int]] = {}
+        for s in cur:
+            for callee, t in nfa.calls[s]:
+                by_callee.setdefault(callee, []).append(t)
+        state_calls = []
+        for callee in sorted(by_callee):
+            tgt = _closure(nfa, by_callee[callee])
+            if tgt not in ids:
+                ids[tgt] = len(order)
+                order.append(tgt)
+            state_calls.append((callee, ids[tgt]))
+        rows.append(row)
+        calls.append(tuple(state_calls))
+    final = np.array([end in st for st in order], dtype=bool)
+    return np.stack(rows), final, calls
+
+
+def _coaccessible(trans, final, calls, productive: set[int]) -> np.ndarray:
+    """States from which an accepting state is reachable (calls only into productive rules)."""
+    n = trans.shape[0]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for t in set(trans[s][trans[s] >= 0].tolist()):
+            preds[t].append(s)
+        for callee, t in calls[s]:
+            if callee in productive:
+                preds[t].append(s)
+    ok = final.copy()
+    stack = list(np.flatnonzero(final))
+    while stack:
+        t = stack.pop()
+        for s in preds[t]:
+            if not ok[s]:
+                ok[s] = True
+                stack.append(s)
+    return ok
+
+
+def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[int]):
+    """Drop dead states, then merge equivalent ones (Moore refinement); start stays 0."""
+    n = trans.shape[0]
+    trans = np.where((trans >= 0) & keep[np.clip(trans, 0, None)], trans, -1)
+    calls = [
+        tuple((c, t) for c, t in cs if c in productive and keep[t]) if keep[s] else ()
+        for s, cs in enumerate(calls)
+    ]
+    # reachable from start
+    reach = np.zeros(n, dtype=bool)
+    reach[0] = True
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        nxt = set(trans[s][trans[s] >= 0].tolist()) | {t for _, t in calls[s]}
+        for t in nxt:
+            if not reach[t]:
+                reach[t] = True
+                stack.append(t)
+    live = np.flatnonzero(reach)
+    remap = np.full(n + 1, -1, dtype=np.int64)
+    remap[live] = np.arange(len(live))
+    trans = remap[trans[live]]  # -1 maps through remap[-1] == -1
+    final = final[live]
+    calls = [tuple((c, int(remap[t])) for c, t in calls[s]) for s in live]
+    # Moore refinement: signature = (final, block of each byte target, calls with target blocks)
+    block = final.astype(np.int64)
+    nblocks = len(np.unique(block))
+    # bytes every state treats alike (e.g. all UTF-8 continuation bytes) need one column
+    _, byte_cols = np.unique(trans, axis=1, return_index=True)
+    class_trans = trans[:, np.sort(byte_cols)]
+    while True:
+        tb = np.where(class_trans >= 0, block[np.clip(class_trans, 0, None)], -1)
+        call_sig = [tuple((c, int(block[t])) for c, t in cs) for cs in calls]
+        call_ids = {sig: i for i, sig in enumerate(dict.fromkeys(call_sig))}
+        sig = np.concatenate(
+            [block[:, None], np.array([call_ids[s] for s in call_sig])[:, None], tb], axis=1
+        ).astype(np.int32)
+        # rows as bytes in a dict: np.unique(axis=0) sorts structured rows and is ~50x slower
+        ids: dict[bytes, int] = {}
+        new_block = np.fromiter((ids.setdefault(r.tobytes(), len(ids)) for r in sig), np.int64, len(sig))
+        count = len(ids)
+        block = new_block
+        if count == nblocks:
+            break
+        nblocks = count
+    # renumber blocks so that the start state's block is 0, in order of first appearance
+    order = list(dict.fromkeys(block.tolist()))
+    rank = np.empty(nblocks, dtype=np.int64)
+    rank[order] = np.arange(nblocks)
+    block = rank[block]
+    rep = np.zeros(nblocks, dtype=np.int64)
+    rep[block[::-1]] = np.arange(len(block))[::-1]  # first state of each block
+    m_trans = np.where(trans[rep] >= 0, block[np.clip(trans[rep], 0, None)], -1).astype(np.int32)
+    m_final = final[rep]
+    m_calls = tuple(tuple((c, int(block[t])) for c, t in calls[r]) for r in rep)
+    return m_trans, m_final, m_calls
+
+
+# --------------------------------------------------------------------------- grammar analysis
+
+
+def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
+    """Rules on a reference cycle (Tarjan's SCC, iterative)."""
+    graph = {n: sorted(referenced_names(e)) for n, e in rules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    result: set[str] = set()
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack.add(v)
+            recurse = False
+            for j in range(i, len(graph[v])):
+                w = graph[v][j]
+                if w not in index:
+                    work.append((v, j + 1))
+                    work.append((w, 0))
+                    recurse = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if recurse:
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in graph[v]:
+                    result.update(comp)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return result
+
+
+INLINE_LIMIT = 400
+"""Rules used in several places are called, not copied, when larger than this (expression nodes)."""
+
+
+def _large_shared_rules(rules: Mapping[str, Expr], recursive: set[str]) -> set[str]:
+    """Non-recursive rules referenced from several places whose inlined size is large."""
+    uses: dict[str, int] = {}
+    for body in rules.values():
+        for name in _ref_occurrences(body):
+            uses[name] = uses.get(name, 0) + 1
+    sizes: dict[str, int] = {}
+
+    def esize(e: Expr) -> int:
+        if isinstance(e, Ref):
+            if e.name in recursive:
+                return 1
+            if e.name not in sizes:
+                sizes[e.name] = 1  # non-recursive rules form a DAG: no real cycle here
+                sizes[e.name] = esize(rules[e.name])
+            return sizes[e.name]
+        if isinstance(e, Seq):
+            return 1 + sum(esize(x) for x in e.items)
+        if isinstance(e, Alt):
+            return 1 + sum(esize(x) for x in e.options)
+        if isinstance(e, Repeat):
+            return 1 + esize(e.item) * max(1, e.max or e.min)
+        return 1
+
+    return {n for n, k in uses.items() if k > 1 and n not in recursive and esize(Ref(n)) > INLINE_LIMIT}
+
+
+def _ref_occurrences(e: Expr):
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Ref):
+            yield x.name
+        elif isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+
+
+def _check_left_recursion(dfas: list[tuple], names: list[str]) -> None:
+    """Reject left recursion: a rule that can call itself without consuming a byte."""
+    n = len(dfas)
+    nullable: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n):
+            if r not in nullable and _reaches_without_bytes(dfas[r], nullable)[1]:
+                nullable.add(r)
+                changed = True
+    left_calls = {r: _reaches_without_bytes(dfas[r], nullable)[0] for r in range(n)}
+    # cycle detection on the left-call graph
+    state = [0] * n
+    for start in range(n):
+        if state[start]:
+            continue
+        path = [start]
+        iters = [iter(sorted(left_calls[start]))]
+        state[start] = 1
+        while iters:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+            elif state[nxt] == 1:
+                cyc = path[path.index(nxt):] + [nxt]
+                raise GrammarError(
+                    "left recursion is not supported: "
+                    + " -> ".join(names[i] for i in cyc)
+                    + " can recurse without consuming input; rewrite it with repetition (x*)"
+                )
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(sorted(left_calls[nxt])))
+
+
+def _reaches_without_bytes(dfa, nullable: set[int]) -> tuple[set[int], bool]:
+    trans, final, calls = dfa
+    seen = {0}
+    stack = [0]
+    callees: set[int] = set()
+    while stack:
+        s = stack.pop()
+        for c, t in calls[s]:
+            callees.add(c)
+            if c in nullable and t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return callees, any(final[s] for s in seen)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_automaton(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -> PushdownAutomaton:
+    """Compile a grammar into a pushdown automaton of minimal per-rule byte DFAs.
+
+    Raises:
+        GrammarError: the language is empty, or a rule is left-recursive.
+        AutomatonSizeError: more than ``max_states`` NFA or DFA states would be built.
+    """
+    recursive = _recursive_rules(grammar.rules)
+    shared = _large_shared_rules(grammar.rules, recursive)
+    called_names = [grammar.start] + sorted(n for n in recursive | shared if n != grammar.start)
+    called = {n: i for i, n in enumerate(called_names)}
+    builder = _NFABuilder(grammar.rules, called, max_states)
+    raw = []
+    total = 0
+    for name in called_names:
+        s, t = builder.nfa.new(), builder.nfa.new()
+        builder.build(grammar.rules[name], s, t)
+        dfa = _determinise(builder.nfa, s, t, max_states - total)
+        total += dfa[0].shape[0]
+        raw.append(dfa)
+    _check_left_recursion(raw, called_names)
+    # productive rules: fixpoint over "start state can reach a final state"
+    productive: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for r, (trans, final, calls) in enumerate(raw):
+            if r not in productive and _coaccessible(trans, final, calls, productive)[0]:
+                productive.add(r)
+                changed = True
+    if 0 not in productive:
+        raise GrammarError(f"the grammar matches no string at all (rule {grammar.start!r} is empty)")
+    out = []
+    for r, (trans, final, calls) in enumerate(raw):
+        if r not in productive:  # unreachable after trimming; keep a placeholder rejecting all
+            out.append(RuleDFA(called_names[r], np.full((1, 256), -1, np.int32), np.zeros(1, bool), ((),)))
+            continue
+        keep = _coaccessible(trans, final, calls, productive)
+        m_trans, m_final, m_calls = _trim_and_minimise(trans, final, calls, keep, productive)
+        out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
+    return PushdownAutomaton(tuple(out), 0)

@@ -1,0 +1,106 @@
+"""Token bitmasks: allocate, fill targets, apply to logits.
+
+The contract the ecosystem shares (XGrammar, llguidance): int32, shape
+``(batch, ceil(vocab_size / 32))``, bit ``i % 32`` of word ``i // 32`` set when token ``i``
+is allowed. This module imports torch lazily, so ``import structgen`` stays light.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import MatcherError
+
+__all__ = ["allocate_token_bitmask", "bitmask_words", "apply_token_bitmask_inplace", "unpack_bitmask"]
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """Number of int32 words needed for ``vocab_size`` tokens."""
+    return (vocab_size + 31) // 32
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int, *, backend: str = "torch") -> Any:
+    """A bitmask with every token allowed: a CPU torch int32 tensor (or numpy with ``backend="numpy"``).
+
+    Shape ``(batch_size, ceil(vocab_size / 32))``. Pin it (``.pin_memory()``) to copy it to
+    a GPU asynchronously.
+    """
+    shape = (batch_size, bitmask_words(vocab_size))
+    if backend == "numpy":
+        return np.full(shape, -1, dtype=np.int32)
+    import torch
+
+    return torch.full(shape, -1, dtype=torch.int32)
+
+
+def as_numpy_row(bitmask: Any, index: int) -> np.ndarray:
+    """A writable numpy view of row ``index`` of a CPU bitmask (numpy array or torch tensor)."""
+    if isinstance(bitmask, np.ndarray):
+        arr = bitmask
+    else:
+        if getattr(bitmask, "device", None) is not None and bitmask.device.type != "cpu":
+            raise MatcherError(
+                f"fill the bitmask on the CPU and copy it to {bitmask.device} afterwards "
+                f"(apply_token_bitmask_inplace accepts a CPU bitmask and moves it)"
+            )
+        arr = bitmask.numpy()
+    if arr.dtype != np.int32 or arr.ndim not in (1, 2):
+        raise MatcherError(f"bitmask must be int32 of shape (batch, words), got {arr.dtype} {arr.shape}")
+    if arr.ndim == 1:
+        if index != 0:
+            raise MatcherError(f"index {index} given for a 1-D bitmask")
+        return arr
+    if not 0 <= index < arr.shape[0]:
+        raise MatcherError(f"index {index} is outside the bitmask's batch of {arr.shape[0]}")
+    return arr[index]
+
+
+def unpack_bitmask(bitmask: Any, vocab_size: int) -> Any:
+    """Boolean ``(batch, vocab_size)`` allowed-token matrix from a torch bitmask (any device)."""
+    import torch
+
+    shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
+
+
+def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = None) -> None:
+    """Set disallowed logits to ``-inf`` in place, for the whole batch in one pass.
+
+    Args:
+        logits: float tensor ``(batch, vocab)`` on any device. Columns beyond the bitmask's
+            ``32 * words`` are masked (padded vocabulary rows the tokenizer never produces).
+        bitmask: int32 ``(batch, words)`` (or ``(len(indices), words)``), on any device; it is
+            moved to the logits' device (non-blocking when pinned).
+        indices: optional rows of ``logits`` the bitmask rows apply to.
+
+    Raises:
+        MatcherError: shapes disagree.
+    """
+    import torch
+
+    if logits.dim() != 2:
+        raise MatcherError(f"logits must be 2-D (batch, vocab), got shape {tuple(logits.shape)}")
+    if bitmask.dim() == 1:
+        bitmask = bitmask.unsqueeze(0)
+    rows = logits.shape[0] if indices is None else len(indices)
+    if bitmask.shape[0] != rows:
+        raise MatcherError(f"bitmask has {bitmask.shape[0]} rows for {rows} logits rows")
+    vocab = logits.shape[1]
+    if bitmask.device != logits.device:
+        bitmask = bitmask.to(logits.device, non_blocking=True)
+    covered = min(vocab, bitmask.shape[1] * 32)
+    allowed = unpack_bitmask(bitmask, covered)
+    target = logits if indices is None else logits[indices]
+    neg_inf = torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device)
+    masked = torch.where(allowed, target[:, :covered], neg_inf)
+    if indices is None:
+        logits[:, :covered] = masked
+        if covered < vocab:
+            logits[:, covered:] = float("-inf")
+    else:
+        idx = torch.as_tensor(indices, device=logits.device)
+        logits[idx, :covered] = masked
+        if covered < vocab:
+            logits[idx, covered:] = float("-inf")

@@ -1,0 +1,181 @@
+"""GrammarCompiler → CompiledGrammar: grammar + tokenizer → ready-to-match artefact."""
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .automaton import DEFAULT_MAX_STATES, PushdownAutomaton, build_automaton
+from .errors import GrammarError, SchemaError
+from .grammar import Grammar
+from .token_index import TokenIndex, TokenTrie
+from .tokenizer import TokenizerInfo
+
+__all__ = ["GrammarCompiler", "CompiledGrammar", "CompileStats"]
+
+Whitespace = Literal["compact", "flexible"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompileStats:
+    """Sizes and timings of one compilation (seconds)."""
+
+    rules: int
+    automaton_rules: int
+    automaton_states: int
+    grammar_seconds: float
+    automaton_seconds: float
+    precompute_seconds: float
+    precomputed_masks: int
+
+    @property
+    def total_seconds(self) -> float:
+        return self.grammar_seconds + self.automaton_seconds + self.precompute_seconds
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledGrammar:
+    """A grammar compiled for one tokenizer. Immutable in meaning; share it freely.
+
+    Attributes:
+        grammar: the source grammar (``str(compiled.grammar)`` is Lark text).
+        tokenizer_info: the tokenizer it was compiled for.
+        automaton: the byte-level pushdown automaton.
+        index: configuration/mask memo tables (grow on use, never change an answer).
+        warnings: schema keywords accepted without being enforced (lenient mode only).
+        stats: sizes and timings.
+    """
+
+    grammar: Grammar
+    tokenizer_info: TokenizerInfo
+    automaton: PushdownAutomaton
+    index: TokenIndex = field(repr=False)
+    warnings: tuple[str, ...] = ()
+    stats: CompileStats | None = None
+
+    def matcher(self, **kwargs: Any):
+        """A new :class:`~structgen.matcher.GrammarMatcher` for this grammar."""
+        from .matcher import GrammarMatcher
+
+        return GrammarMatcher(self, **kwargs)
+
+
+class GrammarCompiler:
+    """Compiles schemas and grammars for one tokenizer, with an in-memory LRU cache.
+
+    Args:
+        tokenizer_info: the target vocabulary.
+        cache_size: compiled grammars kept (keyed by canonical input, options and the
+            tokenizer fingerprint); 0 disables the cache.
+        max_states: automaton size limit; larger grammars raise ``AutomatonSizeError``.
+        precompute: ``"lazy"`` computes each mask when first needed (compile in
+            milliseconds); ``"eager"`` also walks every reachable configuration of grammars
+            without recursion at compile time.
+    """
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        *,
+        cache_size: int = 128,
+        max_states: int = DEFAULT_MAX_STATES,
+        precompute: Literal["lazy", "eager"] = "lazy",
+    ) -> None:
+        self.tokenizer_info = tokenizer_info
+        self.max_states = max_states
+        self.precompute = precompute
+        self._cache_size = cache_size
+        self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._trie: TokenTrie | None = None
+
+    @property
+    def trie(self) -> TokenTrie:
+        """The vocabulary trie shared by every grammar of this compiler (built once)."""
+        if self._trie is None:
+            self._trie = TokenTrie.build(self.tokenizer_info)
+        return self._trie
+
+    def compile_json_schema(
+        self,
+        schema: Any,
+        *,
+        strict: bool = True,
+        whitespace: Whitespace = "compact",
+        max_whitespace: int = 8,
+    ) -> CompiledGrammar:
+        """Compile a JSON Schema (dict, bool, or JSON text).
+
+        Args:
+            schema: the schema.
+            strict: unsupported keywords raise ``UnsupportedSchemaError``; with ``False`` they
+                are recorded in ``CompiledGrammar.warnings`` (and warned) instead.
+            whitespace: ``"compact"`` (no whitespace, the default) or ``"flexible"`` (up to
+                ``max_whitespace`` whitespace characters wherever JSON allows them).
+
+        Raises:
+            SchemaError: invalid or unsatisfiable schema (with the JSON pointer).
+            UnsupportedSchemaError: an unsupported keyword in strict mode.
+        """
+        from .schema_to_grammar import schema_to_grammar
+
+        if isinstance(schema, (str, bytes)):
+            schema = json.loads(schema)
+        key = ("schema", json.dumps(schema, sort_keys=True), strict, whitespace, max_whitespace)
+        try:
+            return self._cached(key, lambda: schema_to_grammar(
+                schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
+        except GrammarError as exc:
+            if isinstance(exc, SchemaError) or "matches no string" not in str(exc):
+                raise
+            raise SchemaError("the schema is unsatisfiable: no JSON value can be valid", pointer="") from None
+
+    def compile_grammar(self, grammar: Grammar | str, *, start: str = "start") -> CompiledGrammar:
+        """Compile a :class:`Grammar` or Lark grammar text."""
+        if isinstance(grammar, str):
+            text = grammar
+            return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
+        return self._cached(("grammar", str(grammar), grammar.start), lambda: grammar)
+
+    def compile_builtin_json(self, *, whitespace: Whitespace = "flexible") -> CompiledGrammar:
+        """Any JSON value (``grammars/json.lark``), the "JSON mode" of other engines."""
+        from .builtin import load_grammar
+
+        name = "json" if whitespace == "flexible" else "json_compact"
+        return self._cached(("builtin", name), lambda: load_grammar(name))
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def _cached(self, key: tuple, make_grammar) -> CompiledGrammar:
+        key = key + (self.tokenizer_info.fingerprint, self.max_states, self.precompute)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        t0 = time.perf_counter()
+        grammar = make_grammar()
+        t1 = time.perf_counter()
+        pda = build_automaton(grammar, max_states=self.max_states)
+        index = TokenIndex(pda, self.tokenizer_info, self.trie)
+        t2 = time.perf_counter()
+        pre = 0
+        if self.precompute == "eager" and len(pda.rules) == 1:
+            pre = index.precompute()
+        t3 = time.perf_counter()
+        stats = CompileStats(
+            rules=len(grammar.rules),
+            automaton_rules=len(pda.rules),
+            automaton_states=pda.num_states,
+            grammar_seconds=t1 - t0,
+            automaton_seconds=t2 - t1,
+            precompute_seconds=t3 - t2,
+            precomputed_masks=pre,
+        )
+        compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats)
+        if self._cache_size:
+            self._cache[key] = compiled
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return compiled

@@ -1,0 +1,87 @@
+"""The exception tree of structgen: one root, input errors also ``ValueError``.
+
+Every error that points into user input carries *where* (a JSON pointer into a schema,
+a line and column into grammar text, a position in a regex) and *what was expected*.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "StructgenError",
+    "SchemaError",
+    "UnsupportedSchemaError",
+    "GrammarError",
+    "GrammarSyntaxError",
+    "RegexError",
+    "AutomatonSizeError",
+    "TokenizerError",
+    "MatcherError",
+    "StructgenWarning",
+]
+
+
+class StructgenError(Exception):
+    """Root of every exception raised by structgen."""
+
+
+class SchemaError(StructgenError, ValueError):
+    """The JSON Schema is invalid or unsatisfiable.
+
+    Attributes:
+        pointer: JSON pointer (RFC 6901) to the offending schema location ("" = root).
+        keyword: the keyword at fault, or None.
+    """
+
+    def __init__(self, message: str, *, pointer: str = "", keyword: str | None = None) -> None:
+        self.message = message
+        self.pointer = pointer
+        self.keyword = keyword
+        where = f" at {pointer or '#'}" if pointer is not None else ""
+        kw = f" (keyword {keyword!r})" if keyword else ""
+        super().__init__(f"{message}{kw}{where}")
+
+
+class UnsupportedSchemaError(SchemaError):
+    """A schema keyword that structgen cannot enforce (raised in strict mode)."""
+
+
+class GrammarError(StructgenError, ValueError):
+    """A grammar is ill-formed (undefined rule, left recursion, empty language...)."""
+
+
+class GrammarSyntaxError(GrammarError):
+    """Lark grammar text that does not parse: carries line, column and a caret excerpt."""
+
+    def __init__(self, message: str, *, line: int, column: int, text: str) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        lines = text.splitlines() or [""]
+        src = lines[line - 1] if 0 < line <= len(lines) else ""
+        self.excerpt = f"{src}\n{' ' * max(column - 1, 0)}^"
+        super().__init__(f"{message} at line {line}, column {column}:\n{self.excerpt}")
+
+
+class RegexError(StructgenError, ValueError):
+    """A regular expression structgen cannot compile; ``position`` is the index in ``pattern``."""
+
+    def __init__(self, message: str, *, pattern: str, position: int) -> None:
+        self.message = message
+        self.pattern = pattern
+        self.position = position
+        super().__init__(f"{message} at position {position} in /{pattern}/\n {pattern}\n {' ' * position}^")
+
+
+class AutomatonSizeError(StructgenError):
+    """Compiling would exceed the configured automaton size limit."""
+
+
+class TokenizerError(StructgenError, ValueError):
+    """The tokenizer cannot be adapted (unknown vocabulary format, missing EOS...)."""
+
+
+class MatcherError(StructgenError, ValueError):
+    """Misuse of a matcher, bitmask or logits processor (shapes, batch size, devices)."""
+
+
+class StructgenWarning(UserWarning):
+    """Warnings structgen records in lenient mode (also kept on the compiled grammar)."""

@@ -1,0 +1,320 @@
+"""Context-free grammars whose terminals are regular expressions, printable as Lark text.
+
+A :class:`Grammar` maps rule names to expressions (:data:`Expr`). Expressions are frozen
+trees: literals, regexes, code-point sets, sequences, alternatives, bounded or unbounded
+repetitions and references to other rules. ``str(grammar)`` prints Lark syntax and
+:meth:`Grammar.from_lark` reads it back with lark's own grammar parser.
+
+The language of a grammar is *scannerless*: a terminal is just a regular set of strings
+inside the context-free language, with no separate lexer and no longest-match rule. That is
+the semantics constrained decoding needs (every byte the model emits is checked against the
+whole grammar), and the one Lark's Earley parser with ``lexer="dynamic"`` implements.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+from .errors import GrammarError, GrammarSyntaxError
+
+__all__ = [
+    "Expr",
+    "Lit",
+    "Regex",
+    "CharSet",
+    "Seq",
+    "Alt",
+    "Repeat",
+    "Ref",
+    "Grammar",
+    "EMPTY",
+    "NOTHING",
+    "seq",
+    "alt",
+    "opt",
+]
+
+MAX_CODEPOINT = 0x10FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """A literal string (encoded as UTF-8 bytes)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Regex:
+    """A regular expression terminal (ECMA-262/Python common subset, see ``structgen.regex``)."""
+
+    pattern: str
+    flags: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CharSet:
+    """A set of Unicode code points, as sorted, disjoint, inclusive ``(lo, hi)`` ranges."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def of(ranges: "list[tuple[int, int]] | tuple[tuple[int, int], ...]") -> "CharSet":
+        return CharSet(normalize_ranges(ranges))
+
+    def negate(self) -> "CharSet":
+        out, lo = [], 0
+        for a, b in self.ranges:
+            if a > lo:
+                out.append((lo, a - 1))
+            lo = b + 1
+        if lo <= MAX_CODEPOINT:
+            out.append((lo, MAX_CODEPOINT))
+        return CharSet(tuple(out))
+
+    def minus(self, other: "CharSet") -> "CharSet":
+        return intersect_charsets(self, other.negate())
+
+    def __contains__(self, cp: int) -> bool:
+        return any(a <= cp <= b for a, b in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    items: tuple["Expr", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    options: tuple["Expr", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
+
+    item: "Expr"
+    min: int = 0
+    max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference to another rule of the grammar (or a named terminal)."""
+
+    name: str
+
+
+Expr = Union[Lit, Regex, CharSet, Seq, Alt, Repeat, Ref]
+
+EMPTY: Expr = Seq(())
+"""The empty string."""
+NOTHING: Expr = Alt(())
+"""The empty language (matches nothing)."""
+
+
+def normalize_ranges(ranges) -> tuple[tuple[int, int], ...]:
+    rs = sorted((int(a), int(b)) for a, b in ranges if a <= b)
+    out: list[tuple[int, int]] = []
+    for a, b in rs:
+        if out and a <= out[-1][1] + 1:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return tuple(out)
+
+
+def intersect_charsets(x: CharSet, y: CharSet) -> CharSet:
+    out, i, j = [], 0, 0
+    while i < len(x.ranges) and j < len(y.ranges):
+        a = max(x.ranges[i][0], y.ranges[j][0])
+        b = min(x.ranges[i][1], y.ranges[j][1])
+        if a <= b:
+            out.append((a, b))
+        if x.ranges[i][1] < y.ranges[j][1]:
+            i += 1
+        else:
+            j += 1
+    return CharSet(tuple(out))
+
+
+def seq(*items: Expr) -> Expr:
+    """A sequence, flattened; ``NOTHING`` anywhere makes the whole sequence ``NOTHING``."""
+    flat: list[Expr] = []
+    for it in items:
+        if it == NOTHING:
+            return NOTHING
+        if isinstance(it, Seq):
+            flat.extend(it.items)
+        else:
+            flat.append(it)
+    merged: list[Expr] = []
+    for it in flat:  # join adjacent literals so printed grammars stay readable
+        if isinstance(it, Lit) and merged and isinstance(merged[-1], Lit):
+            merged[-1] = Lit(merged[-1].text + it.text)
+        else:
+            merged.append(it)
+    return merged[0] if len(merged) == 1 else Seq(tuple(merged))
+
+
+def alt(*options: Expr) -> Expr:
+    """An alternative, flattened, duplicates and ``NOTHING`` removed."""
+    flat: list[Expr] = []
+    for o in options:
+        for x in (o.options if isinstance(o, Alt) else (o,)):
+            if x not in flat:
+                flat.append(x)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def opt(item: Expr) -> Expr:
+    return Repeat(item, 0, 1)
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _lit_text(s: str) -> str:
+    # Lark string literals accept Python-style escapes; json.dumps gives a safe subset.
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _charset_regex(cs: CharSet) -> str:
+    def esc(cp: int) -> str:
+        ch = chr(cp)
+        if ch in "\\]^-[/":
+            return "\\" + ch
+        if cp > 0xFFFF:  # raw: Python re has no \u{...}, ECMA has no \U
+            return ch
+        if cp < 0x20 or cp == 0x7F or 0xD800 <= cp <= 0xDFFF or not ch.isprintable():
+            return f"\\u{cp:04x}"
+        return ch
+
+    if not cs.ranges:
+        return "[^\\u0000-\\U0010ffff]"
+    parts = []
+    for a, b in cs.ranges:
+        parts.append(esc(a) if a == b else f"{esc(a)}-{esc(b)}")
+    return "[" + "".join(parts) + "]"
+
+
+def _regex_body(pattern: str) -> str:
+    """A regex as the body of a Lark ``/.../`` literal: unescaped ``/`` and control characters escaped."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            out.append("\\" + (nxt if ord(nxt) >= 0x20 else f"x{ord(nxt):02x}"))
+            i += 2
+            continue
+        if ch == "/":
+            out.append("\\/")
+        elif ord(ch) < 0x20 or ch == "\x7f":
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def expr_to_lark(e: Expr, prec: int = 0) -> str:
+    """Lark text of an expression. ``prec``: 0 = alternatives allowed, 1 = in sequence, 2 = atom."""
+    if isinstance(e, Lit):
+        return _lit_text(e.text) if e.text else "\"\""
+    if isinstance(e, Regex):
+        return "/" + _regex_body(e.pattern) + "/" + e.flags
+    if isinstance(e, CharSet):
+        return "/" + _charset_regex(e) + "/"
+    if isinstance(e, Ref):
+        return e.name
+    if isinstance(e, Seq):
+        if not e.items:
+            return "()"
+        s = " ".join(expr_to_lark(x, 2) for x in e.items)
+        return f"({s})" if prec >= 2 and len(e.items) > 1 else s
+    if isinstance(e, Alt):
+        if not e.options:
+            return "/[^\\x00-\\uffff" + chr(0x10000) + "-" + chr(MAX_CODEPOINT) + "]/"  # matches nothing
+        rest = [x for x in e.options if x != EMPTY]
+        if len(rest) < len(e.options):  # Lark has no empty literal: (a | b)? instead of (a | b | "")
+            return expr_to_lark(Repeat(rest[0] if len(rest) == 1 else Alt(tuple(rest)), 0, 1), prec)
+        s = " | ".join(expr_to_lark(x, 1) for x in e.options)
+        return f"({s})" if prec >= 1 else s
+    if isinstance(e, Repeat):
+        inner = expr_to_lark(e.item, 2)
+        if (e.min, e.max) == (0, 1):
+            return f"{inner}?"
+        if (e.min, e.max) == (0, None):
+            return f"{inner}*"
+        if (e.min, e.max) == (1, None):
+            return f"{inner}+"
+        if e.max is None:
+            return f"({inner} ~ {e.min} {inner}*)" if prec >= 2 else f"{inner} ~ {e.min} {inner}*"
+        rep = f"{inner} ~ {e.min}" if e.min == e.max else f"{inner} ~ {e.min}..{e.max}"
+        return f"({rep})" if prec >= 2 else rep
+    raise TypeError(f"not a grammar expression: {e!r}")
+
+
+# --------------------------------------------------------------------------- grammar
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A context-free grammar: named rules over regular terminals, with a start rule.
+
+    Rule names follow Lark: lowercase names are rules, UPPERCASE names are terminals (whose
+    bodies may only reference other terminals). ``str(grammar)`` is Lark text.
+    """
+
+    rules: Mapping[str, Expr]
+    start: str = "start"
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.start not in self.rules:
+            raise GrammarError(f"start rule {self.start!r} is not defined")
+        for name, body in self.rules.items():
+            for ref in _refs(body):
+                if ref not in self.rules:
+                    raise GrammarError(f"rule {name!r} references undefined symbol {ref!r}")
+
+    def __str__(self) -> str:
+        order = [self.start] + [n for n in self.rules if n != self.start]
+        lines = []
+        for n in order:
+            body = self.rules[n]
+            sep = ": " if n[:1].islower() or n[:1] == "_" and n[1:2].islower() else ": "
+            lines.append(f"{n}{sep}{expr_to_lark(body)}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_lark(cls, text: str, *, start: str = "start") -> "Grammar":
+        """Read Lark grammar text (see :mod:`structgen.lark_reader` for what is supported)."""
+        from .lark_reader import read_lark
+
+        return read_lark(text, start=start)
+
+
+def _refs(e: Expr):
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Ref):
+            yield x.name
+        elif isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+
+
+def referenced_names(e: Expr) -> set[str]:
+    return set(_refs(e))
+
+
+# re-exported for error construction by readers
+__all__ += ["GrammarSyntaxError", "referenced_names", "expr_to_lark"]

@@ -1,0 +1,147 @@
+"""Hugging Face ``transformers`` glue: logits processors for ``model.generate()``.
+
+One processor per ``generate()`` call (or call :meth:`GrammarLogitsProcessor.reset`). It
+builds one matcher per row on its first call, when the batch size and device are known,
+then at every step advances each row by the token just sampled, fills one CPU bitmask for
+the whole batch, and masks the logits on their device in one pass.
+
+Greedy decoding and sampling are supported; beam search (which reorders rows) is not.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Literal, Sequence
+
+from .bitmask import apply_token_bitmask_inplace, bitmask_words
+from .compiler import CompiledGrammar, GrammarCompiler
+from .errors import MatcherError
+from .matcher import GrammarMatcher
+from .tokenizer import TokenizerInfo
+
+try:  # subclass transformers' base class when available (it is only a marker interface)
+    from transformers import LogitsProcessor as _Base
+except ImportError:  # pragma: no cover - transformers is an optional dependency
+    _Base = object
+
+__all__ = ["GrammarLogitsProcessor", "JSONSchemaLogitsProcessor", "compiler_for"]
+
+_COMPILERS: dict[int, tuple[Any, GrammarCompiler]] = {}
+
+
+def compiler_for(tokenizer: Any, *, vocab_size: int | None = None) -> GrammarCompiler:
+    """The (cached) :class:`GrammarCompiler` for a Hugging Face tokenizer."""
+    key = id(tokenizer) ^ hash(vocab_size)
+    hit = _COMPILERS.get(key)
+    if hit is not None and hit[0]() is tokenizer:
+        return hit[1]
+    compiler = GrammarCompiler(TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size))
+    try:
+        ref = weakref.ref(tokenizer)
+    except TypeError:  # not weak-referenceable: keep it alive with the entry instead
+        ref = (lambda t: (lambda: t))(tokenizer)
+    _COMPILERS[key] = (ref, compiler)
+    return compiler
+
+
+class GrammarLogitsProcessor(_Base):
+    """Masks every token that cannot continue a valid output, for a whole batch.
+
+    Args:
+        compiled: one :class:`CompiledGrammar` for every row, or a sequence with one per row.
+
+    Attributes:
+        matchers: the per-row matchers (after the first call).
+    """
+
+    def __init__(self, compiled: CompiledGrammar | Sequence[CompiledGrammar]) -> None:
+        self._compiled = compiled
+        self.matchers: list[GrammarMatcher] | None = None
+        self._bitmask = None
+        self._prompt_len = 0
+
+    def reset(self) -> None:
+        """Forget the batch, so the processor can serve another ``generate()`` call."""
+        self.matchers = None
+        self._bitmask = None
+
+    def _setup(self, input_ids: Any, scores: Any) -> None:
+        import torch
+
+        batch, width = scores.shape
+        grammars = list(self._compiled) if isinstance(self._compiled, Sequence) else [self._compiled] * batch
+        if len(grammars) != batch:
+            raise MatcherError(f"{len(grammars)} grammars given for a batch of {batch} rows")
+        info = grammars[0].tokenizer_info
+        if width < len(info.token_bytes):
+            raise MatcherError(
+                f"the logits have {width} columns but the tokenizer has {len(info.token_bytes)} tokens: "
+                f"this tokenizer does not belong to this model"
+            )
+        self.matchers = [GrammarMatcher(g) for g in grammars]
+        words = bitmask_words(max(width, info.vocab_size))
+        bitmask = torch.zeros((batch, words), dtype=torch.int32)
+        if scores.device.type == "cuda":
+            bitmask = bitmask.pin_memory()
+        self._bitmask = bitmask
+        self._prompt_len = input_ids.shape[1]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Advance every row by its last token, then mask ``scores`` in place and return it."""
+        if self.matchers is None:
+            self._setup(input_ids, scores)
+        else:
+            if input_ids.shape[0] != len(self.matchers):
+                raise MatcherError(
+                    f"the batch changed from {len(self.matchers)} to {input_ids.shape[0]} rows mid-generation; "
+                    f"use one processor per generate() call or call reset()"
+                )
+            last = input_ids[:, -1].tolist()
+            for row, (m, tok) in enumerate(zip(self.matchers, last)):
+                if m.is_terminated():
+                    continue  # finished rows are padded by generate(); nothing to check
+                if not m.accept_token(tok):
+                    raise MatcherError(
+                        f"row {row}: token {tok} was generated although the grammar forbids it "
+                        f"(another logits processor or beam search changed the choice?)"
+                    )
+        for row, m in enumerate(self.matchers):
+            m.fill_next_token_bitmask(self._bitmask, row)
+        apply_token_bitmask_inplace(scores, self._bitmask)
+        return scores
+
+    @property
+    def completed(self) -> list[bool]:
+        """Per row: the output is a complete match (EOS was accepted or would be)."""
+        return [m.is_completed() for m in self.matchers or []]
+
+    @property
+    def terminated(self) -> list[bool]:
+        """Per row: a stop token was generated. False with a complete value means the
+        token budget ran out before EOS; False otherwise means the output is truncated."""
+        return [m.is_terminated() for m in self.matchers or []]
+
+
+class JSONSchemaLogitsProcessor(GrammarLogitsProcessor):
+    """A :class:`GrammarLogitsProcessor` for a JSON Schema and a Hugging Face tokenizer.
+
+    Args:
+        schema: the JSON Schema (dict, bool or JSON text).
+        tokenizer: the model's ``transformers`` tokenizer.
+        strict: refuse unsupported keywords (default) or record warnings.
+        whitespace: ``"compact"`` or ``"flexible"`` (bounded whitespace).
+        vocab_size: the model's logits width, if it differs from ``len(tokenizer)``.
+    """
+
+    def __init__(
+        self,
+        schema: Any,
+        tokenizer: Any,
+        *,
+        strict: bool = True,
+        whitespace: Literal["compact", "flexible"] = "compact",
+        vocab_size: int | None = None,
+    ) -> None:
+        compiled = compiler_for(tokenizer, vocab_size=vocab_size).compile_json_schema(
+            schema, strict=strict, whitespace=whitespace)
+        super().__init__(compiled)
+        self.compiled = compiled

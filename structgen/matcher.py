@@ -1,0 +1,136 @@
+"""GrammarMatcher: the only mutable object — where one output stands in its grammar."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .bitmask import as_numpy_row
+from .compiler import CompiledGrammar
+from .errors import MatcherError
+from .token_index import DEAD
+
+__all__ = ["GrammarMatcher"]
+
+
+class GrammarMatcher:
+    """Tracks one output against a :class:`CompiledGrammar`, token by token.
+
+    A rejected token returns ``False`` and leaves the matcher where it was. A stop token
+    (EOS) is accepted exactly when the text so far is complete, and terminates the matcher.
+
+    Args:
+        compiled: the compiled grammar (shared, read-only; many matchers may use one).
+        max_rollback_tokens: how many tokens :meth:`rollback` can undo (``None``: unlimited).
+    """
+
+    __slots__ = ("compiled", "_index", "_history", "_terminated", "_max_rollback")
+
+    def __init__(self, compiled: CompiledGrammar, *, max_rollback_tokens: int | None = None) -> None:
+        self.compiled = compiled
+        self._index = compiled.index
+        self._max_rollback = max_rollback_tokens
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the start of the grammar."""
+        self._history: list[int] = [self._index.initial]
+        self._terminated = False
+
+    @property
+    def state(self) -> int:
+        """An integer naming the current parser configuration (equal states, equal masks)."""
+        return self._history[-1]
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; ``False`` (state unchanged) if the grammar forbids it."""
+        if self._terminated:
+            return False
+        token_id = int(token_id)
+        cur = self._history[-1]
+        if token_id in self.compiled.tokenizer_info.stop_token_ids:
+            if not self._index.is_accepting(cur):
+                return False
+            self._terminated = True
+            self._push(cur)
+            return True
+        nxt = self._index.step_token(cur, token_id)
+        if nxt == DEAD:
+            return False
+        self._push(nxt)
+        return True
+
+    def accept_string(self, text: str | bytes) -> bool:
+        """Advance by raw text (counts as one step for :meth:`rollback`); ``False`` if rejected."""
+        if self._terminated:
+            return False
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        nxt = self._index.step_bytes(self._history[-1], data)
+        if nxt == DEAD:
+            return False
+        self._push(nxt)
+        return True
+
+    def _push(self, cid: int) -> None:
+        self._history.append(cid)
+        if self._max_rollback is not None and len(self._history) > self._max_rollback + 1:
+            del self._history[0]
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        """Write the allowed next tokens into row ``index`` of a CPU int32 bitmask.
+
+        ``bitmask`` is a numpy array or CPU torch tensor of shape ``(batch, words)`` with
+        ``words >= ceil(vocab_size / 32)``. After termination only stop tokens are allowed
+        (so a finished row of a batch can keep emitting padding EOS).
+        """
+        row = as_numpy_row(bitmask, index)
+        mask = self._index.mask(self._history[-1]) if not self._terminated else self._stop_mask()
+        if row.shape[0] < mask.shape[0]:
+            raise MatcherError(
+                f"bitmask row has {row.shape[0]} words but the vocabulary needs {mask.shape[0]} "
+                f"(vocab_size={self.compiled.tokenizer_info.vocab_size})"
+            )
+        row[: mask.shape[0]] = mask
+        row[mask.shape[0]:] = 0
+
+    def _stop_mask(self) -> np.ndarray:
+        info = self.compiled.tokenizer_info
+        allowed = np.zeros(self._index.words * 32, dtype=bool)
+        allowed[list(info.stop_token_ids)] = True
+        return np.packbits(allowed, bitorder="little").view("<i4")
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """Sorted ids of the tokens allowed next (convenience; slower than the bitmask)."""
+        if self._terminated:
+            return np.array(sorted(self.compiled.tokenizer_info.stop_token_ids))
+        return np.flatnonzero(self._index.allowed_tokens(self._history[-1]))
+
+    def is_completed(self) -> bool:
+        """The text so far is a complete match (a stop token would be accepted now)."""
+        return self._terminated or self._index.is_accepting(self._history[-1])
+
+    def is_terminated(self) -> bool:
+        """A stop token has been accepted."""
+        return self._terminated
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (or strings).
+
+        Raises:
+            MatcherError: more tokens than were accepted (or kept, with ``max_rollback_tokens``).
+        """
+        if num_tokens < 0 or num_tokens > len(self._history) - 1:
+            raise MatcherError(f"cannot roll back {num_tokens} tokens: only {len(self._history) - 1} can be undone")
+        if num_tokens:
+            del self._history[-num_tokens:]
+            self._terminated = False
+
+    def fork(self) -> "GrammarMatcher":
+        """An independent copy at the same position (for beam or speculative search)."""
+        other = GrammarMatcher.__new__(GrammarMatcher)
+        other.compiled = self.compiled
+        other._index = self._index
+        other._max_rollback = self._max_rollback
+        other._history = list(self._history)
+        other._terminated = self._terminated
+        return other

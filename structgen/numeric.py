@@ -1,0 +1,101 @@
+"""Integer ranges as regular expressions over canonical decimal text.
+
+JSON Schema's ``minimum``/``maximum`` on integers become a regular language: the canonical
+decimal strings (no leading zeros, ``0`` for zero, ``-`` only before non-zero numbers) of the
+integers in ``[lo, hi]``. :func:`int_range_expr` builds it with O(number of digits)
+alternatives by splitting on digit count and then on the first differing digit.
+"""
+from __future__ import annotations
+
+from .grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Repeat, alt, seq
+
+__all__ = ["int_range_expr"]
+
+_DIGIT = CharSet(((0x30, 0x39),))
+_NONZERO = CharSet(((0x31, 0x39),))
+
+
+def _digit_range(lo: int, hi: int) -> Expr:
+    """One decimal digit in ``[lo, hi]``."""
+    return Lit(str(lo)) if lo == hi else CharSet(((0x30 + lo, 0x30 + hi),))
+
+
+def _digits(n: int) -> Expr:
+    """Exactly ``n`` arbitrary digits."""
+    return EMPTY if n == 0 else _DIGIT if n == 1 else Repeat(_DIGIT, n, n)
+
+
+def _same_length(x: str, y: str) -> Expr:
+    """Digit strings of ``len(x) == len(y)`` between ``x`` and ``y`` (leading zeros allowed).
+
+    Splits at the first digit: ``x[0]`` then the tail ``>= x[1:]``, the digits strictly
+    between with any tail, and ``y[0]`` then a tail ``<= y[1:]``. Tails of all 0s/all 9s
+    are folded into the middle, so each side recurses along one path only: O(len) size.
+    """
+    if not x:
+        return EMPTY
+    if x[0] == y[0]:
+        return seq(Lit(x[0]), _same_length(x[1:], y[1:]))
+    n = len(x) - 1
+    lo_d, hi_d = int(x[0]), int(y[0])
+    low = high = None
+    if x[1:] != "0" * n:
+        low = seq(Lit(x[0]), _same_length(x[1:], "9" * n))
+        lo_d += 1
+    if y[1:] != "9" * n:
+        high = seq(Lit(y[0]), _same_length("0" * n, y[1:]))
+        hi_d -= 1
+    middle = seq(_digit_range(lo_d, hi_d), _digits(n)) if lo_d <= hi_d else None
+    return alt(*(p for p in (low, middle, high) if p is not None))
+
+
+def _natural_range(lo: int, hi: int | None) -> Expr:
+    """Canonical decimal strings of ``lo <= n <= hi`` for ``lo >= 0`` (``hi=None``: no bound)."""
+    if hi is not None and hi < lo:
+        return NOTHING
+    parts: list[Expr] = []
+    if lo == 0:  # "0" is the only canonical number starting with 0
+        parts.append(Lit("0"))
+        lo = 1
+        if hi is not None and hi < 1:
+            return parts[0]
+    lo_len = len(str(lo))
+    if hi is not None and len(str(hi)) == lo_len:
+        parts.append(_same_length(str(lo), str(hi)))
+        return alt(*parts)
+    # Digit count of the first length all of whose numbers are in range.
+    first_full = lo_len if lo == 10 ** (lo_len - 1) else lo_len + 1
+    if first_full > lo_len:
+        parts.append(_same_length(str(lo), "9" * lo_len))
+    if hi is None:
+        parts.append(seq(_NONZERO, Repeat(_DIGIT, first_full - 1, None)))
+        return alt(*parts)
+    hi_len = len(str(hi))
+    last_full = hi_len if hi == 10 ** hi_len - 1 else hi_len - 1
+    if first_full <= last_full:  # whole lengths in between: one alternative for all of them
+        body = Repeat(_DIGIT, first_full - 1, last_full - 1)
+        if first_full == last_full:
+            body = _digits(first_full - 1)
+        parts.append(seq(_NONZERO, body))
+    if last_full < hi_len:
+        parts.append(_same_length("1" + "0" * (hi_len - 1), str(hi)))
+    return alt(*parts)
+
+
+def int_range_expr(lo: int | None, hi: int | None) -> Expr:
+    """Canonical decimal representations of the integers ``n`` with ``lo <= n <= hi``.
+
+    ``None`` leaves that side unbounded. Canonical means no leading zeros, ``"0"`` for zero,
+    ``"-"`` before negatives and never ``"-0"``. An empty range gives ``NOTHING``.
+    """
+    if lo is not None and hi is not None and lo > hi:
+        return NOTHING
+    parts: list[Expr] = []
+    # Negatives n in [lo, min(hi, -1)] are "-" + m for m = -n in [max(1, -hi), -lo].
+    if lo is None or lo < 0:
+        m_lo = 1 if hi is None or hi >= 0 else -hi
+        m_hi = None if lo is None else -lo
+        parts.append(seq(Lit("-"), _natural_range(m_lo, m_hi)))
+    if hi is None or hi >= 0:
+        parts.append(_natural_range(0 if lo is None else max(lo, 0), hi))
+    return alt(*parts)

@@ -1,0 +1,537 @@
+"""JSON Schema → :class:`~structgen.grammar.Grammar`, one function per keyword family.
+
+The grammar generates *canonical* JSON: compact separators (or bounded whitespace in
+``"flexible"`` mode), object properties in schema order, strings with the escapes
+``json.dumps(..., ensure_ascii=False)`` writes. Every string it generates validates; a
+valid instance serialised that way is accepted. Where the two cannot both hold, the
+keyword is unsupported: strict mode (the default) raises ``UnsupportedSchemaError`` with
+the keyword's JSON pointer, lenient mode records a warning. Nothing is dropped silently.
+
+Departures kept on purpose (sound, documented in the README):
+* integers are written without fraction or exponent (``1``, never ``1.0``);
+* ``\\u`` escapes of surrogates are never generated (astral characters are written raw);
+* additional property names are written without escapes.
+"""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from typing import Any, Literal
+
+from .errors import SchemaError, StructgenWarning, UnsupportedSchemaError
+from .grammar import (
+    EMPTY,
+    NOTHING,
+    CharSet,
+    Expr,
+    Grammar,
+    Lit,
+    Ref,
+    Regex,
+    Repeat,
+    alt,
+    opt,
+    seq,
+)
+from .canonical import json_equal
+from .numeric import int_range_expr
+from .regex import ANY_CHAR, search_expr
+
+__all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
+
+ANNOTATION_KEYWORDS = frozenset({
+    "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
+    "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+})
+SUPPORTED_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "enum", "const", "items",
+    "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
+    "pattern", "anyOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+}) | ANNOTATION_KEYWORDS
+
+ALL_TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
+
+# One JSON string character (one code point), as json.dumps(ensure_ascii=False) writes it
+# and as any JSON text may write it. Surrogate \u escapes are excluded so that one grammar
+# unit is always one code point (lengths count code points).
+_RAW_CHAR = ANY_CHAR.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)]))
+_HEX = CharSet.of([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+_HEX_NO_D = CharSet.of([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63), (0x65, 0x66)])
+_U_ESCAPE = seq(
+    Lit("\\u"),
+    alt(seq(_HEX_NO_D, _HEX, _HEX, _HEX), seq(CharSet.of([(0x44, 0x44), (0x64, 0x64)]), CharSet.of([(0x30, 0x37)]), _HEX, _HEX)),
+)
+_STRING_CHAR = alt(_RAW_CHAR, seq(Lit("\\"), CharSet.of([(ord(c), ord(c)) for c in '"\\/bfnrt'])), _U_ESCAPE)
+_SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+_INTEGER = Regex(r"-?(0|[1-9][0-9]*)")
+_NUMBER = Regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_WS_CHARS = CharSet.of([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
+
+
+def _ptr(base: str, *parts: Any) -> str:
+    out = base
+    for p in parts:
+        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
+    return out
+
+
+def _encode_json_charset(cs: CharSet) -> Expr:
+    """Characters of a decoded string → their JSON-string encodings (raw or escaped)."""
+    raw = CharSet(tuple(r for r in cs.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)])).ranges))
+    escaped = []
+    for a, b in cs.ranges:
+        for cp in range(a, min(b, 0x5C) + 1):
+            if cp < 0x20 or cp in (0x22, 0x5C):
+                escaped.append(Lit(_SHORT_ESCAPES.get(cp, f"\\u{cp:04x}")))
+    return alt(*(([raw] if raw.ranges else []) + escaped))
+
+
+def _json_encode_expr(e: Expr) -> Expr:
+    """Map a regex over decoded characters to one over the JSON-encoded text."""
+    if isinstance(e, CharSet):
+        return _encode_json_charset(e)
+    if isinstance(e, Lit):
+        return Lit(json.dumps(e.text, ensure_ascii=False)[1:-1])
+    from .grammar import Alt, Seq
+
+    if isinstance(e, Seq):
+        return seq(*(_json_encode_expr(x) for x in e.items))
+    if isinstance(e, Alt):
+        return alt(*(_json_encode_expr(x) for x in e.options))
+    if isinstance(e, Repeat):
+        return Repeat(_json_encode_expr(e.item), e.min, e.max)
+    raise TypeError(f"unexpected regex node {e!r}")
+
+
+def _length_range(e: Expr) -> tuple[int, float]:
+    """Minimum and maximum number of characters an expression matches."""
+    from .grammar import Alt, Seq
+
+    if isinstance(e, Lit):
+        return len(e.text), len(e.text)
+    if isinstance(e, CharSet):
+        return 1, 1
+    if isinstance(e, Seq):
+        lo, hi = 0, 0.0
+        for x in e.items:
+            a, b = _length_range(x)
+            lo, hi = lo + a, hi + b
+        return lo, hi
+    if isinstance(e, Alt):
+        rs = [_length_range(x) for x in e.options] or [(0, 0)]
+        return min(r[0] for r in rs), max(r[1] for r in rs)
+    if isinstance(e, Repeat):
+        a, b = _length_range(e.item)
+        return a * e.min, (float("inf") if e.max is None and b > 0 else b * (e.max or 0))
+    raise TypeError(e)
+
+
+def _not_in_set(words: list[str]) -> Expr:
+    """Strings of raw JSON-string characters (no escapes) that are not in ``words``."""
+    words = [w for w in words if all(cp in _RAW_CHAR for cp in map(ord, w))]
+    if not words:
+        return Repeat(_RAW_CHAR, 0, None)
+    options: list[Expr] = []
+    if "" not in words:
+        options.append(EMPTY)
+    firsts = sorted({w[0] for w in words if w})
+    for c in firsts:
+        options.append(seq(Lit(c), _not_in_set([w[1:] for w in words if w and w[0] == c])))
+    other = _RAW_CHAR.minus(CharSet.of([(ord(c), ord(c)) for c in firsts]))
+    options.append(seq(other, Repeat(_RAW_CHAR, 0, None)))
+    return alt(*options)
+
+
+class _Converter:
+    def __init__(self, root: Any, *, strict: bool, whitespace: str, max_whitespace: int) -> None:
+        self.root = root
+        self.strict = strict
+        self.ws: Expr = EMPTY if whitespace == "compact" else Repeat(_WS_CHARS, 0, max_whitespace)
+        self.rules: dict[str, Expr] = {}
+        self.ref_rules: dict[str, str] = {}
+        self.warnings: list[str] = []
+        self._resolving: list[str] = []
+        self._validator = None
+        self._objects = 0
+
+    # -- helpers ------------------------------------------------------------------
+
+    def unsupported(self, keyword: str, ptr: str, why: str = "") -> None:
+        msg = f"keyword {keyword!r} is not supported{': ' + why if why else ''}"
+        if self.strict:
+            raise UnsupportedSchemaError(msg, pointer=ptr, keyword=keyword)
+        text = f"{ptr or '#'}: {msg} (not enforced)"
+        self.warnings.append(text)
+        warnings.warn(text, StructgenWarning, stacklevel=4)
+
+    def validator(self, subschema: Any):
+        import jsonschema
+
+        if self._validator is None:
+            cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
+            self._validator = cls(self.root)
+        return self._validator.evolve(schema=subschema)
+
+    def any_value(self) -> Expr:
+        if "json_value" not in self.rules:
+            ws = self.ws
+            self.rules["json_value"] = NOTHING  # placeholder for recursion
+            string = seq(Lit('"'), Repeat(_STRING_CHAR, 0, None), Lit('"'))
+            self.rules["JSON_STRING"] = string
+            self.rules["JSON_NUMBER"] = _NUMBER
+            member = seq(Ref("JSON_STRING"), ws, Lit(":"), ws, Ref("json_value"))
+            obj = alt(
+                seq(Lit("{"), ws, Lit("}")),
+                seq(Lit("{"), ws, member, Repeat(seq(ws, Lit(","), ws, member), 0, None), ws, Lit("}")),
+            )
+            arr = alt(
+                seq(Lit("["), ws, Lit("]")),
+                seq(Lit("["), ws, Ref("json_value"), Repeat(seq(ws, Lit(","), ws, Ref("json_value")), 0, None), ws, Lit("]")),
+            )
+            self.rules["json_value"] = alt(obj, arr, Ref("JSON_STRING"), Ref("JSON_NUMBER"), Lit("true"), Lit("false"), Lit("null"))
+        return Ref("json_value")
+
+    # -- entry --------------------------------------------------------------------
+
+    def convert(self) -> Grammar:
+        self._check_metaschema()
+        body = self.node(self.root, "")
+        self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
+        return Grammar(self.rules, "start", tuple(self.warnings))
+
+    def _check_metaschema(self) -> None:
+        import jsonschema
+
+        if not isinstance(self.root, (dict, bool)):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(self.root).__name__}", pointer="")
+        if isinstance(self.root, bool):
+            return
+        cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
+        err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(self.root))
+        if err is not None:
+            path = list(err.absolute_path)
+            keyword = next((p for p in reversed(path) if isinstance(p, str)), None)
+            raise SchemaError(f"invalid schema: {err.message}", pointer=_ptr("", *path), keyword=keyword)
+
+    # -- nodes --------------------------------------------------------------------
+
+    def node(self, schema: Any, ptr: str) -> Expr:
+        if schema is True:
+            return self.any_value()
+        if schema is False:
+            return NOTHING
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer=ptr)
+        for kw in schema:
+            if kw not in SUPPORTED_KEYWORDS:
+                self.unsupported(kw, _ptr(ptr, kw))
+        validation = {k for k in schema if k not in ANNOTATION_KEYWORDS}
+        if "$ref" in schema:
+            if validation - {"$ref"}:
+                kw = sorted(validation - {"$ref"})[0]
+                self.unsupported(kw, _ptr(ptr, kw), "keywords beside $ref are not combined yet")
+            return self.ref(schema["$ref"], _ptr(ptr, "$ref"))
+        if "anyOf" in schema:
+            others = validation - {"anyOf"}
+            if others:
+                kw = sorted(others)[0]
+                self.unsupported(kw, _ptr(ptr, kw), "keywords beside anyOf are not combined yet")
+            return alt(*(self.node(s, _ptr(ptr, "anyOf", i)) for i, s in enumerate(schema["anyOf"])))
+        if "enum" in schema or "const" in schema:
+            return self.literals(schema, ptr)
+        types = schema.get("type", list(ALL_TYPES))
+        types = [types] if isinstance(types, str) else list(types)
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        options = []
+        for t in types:
+            if t == "null":
+                options.append(Lit("null"))
+            elif t == "boolean":
+                options.append(alt(Lit("true"), Lit("false")))
+            elif t == "integer":
+                options.append(self.integer(schema, ptr))
+            elif t == "number":
+                options.append(self.number(schema, ptr))
+            elif t == "string":
+                options.append(self.string(schema, ptr))
+            elif t == "array":
+                options.append(self.array(schema, ptr))
+            elif t == "object":
+                options.append(self.object(schema, ptr))
+        return alt(*options)
+
+    def ref(self, ref: str, ptr: str) -> Expr:
+        if not ref.startswith("#"):
+            raise UnsupportedSchemaError(f"only local references (#...) are supported, not {ref!r}", pointer=ptr, keyword="$ref")
+        target_ptr = ref[1:]
+        if target_ptr in self._resolving:
+            cycle = self._resolving[self._resolving.index(target_ptr):] + [target_ptr]
+            raise SchemaError(
+                "$ref cycle with no base case: " + " -> ".join("#" + c for c in cycle), pointer=ptr, keyword="$ref")
+        if target_ptr not in self.ref_rules:
+            target = self.resolve_pointer(target_ptr, ptr)
+            base = re.sub(r"[^a-z0-9_]", "_", (target_ptr.rsplit("/", 1)[-1] or "root").lower()) or "def"
+            name = f"def_{base}"
+            k = 2
+            while name in self.rules or name in self.ref_rules.values():
+                name, k = f"def_{base}_{k}", k + 1
+            self.ref_rules[target_ptr] = name
+            self.rules[name] = NOTHING  # placeholder until the body is built (recursion)
+            # a $ref that only leads to another $ref makes no progress: track the chain
+            self._resolving.append(target_ptr)
+            try:
+                if isinstance(target, dict) and "$ref" in target:
+                    body = self.node(target, target_ptr)
+                else:
+                    saved, self._resolving = self._resolving, []
+                    try:
+                        body = self.node(target, target_ptr)
+                    finally:
+                        self._resolving = saved
+            finally:
+                self._resolving.pop()
+            self.rules[name] = body
+        return Ref(self.ref_rules[target_ptr])
+
+    def resolve_pointer(self, pointer: str, ptr: str) -> Any:
+        node = self.root
+        if pointer in ("", "/"):
+            return node
+        if not pointer.startswith("/"):
+            raise UnsupportedSchemaError(f"anchors ({'#' + pointer!r}) are not supported yet", pointer=ptr, keyword="$ref")
+        for raw in pointer[1:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            from urllib.parse import unquote
+
+            part = unquote(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SchemaError(f"unresolvable $ref '#{pointer}': no {part!r}", pointer=ptr, keyword="$ref")
+        return node
+
+    def literals(self, schema: dict, ptr: str) -> Expr:
+        if "const" in schema:
+            values = [schema["const"]]
+            if "enum" in schema:
+                values = [v for v in values if any(json_equal(v, e) for e in schema["enum"])]
+        else:
+            values = list(schema["enum"])
+            if not values:
+                raise SchemaError("enum is empty: no value can be valid", pointer=_ptr(ptr, "enum"), keyword="enum")
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        check = self.validator(rest)
+        kept = [v for v in values if check.is_valid(v)]
+        if not kept:
+            kw = "const" if "const" in schema else "enum"
+            raise SchemaError(f"no {kw} value satisfies the other keywords of this schema", pointer=_ptr(ptr, kw), keyword=kw)
+        return alt(*(Lit(json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)) for v in kept))
+
+    def integer(self, schema: dict, ptr: str) -> Expr:
+        lo, hi = _int_bounds(schema, ptr)
+        if lo is not None and hi is not None and lo > hi:
+            raise SchemaError(f"no integer lies between the bounds ({lo} > {hi})", pointer=ptr, keyword="minimum")
+        if lo is None and hi is None:
+            return _INTEGER
+        return int_range_expr(lo, hi)
+
+    def number(self, schema: dict, ptr: str) -> Expr:
+        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if kw in schema and not isinstance(schema[kw], bool):
+                self.unsupported(kw, _ptr(ptr, kw), "numeric bounds on non-integer numbers are not enforced yet")
+        return _NUMBER
+
+    def string(self, schema: dict, ptr: str) -> Expr:
+        lo = schema.get("minLength", 0)
+        hi = schema.get("maxLength")
+        if hi is not None and lo > hi:
+            raise SchemaError(f"minLength {lo} > maxLength {hi}", pointer=_ptr(ptr, "minLength"), keyword="minLength")
+        if "pattern" in schema:
+            pexpr = search_expr(schema["pattern"])
+            plo, phi = _length_range(pexpr)
+            if lo > plo or (hi is not None and hi < phi):
+                kw = "minLength" if lo > plo else "maxLength"
+                self.unsupported(kw, _ptr(ptr, kw), "length bounds together with a pattern that allows other lengths")
+            return seq(Lit('"'), _json_encode_expr(pexpr), Lit('"'))
+        return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
+
+    def array(self, schema: dict, ptr: str) -> Expr:
+        ws = self.ws
+        prefix = schema.get("prefixItems")
+        items = schema.get("items", True)
+        rest_ptr = _ptr(ptr, "items")
+        if isinstance(items, list):  # draft-07 tuple form
+            prefix, items, rest_ptr = items, schema.get("additionalItems", True), _ptr(ptr, "additionalItems")
+            prefix_ptr = _ptr(ptr, "items")
+        else:
+            prefix_ptr = _ptr(ptr, "prefixItems")
+        prefix = prefix or []
+        lo = schema.get("minItems", 0)
+        hi = schema.get("maxItems")
+        if hi is not None and lo > hi:
+            raise SchemaError(f"minItems {lo} > maxItems {hi}", pointer=_ptr(ptr, "minItems"), keyword="minItems")
+        elems = [self.node(s, _ptr(prefix_ptr, i)) for i, s in enumerate(prefix)]
+        rest = self.node(items, rest_ptr)
+        if rest == NOTHING:
+            hi = len(prefix) if hi is None else min(hi, len(prefix))
+        if hi is not None and hi < lo:
+            return NOTHING
+        sep = seq(ws, Lit(","), ws)
+
+        def at(i: int) -> Expr:
+            return elems[i] if i < len(elems) else rest
+
+        def body(i: int) -> Expr:
+            # the elements from position i on; element i carries its comma when i > 0
+            if hi is not None and i >= hi:
+                return EMPTY
+            if i >= len(elems) and i >= lo:  # only optional `rest` elements remain
+                if rest == NOTHING:
+                    return EMPTY
+                more = Repeat(seq(sep, rest), 0, None) if hi is None else _bounded_tail(sep, rest, hi - i - 1)
+                return opt(seq(rest if i == 0 else seq(sep, rest), more))
+            item = at(i) if i == 0 else seq(sep, at(i))
+            following = seq(item, body(i + 1))
+            return following if i < lo else opt(following)
+
+        body_expr = body(0)
+        if body_expr == NOTHING:
+            return NOTHING
+        return seq(Lit("["), ws, body_expr, ws, Lit("]"))
+
+    def object(self, schema: dict, ptr: str) -> Expr:
+        ws = self.ws
+        props: dict[str, Any] = dict(schema.get("properties", {}))
+        required = list(dict.fromkeys(schema.get("required", [])))
+        additional = schema.get("additionalProperties", True)
+        extra_expr = self.node(additional, _ptr(ptr, "additionalProperties"))
+        entries: list[tuple[str, Expr, bool]] = []
+        for name, sub in props.items():
+            value = self.node(sub, _ptr(ptr, "properties", name))
+            if value == NOTHING:
+                if name in required:
+                    return NOTHING
+                continue
+            entries.append((name, value, name in required))
+        for name in required:
+            if name not in props:
+                if extra_expr == NOTHING:
+                    return NOTHING
+                entries.append((name, extra_expr, True))
+
+        def member(name: str, value: Expr) -> Expr:
+            return seq(Lit(json.dumps(name, ensure_ascii=False)), ws, Lit(":"), ws, value)
+
+        sep = seq(ws, Lit(","), ws)
+        extra_member = None
+        if extra_expr != NOTHING:
+            # every declared name is excluded, also those whose schema is false (absent)
+            key = seq(Lit('"'), _not_in_set(list(dict.fromkeys([*props, *required]))), Lit('"'))
+            extra_member = seq(key, ws, Lit(":"), ws, extra_expr)
+
+        def tail_after(i: int) -> Expr:
+            # members i.. each preceded by a comma, then additional members
+            parts: list[Expr] = []
+            for name, value, req in entries[i:]:
+                m = seq(sep, member(name, value))
+                parts.append(m if req else opt(m))
+            if extra_member is not None:
+                parts.append(Repeat(seq(sep, extra_member), 0, None))
+            return seq(*parts)
+
+        leading_optional = next((k for k, e in enumerate(entries) if e[2]), len(entries))
+        if leading_optional > 2:
+            body = self._object_body_rules(entries, member, sep, extra_member)
+            return seq(Lit("{"), ws, body, ws, Lit("}"))
+        options: list[Expr] = []
+        for k, (name, value, req) in enumerate(entries):
+            options.append(seq(member(name, value), tail_after(k + 1)))
+            if req:
+                break
+        else:  # every declared member optional: they may all be absent
+            options.append(EMPTY)
+            if extra_member is not None:
+                options.append(seq(extra_member, Repeat(seq(sep, extra_member), 0, None)))
+        return seq(Lit("{"), ws, alt(*options), ws, Lit("}"))
+
+
+    def _object_body_rules(self, entries, member, sep, extra_member) -> Expr:
+        """Members in order, optional ones skippable, commas only between present ones.
+
+        Written with one helper rule per position so that its size stays linear in the
+        number of properties: ``rest_k`` follows an emitted member, ``first_k`` is where
+        nothing has been emitted yet. (Inlined alternatives would copy every suffix.)
+        """
+        self._objects += 1
+        base = f"obj{self._objects}"
+        n = len(entries)
+        extras = Repeat(seq(sep, extra_member), 0, None) if extra_member is not None else EMPTY
+        self.rules[f"{base}_rest{n}"] = extras
+        self.rules[f"{base}_first{n}"] = alt(EMPTY, seq(extra_member, extras)) if extra_member is not None else EMPTY
+        for k in reversed(range(n)):
+            name, value, req = entries[k]
+            m = member(name, value)
+            rest_next = Ref(f"{base}_rest{k + 1}")
+            self.rules[f"{base}_rest{k}"] = seq(seq(sep, m) if req else opt(seq(sep, m)), rest_next)
+            first = seq(m, rest_next)
+            self.rules[f"{base}_first{k}"] = first if req else alt(first, Ref(f"{base}_first{k + 1}"))
+        return Ref(f"{base}_first0")
+
+
+def _bounded_tail(sep: Expr, item: Expr, n: int) -> Expr:
+    tail: Expr = EMPTY
+    for _ in range(n):
+        tail = opt(seq(sep, item, tail))
+    return tail
+
+
+def _int_bounds(schema: dict, ptr: str) -> tuple[int | None, int | None]:
+    import math
+
+    lo = hi = None
+
+    def tighten_lo(v: float, exclusive: bool) -> None:
+        nonlocal lo
+        c = math.floor(v) + 1 if exclusive else math.ceil(v)
+        lo = c if lo is None else max(lo, c)
+
+    def tighten_hi(v: float, exclusive: bool) -> None:
+        nonlocal hi
+        c = math.ceil(v) - 1 if exclusive else math.floor(v)
+        hi = c if hi is None else min(hi, c)
+
+    ex_lo, ex_hi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if "minimum" in schema:
+        tighten_lo(schema["minimum"], ex_lo is True)  # draft-04 boolean form
+    if "maximum" in schema:
+        tighten_hi(schema["maximum"], ex_hi is True)
+    if isinstance(ex_lo, (int, float)) and not isinstance(ex_lo, bool):
+        tighten_lo(ex_lo, True)
+    if isinstance(ex_hi, (int, float)) and not isinstance(ex_hi, bool):
+        tighten_hi(ex_hi, True)
+    return lo, hi
+
+
+def schema_to_grammar(
+    schema: Any,
+    *,
+    strict: bool = True,
+    whitespace: Literal["compact", "flexible"] = "compact",
+    max_whitespace: int = 8,
+) -> Grammar:
+    """Translate a JSON Schema into a grammar of its canonical JSON instances.
+
+    Raises:
+        SchemaError: the schema is invalid (pointer to the fault) or trivially unsatisfiable.
+        UnsupportedSchemaError: strict mode and a keyword structgen cannot enforce.
+    """
+    if whitespace not in ("compact", "flexible"):
+        raise ValueError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
+    if max_whitespace < 0:
+        raise ValueError("max_whitespace must be >= 0")
+    return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()

@@ -1,0 +1,213 @@
+"""TokenizerInfo: the exact bytes of every token id, stop tokens and the model's vocabulary size.
+
+Grammars are matched on bytes, so the first job is to recover, for each token id, the bytes
+it appends to the output. Hugging Face vocabularies store token *strings* in one of a few
+encodings:
+
+* byte-level BPE (GPT-2, Llama-3, Qwen, SmolLM2): every byte is mapped to a printable
+  character (``Ġ`` for a space...); we invert that table;
+* SentencePiece (Llama-2, Mistral, Phi-3): ``▁`` stands for a space and ``<0xNN>`` tokens
+  are raw bytes (byte fallback);
+* anything else: the token string is UTF-8 text.
+
+Special tokens (BOS, EOS, padding, chat markers...) get no bytes: grammar text can never
+produce them, and only stop tokens are ever allowed, when the output is complete.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable, Literal, Sequence
+
+from .errors import TokenizerError
+
+__all__ = ["TokenizerInfo", "VocabType"]
+
+VocabType = Literal["byte_level", "sentencepiece", "raw"]
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's bytes→unicode table (printable stand-ins for every byte)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+@dataclass(frozen=True, eq=False)
+class TokenizerInfo:
+    """What the grammar engine needs to know about a tokenizer.
+
+    Attributes:
+        token_bytes: per token id, the bytes it appends, or ``None`` for special tokens.
+        vocab_size: the model's vocabulary size (width of the logits); may exceed
+            ``len(token_bytes)`` when the embedding matrix is padded.
+        stop_token_ids: ids that end generation (EOS, end-of-turn); allowed only when the
+            output is complete.
+        special_token_ids: ids never produced by grammar text (includes stop tokens).
+        vocab_type: how token strings were decoded.
+    """
+
+    token_bytes: tuple[bytes | None, ...]
+    vocab_size: int
+    stop_token_ids: tuple[int, ...]
+    special_token_ids: frozenset[int] = frozenset()
+    vocab_type: VocabType = "raw"
+    _fingerprint: list = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < len(self.token_bytes):
+            raise TokenizerError(
+                f"vocab_size={self.vocab_size} is smaller than the tokenizer's {len(self.token_bytes)} "
+                f"tokens; pass the model's logits width (config.vocab_size) or leave it unset"
+            )
+        if not self.stop_token_ids:
+            raise TokenizerError(
+                "the tokenizer has no stop token (EOS): pass stop_token_ids=[...] so a complete "
+                "output can end"
+            )
+        for t in self.stop_token_ids:
+            if not 0 <= t < self.vocab_size:
+                raise TokenizerError(f"stop token id {t} is outside the vocabulary [0, {self.vocab_size})")
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 over the token bytes, stop tokens and vocabulary size (cache key)."""
+        if not self._fingerprint:
+            h = hashlib.sha256()
+            h.update(f"v1|{self.vocab_size}|{sorted(self.stop_token_ids)}|{self.vocab_type}|".encode())
+            for b in self.token_bytes:
+                if b is None:
+                    h.update(b"\xff\x00")
+                else:
+                    h.update(len(b).to_bytes(4, "little"))
+                    h.update(b)
+            self._fingerprint.append(h.hexdigest())
+        return self._fingerprint[0]
+
+    @classmethod
+    def from_token_bytes(
+        cls,
+        token_bytes: Sequence[bytes | None],
+        *,
+        stop_token_ids: Iterable[int],
+        vocab_size: int | None = None,
+        special_token_ids: Iterable[int] = (),
+    ) -> "TokenizerInfo":
+        """Build from explicit token bytes (toy vocabularies, tests, other frameworks)."""
+        stops = tuple(dict.fromkeys(int(t) for t in stop_token_ids))
+        specials = frozenset(int(t) for t in special_token_ids) | frozenset(stops)
+        tb = tuple(None if (i in specials or b is None) else bytes(b) for i, b in enumerate(token_bytes))
+        return cls(tb, vocab_size or len(tb), stops, specials, "raw")
+
+    @classmethod
+    def from_huggingface(
+        cls,
+        tokenizer: Any,
+        *,
+        vocab_size: int | None = None,
+        stop_token_ids: Iterable[int] | None = None,
+    ) -> "TokenizerInfo":
+        """Adapt a ``transformers`` tokenizer (fast or slow).
+
+        Args:
+            tokenizer: a ``PreTrainedTokenizer(Fast)``.
+            vocab_size: the model's logits width (``model.config.vocab_size``) when it is
+                larger than the tokenizer; defaults to ``len(tokenizer)``.
+            stop_token_ids: ids that end generation; defaults to the EOS id(s) of the
+                tokenizer (and of its generation config, if the tokenizer carries one).
+
+        Raises:
+            TokenizerError: no EOS id is known, or ``vocab_size`` is too small.
+        """
+        vocab: dict[str, int] = tokenizer.get_vocab()
+        n = max(max(vocab.values()) + 1, len(tokenizer))
+        strings: list[str | None] = [None] * n
+        for s, i in vocab.items():
+            strings[i] = s
+        specials = set(getattr(tokenizer, "all_special_ids", []) or [])
+        for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
+            if getattr(tok, "special", False):
+                specials.add(int(i))
+        vtype = _detect_vocab_type(tokenizer, vocab)
+        token_bytes: list[bytes | None] = []
+        dec = _byte_decoder()
+        added = {int(i): t.content for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()}
+        for i, s in enumerate(strings):
+            if s is None or i in specials:
+                token_bytes.append(None)
+            elif i in added:  # added tokens are stored verbatim, not in the vocab's encoding
+                token_bytes.append(added[i].encode("utf-8"))
+            elif vtype == "byte_level":
+                try:
+                    token_bytes.append(bytes(dec[c] for c in s))
+                except KeyError:
+                    token_bytes.append(s.encode("utf-8"))
+            elif vtype == "sentencepiece":
+                if len(s) == 6 and s.startswith("<0x") and s.endswith(">"):
+                    token_bytes.append(bytes([int(s[3:5], 16)]))
+                else:
+                    token_bytes.append(s.replace("\u2581", " ").encode("utf-8"))
+            else:
+                token_bytes.append(s.encode("utf-8"))
+        if stop_token_ids is None:
+            stops: list[int] = []
+            eos = getattr(tokenizer, "eos_token_id", None)
+            if isinstance(eos, int):
+                stops.append(eos)
+            elif isinstance(eos, (list, tuple)):
+                stops.extend(int(x) for x in eos)
+            stop_token_ids = stops
+        stops_t = tuple(dict.fromkeys(int(t) for t in stop_token_ids))
+        specials |= set(stops_t)
+        token_bytes = [None if i in specials else b for i, b in enumerate(token_bytes)]
+        return cls(tuple(token_bytes), vocab_size or n, stops_t, frozenset(specials), vtype)
+
+    @classmethod
+    def from_tokenizer_json(cls, path: str, **kwargs: Any) -> "TokenizerInfo":
+        """Load a ``tokenizer.json`` folder or file through ``transformers`` (offline)."""
+        import os
+
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+        if os.path.isdir(path):
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        else:
+            tok = PreTrainedTokenizerFast(tokenizer_file=path)
+        return cls.from_huggingface(tok, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.token_bytes)
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenizerInfo(tokens={len(self.token_bytes)}, vocab_size={self.vocab_size}, "
+            f"type={self.vocab_type}, stop_token_ids={list(self.stop_token_ids)})"
+        )
+
+
+def _detect_vocab_type(tokenizer: Any, vocab: dict[str, int]) -> VocabType:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        try:
+            spec = json.loads(backend.to_str())
+        except Exception:  # pragma: no cover - exotic backends
+            spec = {}
+        text = json.dumps(spec.get("decoder") or {}) + json.dumps(spec.get("pre_tokenizer") or {})
+        if '"ByteLevel"' in text:
+            return "byte_level"
+        if "\u2581" in text or "ByteFallback" in text or (spec.get("model") or {}).get("byte_fallback"):
+            return "sentencepiece"
+    if any(k.startswith("<0x") and len(k) == 6 for k in vocab) or any("\u2581" in k for k in list(vocab)[:2000]):
+        return "sentencepiece"
+    if "Ġ" in vocab or any(k.startswith("Ġ") for k in list(vocab)[:5000]):
+        return "byte_level"
+    return "raw"

@@ -1,0 +1,197 @@
+"""Automaton and matcher edge cases on toy vocabularies (unit level)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from structgen import (
+    Grammar,
+    GrammarCompiler,
+    GrammarMatcher,
+    MatcherError,
+    TokenizerInfo,
+    allocate_token_bitmask,
+)
+from structgen.token_index import DEAD
+
+from .conftest import toy_info
+
+
+def compile_lark(text: str, tokens: list[bytes], **kw):
+    info = toy_info(tokens, **kw)
+    return info, GrammarCompiler(info).compile_grammar(text)
+
+
+def tid(info: TokenizerInfo, b: bytes) -> int:
+    return info.token_bytes.index(b)
+
+
+def test_token_spanning_several_terminals():
+    info, g = compile_lark('start: "{" KEY ":" NUM "}"\nKEY: /"[a-z]+"/\nNUM: /[0-9]+/', [b'{"', b'":', b'1}', b'a"'])
+    m = GrammarMatcher(g)
+    for t in [b'{"', b'a"', b":", b"1}"]:
+        assert m.accept_token(tid(info, t)), t
+    assert m.is_completed()
+    assert m.accept_token(info.stop_token_ids[0]) and m.is_terminated()
+
+
+def test_rejected_token_leaves_matcher_usable():
+    info, g = compile_lark('start: "ab" "c"', [b"ab", b"abc", b"x"])
+    m = GrammarMatcher(g)
+    assert not m.accept_token(tid(info, b"x"))
+    assert not m.accept_token(info.stop_token_ids[0])  # EOS only when complete
+    assert m.accept_token(tid(info, b"ab"))
+    assert not m.is_completed()
+    assert not m.accept_token(tid(info, b"ab"))
+    assert m.accept_token(tid(info, b"c"))
+    assert m.is_completed() and not m.is_terminated()
+
+
+def test_multibyte_utf8_split_across_byte_tokens():
+    # "é" is C3 A9: byte-fallback style vocabularies emit it as two one-byte tokens
+    info, g = compile_lark('start: "\\"" /[é]+/ "\\""', [])
+    m = GrammarMatcher(g)
+    assert m.accept_token(tid(info, b'"'))
+    assert m.accept_token(tid(info, b"\xc3"))
+    assert not m.is_completed()
+    allowed = set(m.allowed_token_ids().tolist())
+    assert allowed == {tid(info, b"\xa9")}, "only the continuation byte may follow C3"
+    assert m.accept_token(tid(info, b"\xa9"))
+    assert m.accept_token(tid(info, b'"')) and m.is_completed()
+
+
+def test_invalid_utf8_never_allowed_in_json_strings():
+    info = toy_info([])
+    g = GrammarCompiler(info).compile_builtin_json()
+    m = GrammarMatcher(g)
+    assert m.accept_string('"')
+    allowed = set(m.allowed_token_ids().tolist())
+    for b in [0x80, 0xBF, 0xC0, 0xC1, 0xF5, 0xFF, 0x00, 0x1F]:  # stray continuation, overlong, out of range, control
+        assert tid(info, bytes([b])) not in allowed, hex(b)
+    for b in [0x41, 0xC3, 0xE2, 0xF0, 0x5C]:
+        assert tid(info, bytes([b])) in allowed, hex(b)
+
+
+def test_rollback_and_reset():
+    info, g = compile_lark('start: "a" "b" "c"', [])
+    m = GrammarMatcher(g)
+    s0 = m.state
+    for ch in b"abc":
+        assert m.accept_token(tid(info, bytes([ch])))
+    assert m.accept_token(info.stop_token_ids[0]) and m.is_terminated()
+    m.rollback(2)
+    assert not m.is_terminated() and not m.is_completed()
+    assert m.accept_token(tid(info, b"c"))
+    with pytest.raises(MatcherError):
+        m.rollback(10)
+    m.reset()
+    assert m.state == s0
+
+
+def test_rollback_window_is_bounded():
+    info, g = compile_lark('start: "abcd"', [])
+    m = GrammarMatcher(g, max_rollback_tokens=2)
+    for ch in b"abcd":
+        m.accept_token(tid(info, bytes([ch])))
+    m.rollback(2)
+    with pytest.raises(MatcherError):
+        m.rollback(1)
+
+
+def test_fork_is_independent():
+    info, g = compile_lark('start: "a" ("b" | "c")', [])
+    m = GrammarMatcher(g)
+    m.accept_token(tid(info, b"a"))
+    f = m.fork()
+    assert f.accept_token(tid(info, b"b"))
+    assert m.accept_token(tid(info, b"c"))
+    assert f.is_completed() and m.is_completed()
+
+
+def test_bitmask_contract_and_padded_vocabulary():
+    info, g = compile_lark('start: "ab"', [b"ab"], vocab_size=300)  # 258 tokens, logits 300 wide
+    m = GrammarMatcher(g)
+    bm = allocate_token_bitmask(2, 300, backend="numpy")
+    m.fill_next_token_bitmask(bm, 1)
+    bits = np.unpackbits(bm[1].view(np.uint8), bitorder="little")[:300]
+    assert set(np.flatnonzero(bits).tolist()) == {tid(info, b"ab"), tid(info, b"a")}
+    assert (bm[0] == -1).all(), "other rows untouched"
+    with pytest.raises(MatcherError):
+        m.fill_next_token_bitmask(bm, 2)
+
+
+def test_completion_with_continuation_allows_eos_and_digits():
+    info, g = compile_lark('start: /[0-9]+/', [b"12"])
+    m = GrammarMatcher(g)
+    assert m.accept_token(tid(info, b"12"))
+    allowed = set(m.allowed_token_ids().tolist())
+    assert info.stop_token_ids[0] in allowed and tid(info, b"3") in allowed
+
+
+def test_recursive_grammar_deep_nesting_matches():
+    info, g = compile_lark('start: value\nvalue: "[" value? "]"', [b"[[", b"]]"])
+    m = GrammarMatcher(g)
+    depth = 300
+    for _ in range(depth // 2):
+        assert m.accept_token(tid(info, b"[["))
+    assert not m.is_completed()
+    assert info.stop_token_ids[0] not in m.allowed_token_ids()
+    for _ in range(depth // 2):
+        assert m.accept_token(tid(info, b"]]"))
+    assert m.is_completed()
+    assert not m.accept_token(tid(info, b"]"))
+
+
+def test_ambiguous_grammar_keeps_all_parses():
+    # both alternatives start alike and are recursive: needs several stacks at once
+    info, g = compile_lark('start: a | b\na: "x" a? "1"\nb: "x" b? "2"', [])
+    for text, ok in [("xx11", True), ("xx22", True), ("xx12", False), ("x1", True)]:
+        m = GrammarMatcher(g)
+        assert (m.accept_string(text) and m.is_completed()) is ok, text
+
+
+def test_mask_matches_per_token_reference_on_toy_json():
+    info = toy_info([b'{"', b'":', b'"}', b'},', b"true", b'[1', b', ', b'\\u00'])
+    g = GrammarCompiler(info).compile_builtin_json()
+    m = GrammarMatcher(g)
+    index = g.index
+    for prefix in ['', '{', '{"', '{"a', '{"a":', '{"a": [1', '{"a": [1, "\\u00', '{"a": true}']:
+        m.reset()
+        assert m.accept_string(prefix), prefix
+        fast = index.allowed_tokens(m.state)
+        for t in range(len(info.token_bytes)):
+            if t in info.stop_token_ids:
+                assert fast[t] == index.is_accepting(m.state)
+            else:
+                assert fast[t] == (index.step_token(m.state, t) != DEAD), (prefix, info.token_bytes[t])
+
+
+def test_left_recursion_is_refused_with_a_clear_message():
+    from structgen import GrammarError
+
+    info = toy_info([])
+    with pytest.raises(GrammarError, match="left recursion"):
+        GrammarCompiler(info).compile_grammar('start: start "a" | "a"')
+
+
+def test_empty_language_is_refused():
+    from structgen import GrammarError
+
+    info = toy_info([])
+    with pytest.raises(GrammarError, match="no string"):
+        GrammarCompiler(info).compile_grammar('start: "a" start')
+
+
+def test_special_tokens_never_allowed():
+    info = TokenizerInfo.from_token_bytes([b"a", b"<tool>", b"b", None], stop_token_ids=[3], special_token_ids=[1])
+    g = GrammarCompiler(info).compile_grammar('start: /.*/')
+    m = GrammarMatcher(g)
+    assert 1 not in m.allowed_token_ids()
+    assert not m.accept_token(1)
+
+
+def test_compile_cache_hits():
+    info = toy_info([])
+    c = GrammarCompiler(info)
+    assert c.compile_json_schema({"type": "integer"}) is c.compile_json_schema('{"type": "integer"}')
+    assert c.compile_json_schema({"type": "integer"}) is not c.compile_json_schema({"type": "integer"}, whitespace="flexible")

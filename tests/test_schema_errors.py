@@ -1,0 +1,75 @@
+"""Bad schemas: each error names the JSON pointer and what was expected; nothing is silent."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from structgen import GrammarCompiler, SchemaError, StructgenWarning, UnsupportedSchemaError
+from structgen.schema_to_grammar import schema_to_grammar
+
+from .conftest import toy_info
+
+
+@pytest.mark.parametrize("schema,pointer,keyword,match", [
+    ([1, 2], "", None, "must be an object or a boolean"),
+    ({"type": "object", "properties": {"a": {"type": "strin"}}}, "/properties/a/type", "type", "invalid schema"),
+    ({"type": "object", "required": "a"}, "/required", "required", "invalid schema"),
+    ({"type": "array", "minItems": -1}, "/minItems", "minItems", "invalid schema"),
+    ({"$ref": "#/$defs/missing"}, "/$ref", "$ref", "unresolvable"),
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, None, "$ref", "cycle"),
+    ({"type": "integer", "minimum": 5, "maximum": 4}, "", "minimum", "no integer"),
+    ({"enum": []}, None, None, "invalid schema|enum is empty"),
+    ({"type": "string", "minLength": 3, "maxLength": 2}, "/minLength", "minLength", "minLength 3 > maxLength 2"),
+    ({"type": "array", "minItems": 3, "maxItems": 2}, "/minItems", "minItems", "minItems 3 > maxItems 2"),
+    ({"const": 3, "type": "string"}, "/const", "const", "no const value"),
+])
+def test_invalid_schemas(schema, pointer, keyword, match):
+    with pytest.raises(SchemaError, match=match) as exc:
+        schema_to_grammar(schema)
+    if pointer is not None:
+        assert exc.value.pointer == pointer
+    if keyword is not None:
+        assert exc.value.keyword == keyword
+
+
+@pytest.mark.parametrize("schema", [False, {"not": {}}, {"type": "object", "properties": {"a": False}, "required": ["a"]}])
+def test_unsatisfiable_schemas_refused_at_compile(schema):
+    c = GrammarCompiler(toy_info([]))
+    with pytest.raises(SchemaError, match="unsatisfiable|not supported"):
+        c.compile_json_schema(schema)
+
+
+@pytest.mark.parametrize("schema,pointer,keyword", [
+    ({"type": "string", "format": "email"}, "/format", "format"),
+    ({"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}, "/properties/x/uniqueItems", "uniqueItems"),
+    ({"oneOf": [{"type": "string"}]}, "/oneOf", "oneOf"),
+    ({"type": "number", "minimum": 0.5}, "/minimum", "minimum"),
+    ({"type": "object", "properties": {"a": {"type": "string"}}, "anyOf": [{"required": ["a"]}]}, "/properties", "properties"),
+])
+def test_unsupported_keywords_strict_and_lenient(schema, pointer, keyword):
+    with pytest.raises(UnsupportedSchemaError) as exc:
+        schema_to_grammar(schema)
+    assert exc.value.pointer == pointer and exc.value.keyword == keyword
+    assert pointer in str(exc.value)
+    with pytest.warns(StructgenWarning):
+        g = schema_to_grammar(schema, strict=False)
+    assert any(pointer in w for w in g.warnings)
+    c = GrammarCompiler(toy_info([]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StructgenWarning)
+        compiled = c.compile_json_schema(schema, strict=False)
+    assert compiled.warnings, "lenient mode must record what it did not enforce"
+
+
+def test_annotations_are_accepted():
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://x/y", "title": "t",
+              "description": "d", "examples": [1], "default": 1, "$comment": "c", "type": "integer"}
+    assert not schema_to_grammar(schema).warnings
+
+
+def test_deep_nesting_does_not_recurse_out():
+    schema = {"type": "array", "items": {"$ref": "#"}}
+    c = GrammarCompiler(toy_info([]))
+    m = c.compile_json_schema(schema).matcher()
+    assert m.accept_string("[" * 1000 + "]" * 1000) and m.is_completed()
