@@ -11,9 +11,6 @@ DATA = Path(__file__).parent / "data"
 SHARED = Path(os.environ.get("STRUCTGEN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "model: runs the real SmolLM2 model (slow-ish)")
-
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():

@@ -1,0 +1,70 @@
+"""One-call constrained generation with a Hugging Face model (used by the CLI and examples)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import MatcherError
+
+__all__ = ["GenerationResult", "generate_json", "chat_inputs"]
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """Text of one constrained generation and what it cost.
+
+    ``complete`` is True when the output is a complete value of the grammar (it ended with
+    EOS, or the budget ended exactly on a complete value); False means truncated.
+    """
+
+    text: str
+    new_tokens: int
+    seconds: float
+    complete: bool
+
+
+def chat_inputs(tokenizer: Any, prompt: str | list[dict]) -> Any:
+    """Token ids of a user prompt (or chat messages) with the model's chat template."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    return tokenizer("\n".join(m["content"] for m in messages), return_tensors="pt")
+
+
+def generate_json(
+    model: Any,
+    tokenizer: Any,
+    prompt: str | list[dict],
+    schema: Any,
+    *,
+    max_new_tokens: int = 128,
+    do_sample: bool = False,
+    strict: bool = True,
+    whitespace: Literal["compact", "flexible"] = "compact",
+    **generate_kwargs: Any,
+) -> GenerationResult:
+    """Generate one JSON value valid under ``schema`` with ``model.generate``."""
+    from .hf import JSONSchemaLogitsProcessor
+
+    inputs = chat_inputs(tokenizer, prompt).to(model.device)
+    proc = JSONSchemaLogitsProcessor(schema, tokenizer, strict=strict, whitespace=whitespace,
+                                     vocab_size=getattr(model.config, "vocab_size", None))
+    t0 = time.perf_counter()
+    out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=max_new_tokens, do_sample=do_sample,
+                         pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id, **generate_kwargs)
+    seconds = time.perf_counter() - t0
+    new = out[0, inputs["input_ids"].shape[1]:].tolist()
+    # generate() never shows the processor its last token: replay the output on a fresh
+    # matcher to know whether it is complete (and to double-check every token)
+    matcher = proc.compiled.matcher()
+    body = []
+    for t in new:
+        if matcher.is_terminated():
+            break
+        if not matcher.accept_token(t):
+            raise MatcherError(f"generated token {t} is not allowed by the grammar")
+        if not matcher.is_terminated():
+            body.append(t)
+    text = tokenizer.decode(body, skip_special_tokens=True)
+    return GenerationResult(text, len(new), seconds, matcher.is_completed())
