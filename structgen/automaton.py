@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from .errors import AutomatonSizeError, GrammarError
-from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, referenced_names
+from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, iter_refs, referenced_names
 from .regex import parse_regex
 from .utf8 import charset_to_byte_sequences
 
@@ -372,7 +372,7 @@ def _large_shared_rules(rules: Mapping[str, Expr], recursive: set[str]) -> set[s
     """Non-recursive rules referenced from several places whose inlined size is large."""
     uses: dict[str, int] = {}
     for body in rules.values():
-        for name in _ref_occurrences(body):
+        for name in iter_refs(body):
             uses[name] = uses.get(name, 0) + 1
     sizes: dict[str, int] = {}
 
@@ -393,20 +393,6 @@ def _large_shared_rules(rules: Mapping[str, Expr], recursive: set[str]) -> set[s
         return 1
 
     return {n for n, k in uses.items() if k > 1 and n not in recursive and esize(Ref(n)) > INLINE_LIMIT}
-
-
-def _ref_occurrences(e: Expr):
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Ref):
-            yield x.name
-        elif isinstance(x, Seq):
-            stack.extend(x.items)
-        elif isinstance(x, Alt):
-            stack.extend(x.options)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
 
 
 def _check_left_recursion(dfas: list[tuple], names: list[str]) -> None:

@@ -277,7 +277,7 @@ class Grammar:
         if self.start not in self.rules:
             raise GrammarError(f"start rule {self.start!r} is not defined")
         for name, body in self.rules.items():
-            for ref in _refs(body):
+            for ref in iter_refs(body):
                 if ref not in self.rules:
                     raise GrammarError(f"rule {name!r} references undefined symbol {ref!r}")
 
@@ -298,7 +298,8 @@ class Grammar:
         return read_lark(text, start=start)
 
 
-def _refs(e: Expr):
+def iter_refs(e: Expr):
+    """Every rule name referenced in ``e``, once per occurrence."""
     stack = [e]
     while stack:
         x = stack.pop()
@@ -313,8 +314,8 @@ def _refs(e: Expr):
 
 
 def referenced_names(e: Expr) -> set[str]:
-    return set(_refs(e))
+    return set(iter_refs(e))
 
 
 # re-exported for error construction by readers
-__all__ += ["GrammarSyntaxError", "referenced_names", "expr_to_lark"]
+__all__ += ["GrammarSyntaxError", "referenced_names", "iter_refs", "expr_to_lark"]

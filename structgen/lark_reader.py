@@ -104,7 +104,7 @@ class _Reader:
             todo.extend(referenced_names(lib_rules[n]))
 
     def _expr(self, node: Any) -> Expr:
-        from lark import Token, Tree
+        from lark import Token
         from lark.load_grammar import _literal_to_pattern
 
         if isinstance(node, Token):

@@ -46,6 +46,7 @@ __all__ = [
     "load_tokenizer",
     "cache_dir",
     "clear_cache",
+    "gguf_special_token_ids",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ HF_HINT = (
     'install torch first (pip install torch==2.13.0 on a CPU machine), then pip install "structgen[hf]"'
 )
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 _MANIFEST = "structgen-cache.json"
 _HEAD_BYTES = 1 << 20
 
@@ -219,6 +220,81 @@ def _finish_tokenizer(tok: Any, source: str) -> Any:
     return tok
 
 
+_GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+                10: "<Q", 11: "<q", 12: "<d"}
+_SPECIAL_KEYS = {
+    "tokenizer.ggml.eos_token_id": "eos_token",
+    "tokenizer.ggml.bos_token_id": "bos_token",
+    "tokenizer.ggml.unknown_token_id": "unk_token",
+    "tokenizer.ggml.padding_token_id": "pad_token",
+}
+
+
+def gguf_special_token_ids(gguf_path: str) -> dict[str, int]:
+    """The special token ids a GGUF file declares, e.g. ``{"eos_token": 2, "bos_token": 1}``.
+
+    A small reader of the GGUF (v2/v3, little-endian) key-value header that skips arrays
+    without decoding them: ~0.1 s, where ``gguf.GGUFReader`` takes seconds. Returns {} for
+    anything it does not understand.
+    """
+    import struct
+
+    out: dict[str, int] = {}
+    try:
+        with open(gguf_path, "rb") as fh:
+            def read(fmt: str) -> Any:
+                return struct.unpack(fmt, fh.read(struct.calcsize(fmt)))[0]
+
+            def skip_string() -> None:
+                fh.seek(read("<Q"), os.SEEK_CUR)
+
+            if fh.read(4) != b"GGUF" or read("<I") not in (2, 3):
+                return {}
+            read("<Q")  # tensor count
+            for _ in range(read("<Q")):
+                key = fh.read(read("<Q")).decode("utf-8", "replace")
+                vtype = read("<I")
+                if vtype in _GGUF_SCALAR:
+                    value = read(_GGUF_SCALAR[vtype])
+                    if key in _SPECIAL_KEYS and vtype in (0, 2, 4, 5, 10, 11):
+                        out[_SPECIAL_KEYS[key]] = int(value)
+                elif vtype == 8:
+                    skip_string()
+                elif vtype == 9:
+                    etype, count = read("<I"), read("<Q")
+                    if etype in _GGUF_SCALAR:
+                        fh.seek(count * struct.calcsize(_GGUF_SCALAR[etype]), os.SEEK_CUR)
+                    elif etype == 8:
+                        for _ in range(count):
+                            skip_string()
+                    else:  # nested arrays: give up on the rest
+                        break
+                else:
+                    break
+    except (OSError, struct.error, ValueError, OverflowError):
+        pass
+    return out
+
+
+def _fix_gguf_specials(tok: Any, gguf_path: str) -> None:
+    """Make EOS/BOS/UNK/PAD agree with the GGUF metadata.
+
+    transformers < 5.18 sets EOS (and PAD) of SmolLM2's GGUF to ``<|im_start|>`` (id 1)
+    instead of ``<|im_end|>`` (id 2); the file itself says 2.
+    """
+    for attr, want in gguf_special_token_ids(gguf_path).items():
+        if not 0 <= want < len(tok):
+            continue
+        have = getattr(tok, f"{attr}_id", None)
+        if have != want:
+            token = tok.convert_ids_to_tokens(want)
+            (log.info if have is None else log.warning)(
+                "structgen: %s of %s was %r; setting it to %r (id %d) as the GGUF file says",
+                attr, os.path.basename(gguf_path), getattr(tok, attr, None), token, want,
+            )
+            setattr(tok, attr, token)
+
+
 def _load_gguf_tokenizer(gguf_path: str, *, cache: bool | None = None) -> Any:
     _import_transformers()
     _check_gguf_installed()
@@ -237,6 +313,7 @@ def _load_gguf_tokenizer(gguf_path: str, *, cache: bool | None = None) -> Any:
             except Exception as exc:
                 _drop_entry(entry, exc)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    _fix_gguf_specials(tok, gguf_path)
     if use_cache:
         _write_entry(entry, key, lambda d: tok.save_pretrained(d))
     return _finish_tokenizer(tok, gguf_path)

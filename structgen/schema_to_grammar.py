@@ -19,6 +19,7 @@ import re
 import warnings
 from typing import Any, Literal
 
+from .canonical import json_equal
 from .errors import SchemaError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
@@ -34,7 +35,6 @@ from .grammar import (
     opt,
     seq,
 )
-from .canonical import json_equal
 from .numeric import int_range_expr
 from .regex import ANY_CHAR, search_expr
 

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from structgen import (
-    Grammar,
     GrammarCompiler,
     GrammarMatcher,
     MatcherError,
