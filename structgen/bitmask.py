@@ -65,6 +65,12 @@ def unpack_bitmask(bitmask: Any, vocab_size: int) -> Any:
     return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
 
 
+def _triton_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
 def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = None) -> None:
     """Set disallowed logits to ``-inf`` in place, for the whole batch in one pass.
 
@@ -72,7 +78,8 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
         logits: float tensor ``(batch, vocab)`` on any device. Columns beyond the bitmask's
             ``32 * words`` are masked (padded vocabulary rows the tokenizer never produces).
         bitmask: int32 ``(batch, words)`` (or ``(len(indices), words)``), on any device; it is
-            moved to the logits' device (non-blocking when pinned).
+            moved to the logits' device (non-blocking when pinned). On CUDA with Triton
+            installed a single Triton kernel applies it; elsewhere torch ops do.
         indices: optional rows of ``logits`` the bitmask rows apply to.
 
     Raises:
@@ -90,6 +97,12 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
     vocab = logits.shape[1]
     if bitmask.device != logits.device:
         bitmask = bitmask.to(logits.device, non_blocking=True)
+    if logits.device.type == "cuda" and _triton_available() and logits.stride(1) == 1:
+        from .kernels.triton_bitmask import apply_token_bitmask_triton
+
+        idx = None if indices is None else torch.as_tensor(indices, device=logits.device, dtype=torch.int32)
+        apply_token_bitmask_triton(logits, bitmask.contiguous(), idx)
+        return
     covered = min(vocab, bitmask.shape[1] * 32)
     allowed = unpack_bitmask(bitmask, covered)
     target = logits if indices is None else logits[indices]

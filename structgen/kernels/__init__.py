@@ -1,0 +1,1 @@
+"""Device kernels. Imported lazily: nothing here loads at ``import structgen``."""

@@ -1,0 +1,89 @@
+"""Applying bitmasks to logits: torch path on CPU, the Triton kernel in interpreter mode."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from structgen import MatcherError, allocate_token_bitmask, apply_token_bitmask_inplace  # noqa: E402
+
+
+def reference(logits, allowed_rows, indices=None):
+    out = logits.clone()
+    rows = range(logits.shape[0]) if indices is None else indices
+    for k, r in enumerate(rows):
+        allowed = allowed_rows[k]
+        col = np.zeros(logits.shape[1], bool)
+        col[: min(len(allowed), logits.shape[1])] = allowed[: logits.shape[1]]
+        out[r, ~torch.from_numpy(col)] = float("-inf")
+    return out
+
+
+def random_case(rng, batch, vocab, mask_vocab):
+    allowed = rng.random((batch, mask_vocab)) < 0.3
+    words = (mask_vocab + 31) // 32
+    padded = np.zeros((batch, words * 32), bool)
+    padded[:, :mask_vocab] = allowed
+    bm = np.packbits(padded, axis=1, bitorder="little").view("<i4").copy()
+    logits = torch.from_numpy(rng.standard_normal((batch, vocab)).astype(np.float32))
+    return logits, torch.from_numpy(bm), padded
+
+
+@pytest.mark.parametrize("batch,vocab,mask_vocab", [(1, 100, 100), (3, 49152, 49152), (2, 1000, 961), (4, 257, 300)])
+def test_torch_path_matches_reference(batch, vocab, mask_vocab):
+    rng = np.random.default_rng(0)
+    logits, bm, allowed = random_case(rng, batch, vocab, mask_vocab)
+    expected = reference(logits, allowed)
+    apply_token_bitmask_inplace(logits, bm)
+    assert torch.equal(torch.isinf(logits), torch.isinf(expected))
+    assert torch.equal(logits[~torch.isinf(logits)], expected[~torch.isinf(expected)])
+
+
+def test_indices_and_shape_errors():
+    rng = np.random.default_rng(1)
+    logits, bm, allowed = random_case(rng, 2, 64, 64)
+    full = torch.cat([logits, logits])
+    expected = reference(full, allowed, indices=[1, 3])
+    apply_token_bitmask_inplace(full, bm, indices=[1, 3])
+    assert torch.equal(torch.isinf(full), torch.isinf(expected))
+    with pytest.raises(MatcherError, match="rows"):
+        apply_token_bitmask_inplace(torch.zeros(3, 64), bm)
+    with pytest.raises(MatcherError, match="2-D"):
+        apply_token_bitmask_inplace(torch.zeros(64), bm)
+
+
+def test_allocate_is_all_allowed():
+    bm = allocate_token_bitmask(2, 70)
+    assert bm.shape == (2, 3) and bm.dtype == torch.int32 and (bm == -1).all()
+
+
+TRITON_CHECK = r"""
+import numpy as np, torch
+from structgen.kernels.triton_bitmask import apply_token_bitmask_triton
+from tests.test_bitmask import random_case, reference
+rng = np.random.default_rng(2)
+for batch, vocab, mask_vocab in [(1, 100, 100), (3, 5000, 5000), (2, 1000, 961), (2, 257, 300)]:
+    logits, bm, allowed = random_case(rng, batch, vocab, mask_vocab)
+    expected = reference(logits, allowed)
+    apply_token_bitmask_triton(logits, bm, block=256)
+    assert torch.equal(torch.isinf(logits), torch.isinf(expected)), (batch, vocab)
+full = torch.zeros(4, 64)
+logits, bm, allowed = random_case(rng, 2, 64, 64)
+apply_token_bitmask_triton(full, bm, torch.tensor([1, 3], dtype=torch.int32), block=64)
+assert torch.equal(torch.isinf(full), torch.isinf(reference(torch.zeros(4, 64), allowed, indices=[1, 3])))
+print("ok")
+"""
+
+
+def test_triton_kernel_in_interpreter_mode():
+    pytest.importorskip("triton")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    proc = subprocess.run([sys.executable, "-c", TRITON_CHECK], capture_output=True, text=True, env=env, cwd=root,
+                          timeout=600)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
