@@ -30,23 +30,24 @@ import logging
 import os
 import shutil
 import tempfile
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
 from .errors import StructgenError, TokenizerError
 
 __all__ = [
-    "DEFAULT_PACKAGE",
     "DEFAULT_GGUF",
+    "DEFAULT_PACKAGE",
     "INSTALL_HINT",
-    "default_model_path",
-    "load_default_tokenizer",
-    "load_default",
-    "load_model",
-    "load_tokenizer",
     "cache_dir",
     "clear_cache",
+    "default_model_path",
     "gguf_special_token_ids",
+    "load_default",
+    "load_default_tokenizer",
+    "load_model",
+    "load_tokenizer",
 ]
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def default_model_path() -> tuple[str, str]:
 
 def _import_transformers() -> Any:
     try:
-        import transformers  # noqa: F401
+        import transformers
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise StructgenError(
             f"loading a model needs transformers (and torch, gguf): {HF_HINT}"
@@ -194,11 +195,36 @@ def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
             tmp = None
         except OSError:  # another process won the race; its entry is as good as ours
             pass
-    except Exception as exc:  # disk full, read-only home...: caching is best effort
+        else:
+            _prune_siblings(entry, key)
+    except Exception as exc:  # noqa: BLE001 - disk full, read-only home...: caching is best effort
         log.warning("structgen: could not cache converted model files in %s: %s", entry, exc)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prune_siblings(entry: Path, key: dict[str, Any]) -> None:
+    """Remove older entries of the same kind for a GGUF file of the same name.
+
+    Reinstalling the model wheel (new mtime) or upgrading transformers changes the key; without
+    this every change would leave another ~0.5 GB behind.
+    """
+    stem = entry.parent.name.rsplit("-", 1)[0]
+    for sibling in entry.parent.parent.glob(f"{glob_escape(stem)}-*"):
+        old = sibling / entry.name
+        if sibling == entry.parent or not sibling.name.startswith(stem + "-") or not old.is_dir():
+            continue
+        try:
+            old_key = json.loads((old / _MANIFEST).read_text(encoding="utf-8")).get("key", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(old_key, dict) and old_key.get("file") == key["file"]:
+            shutil.rmtree(old, ignore_errors=True)
+            try:
+                sibling.rmdir()  # only when now empty
+            except OSError:
+                pass
 
 
 def _drop_entry(entry: Path, exc: BaseException) -> None:
@@ -310,7 +336,7 @@ def _load_gguf_tokenizer(gguf_path: str, *, cache: bool | None = None) -> Any:
                 return _finish_tokenizer(
                     AutoTokenizer.from_pretrained(str(entry), local_files_only=True), gguf_path
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure: rebuild from the GGUF
                 _drop_entry(entry, exc)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
     _fix_gguf_specials(tok, gguf_path)
@@ -383,7 +409,7 @@ def _load_gguf_model(gguf_path: str, *, cache: bool | None = None) -> Any:
                 return AutoModelForCausalLM.from_pretrained(
                     str(entry), local_files_only=True, use_safetensors=True
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure: rebuild from the GGUF
                 _drop_entry(entry, exc)
     if importlib.util.find_spec("accelerate") is None:
         raise StructgenError(

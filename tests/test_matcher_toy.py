@@ -194,3 +194,16 @@ def test_compile_cache_hits():
     c = GrammarCompiler(info)
     assert c.compile_json_schema({"type": "integer"}) is c.compile_json_schema('{"type": "integer"}')
     assert c.compile_json_schema({"type": "integer"}) is not c.compile_json_schema({"type": "integer"}, whitespace="flexible")
+
+
+def test_eager_precompute_equals_lazy_masks():
+    info = toy_info([b'{"', b'":', b'"}', b"12"])
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
+                                               "b": {"enum": ["x", "yz"]}}, "required": ["a"], "additionalProperties": False}
+    eager = GrammarCompiler(info, precompute="eager").compile_json_schema(schema)
+    lazy = GrammarCompiler(info).compile_json_schema(schema)
+    assert eager.stats.precomputed_masks > 10
+    for text in ['{"a":', '{"a":1', '{"a":12,"b":"y', '{"a":12,"b":"yz"}']:
+        m1, m2 = GrammarMatcher(eager), GrammarMatcher(lazy)
+        assert m1.accept_string(text) and m2.accept_string(text)
+        assert np.array_equal(m1.allowed_token_ids(), m2.allowed_token_ids()), text
