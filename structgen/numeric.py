@@ -7,9 +7,11 @@ alternatives by splitting on digit count and then on the first differing digit.
 """
 from __future__ import annotations
 
+from decimal import Decimal
+
 from .grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Repeat, alt, seq
 
-__all__ = ["int_range_expr"]
+__all__ = ["int_range_expr", "number_range_expr"]
 
 _DIGIT = CharSet(((0x30, 0x39),))
 _NONZERO = CharSet(((0x31, 0x39),))
@@ -98,4 +100,98 @@ def int_range_expr(lo: int | None, hi: int | None) -> Expr:
         parts.append(seq(Lit("-"), _natural_range(m_lo, m_hi)))
     if hi is None or hi >= 0:
         parts.append(_natural_range(0 if lo is None else max(lo, 0), hi))
+    return alt(*parts)
+
+
+# --------------------------------------------------------------------------- decimals
+
+_ANY_DIGITS = Repeat(_DIGIT, 0, None)
+
+
+def _split(v: Decimal) -> tuple[int, str]:
+    """A non-negative decimal as (integer part, fraction digits without trailing zeros)."""
+    i = int(v)
+    frac = format(v - i, "f")
+    return i, (frac.split(".")[1].rstrip("0") if "." in frac else "")
+
+
+def _frac(low: str, low_strict: bool, high: str | None, high_strict: bool) -> tuple[bool, Expr]:
+    """Digit strings F with 0.low <= 0.F <= 0.high (``<`` where strict; ``high=None``: below 1).
+
+    Returns (whether the empty F qualifies, Expr of the non-empty ones). Recursion on the
+    first digit of F: digits strictly between the bounds' first digits free the rest.
+    """
+    if high == "":  # upper bound is exactly 0 from here on
+        if high_strict or low or low_strict:
+            return False, NOTHING
+        return True, Repeat(Lit("0"), 1, None)
+    if not low and high is None:
+        if low_strict:
+            return False, seq(_ANY_DIGITS, _NONZERO, _ANY_DIGITS)
+        return True, Repeat(_DIGIT, 1, None)
+    empty_ok = not low and not low_strict  # F empty = value 0, above any upper bound > 0
+    a0 = int(low[0]) if low else 0
+    b0 = int(high[0]) if high is not None else 9
+    options: list[Expr] = []
+
+    def rest(lo_s: str, lo_st: bool, hi_s: str | None, hi_st: bool) -> Expr:
+        e_ok, ne = _frac(lo_s, lo_st, hi_s, hi_st)
+        return alt(*(([EMPTY] if e_ok else []) + ([ne] if ne != NOTHING else []))) if (e_ok or ne != NOTHING) else NOTHING
+
+    if a0 == b0 and high is not None:
+        options.append(seq(Lit(str(a0)), rest(low[1:], low_strict, high[1:], high_strict)))
+    else:
+        options.append(seq(Lit(str(a0)), rest(low[1:], low_strict, None, False)))
+        if b0 - a0 >= 2:
+            options.append(seq(_digit_range(a0 + 1, b0 - 1), _ANY_DIGITS))
+        if high is None:
+            if b0 > a0:
+                options.append(seq(Lit(str(b0)), _ANY_DIGITS))
+        else:
+            options.append(seq(Lit(str(b0)), rest("", False, high[1:], high_strict)))
+    return empty_ok, alt(*options)
+
+
+def _fraction_part(empty_ok: bool, nonempty: Expr) -> Expr:
+    parts = ([EMPTY] if empty_ok else []) + ([seq(Lit("."), nonempty)] if nonempty != NOTHING else [])
+    return alt(*parts) if parts else NOTHING
+
+
+def _magnitude_range(lo: Decimal, lo_strict: bool, hi: Decimal | None, hi_strict: bool) -> Expr:
+    """``(0|[1-9][0-9]*)(\\.[0-9]+)?`` texts whose value v has lo <= v <= hi (strict as flagged)."""
+    li, lf = _split(lo)
+    if hi is None:
+        return alt(seq(int_range_expr(li, li), _fraction_part(*_frac(lf, lo_strict, None, False))),
+                   seq(int_range_expr(li + 1, None), _fraction_part(True, Repeat(_DIGIT, 1, None))))
+    if hi < lo or (hi == lo and (lo_strict or hi_strict)):
+        return NOTHING
+    hi_i, hf = _split(hi)
+    if li == hi_i:
+        return seq(int_range_expr(li, li), _fraction_part(*_frac(lf, lo_strict, hf, hi_strict)))
+    parts = [seq(int_range_expr(li, li), _fraction_part(*_frac(lf, lo_strict, None, False)))]
+    if hi_i - 1 >= li + 1:
+        parts.append(seq(int_range_expr(li + 1, hi_i - 1), _fraction_part(True, Repeat(_DIGIT, 1, None))))
+    parts.append(seq(int_range_expr(hi_i, hi_i), _fraction_part(*_frac("", False, hf, hi_strict))))
+    return alt(*parts)
+
+
+def number_range_expr(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool) -> Expr:
+    """JSON numbers without exponent (``-?(0|[1-9]\\d*)(\\.\\d+)?``) whose value lies in the range.
+
+    Exact on decimal bounds (no float rounding); ``None`` leaves a side unbounded; ``-0`` is
+    never written.
+    """
+    zero = Decimal(0)
+    parts: list[Expr] = []
+    if hi is None or hi > zero or (hi == zero and not hi_strict):  # values >= 0
+        if lo is None or lo < zero:
+            parts.append(_magnitude_range(zero, False, hi, hi_strict))
+        else:
+            parts.append(_magnitude_range(lo, lo_strict, hi, hi_strict))
+    if lo is None or lo < zero:  # values v = -m < 0 with -hi <= m <= -lo
+        if hi is None or hi >= zero:
+            m_lo, m_lo_strict = zero, True
+        else:
+            m_lo, m_lo_strict = -hi, hi_strict
+        parts.append(seq(Lit("-"), _magnitude_range(m_lo, m_lo_strict, None if lo is None else -lo, lo_strict)))
     return alt(*parts)

@@ -35,8 +35,9 @@ from .grammar import (
     opt,
     seq,
 )
-from .numeric import int_range_expr
-from .regex import ANY_CHAR, search_expr
+from .formats import FORMAT_PATTERNS
+from .numeric import int_range_expr, number_range_expr
+from .regex import ANY_CHAR, parse_regex, search_expr
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
 
@@ -47,7 +48,7 @@ ANNOTATION_KEYWORDS = frozenset({
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
-    "pattern", "anyOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "pattern", "anyOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
 }) | ANNOTATION_KEYWORDS
 
 ALL_TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
@@ -196,6 +197,7 @@ class _Converter:
     # -- entry --------------------------------------------------------------------
 
     def convert(self) -> Grammar:
+        self.root = _normalise(self.root)
         self._check_metaschema()
         body = self.node(self.root, "")
         self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
@@ -341,24 +343,37 @@ class _Converter:
         return int_range_expr(lo, hi)
 
     def number(self, schema: dict, ptr: str) -> Expr:
-        for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            if kw in schema and not isinstance(schema[kw], bool):
-                self.unsupported(kw, _ptr(ptr, kw), "numeric bounds on non-integer numbers are not enforced yet")
-        return _NUMBER
+        lo, lo_strict, hi, hi_strict = _decimal_bounds(schema)
+        if lo is None and hi is None:
+            return _NUMBER
+        if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
+            raise SchemaError(f"no number lies between the bounds ({lo}, {hi})", pointer=ptr, keyword="minimum")
+        # bounded numbers are written without exponent: exact digit-level comparison
+        return number_range_expr(lo, lo_strict, hi, hi_strict)
 
     def string(self, schema: dict, ptr: str) -> Expr:
         lo = schema.get("minLength", 0)
         hi = schema.get("maxLength")
         if hi is not None and lo > hi:
             raise SchemaError(f"minLength {lo} > maxLength {hi}", pointer=_ptr(ptr, "minLength"), keyword="minLength")
+        if "format" in schema:
+            fmt = schema["format"]
+            if fmt not in FORMAT_PATTERNS:
+                self.unsupported("format", _ptr(ptr, "format"), f"format {fmt!r} is not enforced")
+            elif "pattern" in schema:
+                self.unsupported("format", _ptr(ptr, "format"), "format together with pattern")
+            else:
+                return self._string_pattern(parse_regex(FORMAT_PATTERNS[fmt]), lo, hi, ptr)
         if "pattern" in schema:
-            pexpr = search_expr(schema["pattern"])
-            plo, phi = _length_range(pexpr)
-            if lo > plo or (hi is not None and hi < phi):
-                kw = "minLength" if lo > plo else "maxLength"
-                self.unsupported(kw, _ptr(ptr, kw), "length bounds together with a pattern that allows other lengths")
-            return seq(Lit('"'), _json_encode_expr(pexpr), Lit('"'))
+            return self._string_pattern(search_expr(schema["pattern"]), lo, hi, ptr)
         return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
+
+    def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
+        plo, phi = _length_range(pexpr)
+        if lo > plo or (hi is not None and hi < phi):
+            kw = "minLength" if lo > plo else "maxLength"
+            self.unsupported(kw, _ptr(ptr, kw), "length bounds together with a pattern or format that allows other lengths")
+        return seq(Lit('"'), _json_encode_expr(pexpr), Lit('"'))
 
     def array(self, schema: dict, ptr: str) -> Expr:
         ws = self.ws
@@ -488,6 +503,87 @@ def _bounded_tail(sep: Expr, item: Expr, n: int) -> Expr:
     for _ in range(n):
         tail = opt(seq(sep, item, tail))
     return tail
+
+
+TYPE_ALIASES = {
+    # written by the Berkeley Function Calling Leaderboard and other tool definitions
+    "dict": "object", "float": "number", "tuple": "array", "any": None,
+    "String": "string", "Boolean": "boolean", "Array": "array", "ArrayList": "array",
+    "HashMap": "object", "long": "integer", "double": "number", "": None,
+}
+_COUNT_KEYWORDS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties",
+                   "minContains", "maxContains")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
+                  "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+def _normalise(schema: Any) -> Any:
+    """Copy of a schema with type aliases resolved and integral floats in count keywords.
+
+    ``{"type": "dict"}`` → ``{"type": "object"}`` (see TYPE_ALIASES; ``"any"`` drops the type),
+    ``{"maxItems": 2.0}`` → ``2``. Only schema positions are visited, never ``enum``/``const``
+    values or property names.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    t = out.get("type")
+    if isinstance(t, str) and t in TYPE_ALIASES:
+        if TYPE_ALIASES[t] is None:
+            del out["type"]
+        else:
+            out["type"] = TYPE_ALIASES[t]
+    elif isinstance(t, list) and any(isinstance(x, str) and x in TYPE_ALIASES for x in t):
+        mapped = [TYPE_ALIASES.get(x, x) if isinstance(x, str) else x for x in t]
+        if None in mapped:
+            del out["type"]
+        else:
+            out["type"] = list(dict.fromkeys(mapped))
+    for kw in _COUNT_KEYWORDS:
+        v = out.get(kw)
+        if isinstance(v, float) and v.is_integer():
+            out[kw] = int(v)
+    for kw in _SCHEMA_MAPS:
+        if isinstance(out.get(kw), dict):
+            out[kw] = {k: _normalise(v) for k, v in out[kw].items()}
+    for kw in _SCHEMA_VALUES:
+        if isinstance(out.get(kw), dict):
+            out[kw] = _normalise(out[kw])
+    for kw in _SCHEMA_LISTS:
+        if isinstance(out.get(kw), list):
+            out[kw] = [_normalise(v) for v in out[kw]]
+    return out
+
+
+def _decimal_bounds(schema: dict):
+    """(lo, lo_strict, hi, hi_strict) as exact decimals, the tightest of all bound keywords."""
+    from decimal import Decimal
+
+    def dec(v) -> Decimal:
+        return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+
+    lo = hi = None
+    lo_strict = hi_strict = False
+    ex_lo, ex_hi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    cands_lo = []
+    cands_hi = []
+    if "minimum" in schema:
+        cands_lo.append((dec(schema["minimum"]), ex_lo is True))
+    if "maximum" in schema:
+        cands_hi.append((dec(schema["maximum"]), ex_hi is True))
+    if isinstance(ex_lo, (int, float)) and not isinstance(ex_lo, bool):
+        cands_lo.append((dec(ex_lo), True))
+    if isinstance(ex_hi, (int, float)) and not isinstance(ex_hi, bool):
+        cands_hi.append((dec(ex_hi), True))
+    for v, strict in cands_lo:
+        if lo is None or v > lo or (v == lo and strict):
+            lo, lo_strict = v, strict
+    for v, strict in cands_hi:
+        if hi is None or v < hi or (v == hi and strict):
+            hi, hi_strict = v, strict
+    return lo, lo_strict, hi, hi_strict
 
 
 def _int_bounds(schema: dict, ptr: str) -> tuple[int | None, int | None]:

@@ -1,0 +1,122 @@
+"""Exact decimal bounds on numbers and string formats, checked against jsonschema."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import jsonschema
+import numpy as np
+import pytest
+
+from structgen import GrammarCompiler, GrammarMatcher
+from structgen.formats import FORMAT_PATTERNS
+
+from .conftest import toy_info
+from .walks import random_walk
+
+COMPILER = GrammarCompiler(toy_info([]))
+CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+
+def accepts(compiled, text: str) -> bool:
+    m = GrammarMatcher(compiled)
+    return m.accept_string(text) and m.is_completed()
+
+
+NUMBER_SCHEMAS = [
+    {"type": "number", "minimum": 0, "maximum": 1},
+    {"type": "number", "exclusiveMinimum": -0.5, "exclusiveMaximum": 2.25},
+    {"type": "number", "minimum": -90, "maximum": 90},
+    {"type": "number", "minimum": 0.1},
+    {"type": "number", "exclusiveMaximum": 0},
+    {"type": "number", "minimum": 1.05, "maximum": 1.15},
+    {"type": ["number", "null"], "minimum": 3.5, "exclusiveMaximum": 4},
+    {"type": "number", "minimum": 2, "exclusiveMinimum": 2},  # draft 2020-12: both apply
+]
+PROBES = ["0", "1", "0.5", "1.0", "1.0001", "-0.5", "-0.4999", "2.25", "2.2499", "-90", "-90.5", "90", "90.00",
+          "0.1", "0.09999", "-0.1", "0.0", "1.05", "1.049", "1.15", "1.1500001", "3.5", "3.9999", "4", "2", "2.000001",
+          "null", "1e2", "-0", "00.5"]
+
+
+@pytest.mark.parametrize("schema", NUMBER_SCHEMAS, ids=[json.dumps(s) for s in NUMBER_SCHEMAS])
+def test_number_bounds_are_exact(schema):
+    compiled = COMPILER.compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in PROBES:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            assert not accepts(compiled, text), text
+            continue
+        canonical_form = text not in ("-0", "1e2") and not text.startswith("00")
+        if canonical_form:
+            assert accepts(compiled, text) == validator.is_valid(value), text
+        elif accepts(compiled, text):
+            assert validator.is_valid(value), text
+
+
+@pytest.mark.parametrize("schema", NUMBER_SCHEMAS, ids=[json.dumps(s) for s in NUMBER_SCHEMAS])
+def test_number_walks_validate(schema):
+    info = toy_info([])
+    compiled = GrammarCompiler(info).compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = np.random.default_rng(3)
+    done = 0
+    for _ in range(40):
+        out, finished, _ = random_walk(GrammarMatcher(compiled), info, rng, max_steps=40)
+        if finished:
+            done += 1
+            value = json.loads(out)
+            assert validator.is_valid(value), out
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            # decimal exactness: compare with Decimal, not float
+            assert Decimal(out.decode()) == Decimal(out.decode())
+    assert done >= 10
+
+
+FORMAT_SAMPLES = {
+    "date": (["2024-01-31", "1999-12-01", "2023-02-28"], ["2024-13-01", "2024-02-30", "24-01-01", "2024-1-01", "0000-01-01"]),
+    "time": (["12:30:00Z", "23:59:59.123+02:00", "00:00:00-05:30"], ["24:00:00Z", "12:30Z", "12:30:00"]),
+    "date-time": (["2024-01-31T12:30:00Z", "2024-06-30t00:00:00.5+01:00"], ["2024-01-31 12:30:00Z", "2024-01-31T12:30:00"]),
+    "duration": (["P3D", "PT1H30M", "P1Y2M3DT4H5M6S", "P2W"], ["P", "PT", "3D", "P1H"]),
+    "uuid": (["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000", "g23e4567-e89b-12d3-a456-426614174000"]),
+    "ipv4": (["192.168.0.1", "0.0.0.0", "255.255.255.255"], ["256.1.1.1", "01.2.3.4", "1.2.3"]),
+    "ipv6": (["2001:db8:0:0:0:0:0:1", "::1", "fe80::"], ["2001:db8::g", ":::1"]),
+    "hostname": (["example.com", "a-b.c.d"], ["-bad.com", "a..b", "x" * 64 + ".com"]),
+    "email": (["a.b+c@example.com", "x@y.io"], ["a@b", "@example.com", "a b@example.com"]),
+    "uri": (["https://example.com/a?b=c#d", "urn:isbn:0451450523"], ["example.com", "http://exa mple.com"]),
+    "uri-reference": (["/a/b?c", "../x", ""], ["a b"]),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_PATTERNS))
+def test_formats(fmt):
+    schema = {"type": "string", "format": fmt}
+    info = toy_info([])
+    compiled = GrammarCompiler(info).compile_json_schema(schema)
+    good, bad = FORMAT_SAMPLES[fmt]
+    for s in good:
+        assert accepts(compiled, json.dumps(s)), s
+    for s in bad:
+        assert not accepts(compiled, json.dumps(s)), s
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        out, finished, _ = random_walk(GrammarMatcher(compiled), info, rng, max_steps=120)
+        if finished:
+            value = json.loads(out)
+            if fmt in CHECKER.checkers:
+                assert CHECKER.conforms(value, fmt), (fmt, value)
+
+
+def test_bfcl_type_aliases():
+    schema = {"type": "dict", "properties": {"x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "long"}},
+                                              "a": {"type": "any"}}, "required": ["x"]}
+    compiled = COMPILER.compile_json_schema(schema)
+    assert accepts(compiled, '{"x":1.5,"t":[1,2],"a":{"k":[null]}}')
+    assert not accepts(compiled, '{"x":"1.5"}')
+
+
+def test_decimal_count_keywords():
+    compiled = COMPILER.compile_json_schema({"type": "array", "maxItems": 2.0})
+    assert accepts(compiled, "[1,2]") and not accepts(compiled, "[1,2,3]")
