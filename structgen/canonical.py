@@ -26,19 +26,52 @@ class _Canon:
         self.root = root
         cls = jsonschema.validators.validator_for(root) if isinstance(root, dict) else jsonschema.Draft202012Validator
         self.validator = cls(root)
+        dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+        self.legacy_ref = any(d in dialect for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
+
+    def combine(self, schema: Any) -> Any:
+        """allOf, and $ref or anyOf with siblings, as the one merged schema the grammar is built from."""
+        if not isinstance(schema, dict):
+            return schema
+        from .schema_merge import MergeConflict, merge
+
+        notes = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "$defs", "definitions"}
+        siblings = {k: v for k, v in schema.items() if k not in notes}
+        resolve = lambda ref: self._pointer(ref)  # noqa: E731
+        try:
+            if "allOf" in schema:
+                merged = {k: v for k, v in schema.items() if k != "allOf"}
+                for part in schema["allOf"]:
+                    merged = merge(merged, part, resolve)
+                return self.combine(merged)
+            if "$ref" in schema and len(siblings) > 1 and not self.legacy_ref:
+                rest = {k: v for k, v in siblings.items() if k != "$ref"}
+                return self.combine(merge(rest, {"$ref": schema["$ref"]}, resolve))
+            if "anyOf" in schema and len(siblings) > 1:
+                rest = {k: v for k, v in schema.items() if k != "anyOf"}
+                return merge(rest, {"anyOf": schema["anyOf"]}, resolve)
+        except MergeConflict:
+            return schema
+        return schema
+
+    def _pointer(self, ref: str) -> Any:
+        node = self.root
+        for raw in ref[1:].split("/")[1:]:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        return node
 
     def resolve(self, schema: Any) -> Any:
         seen = 0
         while isinstance(schema, dict) and "$ref" in schema and seen < 100:
-            node = self.root
-            for raw in schema["$ref"][1:].split("/")[1:]:
-                part = raw.replace("~1", "/").replace("~0", "~")
-                node = node[int(part)] if isinstance(node, list) else node[part]
-            schema, seen = node, seen + 1
+            if not self.legacy_ref and len([k for k in schema if k not in ("$ref", "$defs", "definitions", "title",
+                                                                          "description", "$comment")]) > 0:
+                return self.combine(schema)
+            schema, seen = self._pointer(schema["$ref"]), seen + 1
         return schema
 
     def dump(self, value: Any, schema: Any) -> str:
-        schema = self.resolve(schema)
+        schema = self.combine(self.resolve(schema))
         if isinstance(schema, dict) and "anyOf" in schema:
             for branch in schema["anyOf"]:
                 if self.validator.evolve(schema=branch).is_valid(value):

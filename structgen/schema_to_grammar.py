@@ -38,6 +38,7 @@ from .grammar import (
 from .formats import FORMAT_PATTERNS
 from .numeric import int_range_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
+from .schema_merge import MergeConflict, merge, merge_lenient
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
 
@@ -48,7 +49,7 @@ ANNOTATION_KEYWORDS = frozenset({
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
-    "pattern", "anyOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "pattern", "anyOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
 }) | ANNOTATION_KEYWORDS
 
 ALL_TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
@@ -156,6 +157,8 @@ class _Converter:
         self._resolving: list[str] = []
         self._validator = None
         self._objects = 0
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
 
     # -- helpers ------------------------------------------------------------------
 
@@ -230,16 +233,19 @@ class _Converter:
             if kw not in SUPPORTED_KEYWORDS:
                 self.unsupported(kw, _ptr(ptr, kw))
         validation = {k for k in schema if k not in ANNOTATION_KEYWORDS}
+        if "allOf" in schema:
+            rest = {k: v for k, v in schema.items() if k != "allOf"}
+            return self.combined(rest, schema["allOf"], ptr, "allOf")
         if "$ref" in schema:
-            if validation - {"$ref"}:
-                kw = sorted(validation - {"$ref"})[0]
-                self.unsupported(kw, _ptr(ptr, kw), "keywords beside $ref are not combined yet")
+            siblings = {k: schema[k] for k in validation - {"$ref"}}
+            if siblings and not self.legacy_ref:
+                return self.combined(siblings, [{"$ref": schema["$ref"]}], ptr, "$ref")
+            # draft-07 and older: keywords beside $ref are ignored by the specification itself
             return self.ref(schema["$ref"], _ptr(ptr, "$ref"))
         if "anyOf" in schema:
-            others = validation - {"anyOf"}
-            if others:
-                kw = sorted(others)[0]
-                self.unsupported(kw, _ptr(ptr, kw), "keywords beside anyOf are not combined yet")
+            if validation - {"anyOf"}:
+                rest = {k: v for k, v in schema.items() if k != "anyOf"}
+                return self.combined(rest, [{"anyOf": schema["anyOf"]}], ptr, "anyOf")
             return alt(*(self.node(s, _ptr(ptr, "anyOf", i)) for i, s in enumerate(schema["anyOf"])))
         if "enum" in schema or "const" in schema:
             return self.literals(schema, ptr)
@@ -264,6 +270,29 @@ class _Converter:
             elif t == "object":
                 options.append(self.object(schema, ptr))
         return alt(*options)
+
+    def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
+        """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""
+        def resolve(ref: str) -> Any:
+            if not ref.startswith("#"):
+                raise MergeConflict("$ref", f"only local references can be combined, not {ref!r}")
+            return self.resolve_pointer(ref[1:], _ptr(ptr, keyword))
+
+        merged: Any = base
+        try:
+            for part in parts:
+                merged = merge(merged, part, resolve)
+        except MergeConflict as exc:
+            self.unsupported(exc.keyword, _ptr(ptr, keyword), exc.why)  # raises unless lenient
+            merged = base
+            for part in parts:  # lenient: the first schema's value wins each conflict (recorded)
+                try:
+                    merged, conflicts = merge_lenient(merged, part, resolve)
+                except MergeConflict as again:  # not combinable at all: this part is dropped
+                    conflicts = [(again.keyword, again.why + "; that allOf member is not enforced")]
+                for kw, why in conflicts:
+                    self.unsupported(kw, _ptr(ptr, keyword), why)
+        return self.node(merged, _ptr(ptr, keyword))
 
     def ref(self, ref: str, ptr: str) -> Expr:
         if not ref.startswith("#"):

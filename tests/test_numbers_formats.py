@@ -120,3 +120,42 @@ def test_bfcl_type_aliases():
 def test_decimal_count_keywords():
     compiled = COMPILER.compile_json_schema({"type": "array", "maxItems": 2.0})
     assert accepts(compiled, "[1,2]") and not accepts(compiled, "[1,2,3]")
+
+
+COMBINED = [
+    # additionalProperties only covers names its own schema does not declare
+    ({"allOf": [{"properties": {"foo": {}}}, {"additionalProperties": False}]}, ['{}'], ['{"foo":1}', '{"x":1}']),
+    ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]},
+     ['{"a":1,"b":"x"}', '{"a":1,"b":"x","c":null}'], ['{"a":1}', '{"b":"x"}', '{"a":"1","b":"x"}']),
+    ({"allOf": [{"type": "integer", "minimum": 0}, {"maximum": 9}, {"type": ["integer", "string"]}]},
+     ["0", "9"], ["10", "-1", '"a"']),
+    ({"$defs": {"pos": {"type": "number", "minimum": 0}}, "$ref": "#/$defs/pos", "maximum": 1},
+     ["0", "0.5", "1"], ["2", "-1"]),
+    ({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}},
+      "anyOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
+                {"properties": {"kind": {"const": "b"}}, "required": ["kind"]}]},
+     ['{"kind":"a","x":1}', '{"kind":"b"}'], ['{"kind":"a"}', '{"kind":"c"}', '{"kind":"a","x":"1"}']),
+    ({"allOf": [{"enum": [1, 2, 3]}, {"enum": [2, 3, 4]}, {"not_a_keyword_but_annotation": 1} if False else {}]},
+     ["2", "3"], ["1", "4"]),
+]
+
+
+@pytest.mark.parametrize("schema,good,bad", COMBINED, ids=[str(i) for i in range(len(COMBINED))])
+def test_combined_schemas_are_exact(schema, good, bad):
+    compiled = COMPILER.compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in good:
+        assert validator.is_valid(json.loads(text)), text  # the table itself is right
+        assert accepts(compiled, text), text
+    for text in bad:
+        assert not validator.is_valid(json.loads(text)), text
+        assert not accepts(compiled, text), text
+
+
+def test_draft7_ignores_keywords_beside_ref():
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+              "$ref": "#/definitions/s", "maxLength": 1}
+    compiled = COMPILER.compile_json_schema(schema)
+    assert accepts(compiled, '"long string"')  # as jsonschema's Draft7Validator says
+    assert jsonschema.Draft7Validator(schema).is_valid("long string")

@@ -1,0 +1,210 @@
+"""Intersection of JSON Schemas: ``allOf``, ``$ref`` with siblings, ``anyOf`` with siblings.
+
+:func:`merge` returns one schema accepting exactly the instances both inputs accept, or
+raises :class:`MergeConflict` when it cannot say so exactly (two different ``pattern``s, say):
+the caller then reports the keyword as unsupported. Nothing is approximated here.
+
+The subtle case is ``additionalProperties``: it only covers names *its own* schema does not
+declare, so a property declared on one side only must also satisfy the other side's
+``additionalProperties``.
+"""
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Callable
+
+from .canonical import json_equal
+
+__all__ = ["merge", "merge_lenient", "MergeConflict"]
+
+MAX_DEPTH = 12
+_LOWER = ("minimum", "exclusiveMinimum", "minItems", "minLength", "minProperties")
+_UPPER = ("maximum", "exclusiveMaximum", "maxItems", "maxLength", "maxProperties")
+_ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "id", "deprecated",
+                "readOnly", "writeOnly", "$defs", "definitions"}
+
+
+# In lenient mode conflicts are collected here and the first schema's value is kept.
+_LENIENT: ContextVar[list | None] = ContextVar("structgen_merge_lenient", default=None)
+
+
+def _conflict(keyword: str, why: str) -> None:
+    sink = _LENIENT.get()
+    if sink is None:
+        raise MergeConflict(keyword, why)
+    sink.append((keyword, why))
+
+
+class MergeConflict(Exception):
+    """Two keywords cannot be combined exactly; ``keyword`` names the one at fault."""
+
+    def __init__(self, keyword: str, why: str) -> None:
+        super().__init__(why)
+        self.keyword = keyword
+        self.why = why
+
+
+def _types(s: dict) -> set[str] | None:
+    t = s.get("type")
+    if t is None:
+        return None
+    return {t} if isinstance(t, str) else set(t)
+
+
+def merge_lenient(a: Any, b: Any, resolve: Callable[[str], Any]) -> tuple[Any, list[tuple[str, str]]]:
+    """Like :func:`merge`, but a conflicting keyword keeps ``a``'s value; returns the conflicts."""
+    sink: list[tuple[str, str]] = []
+    token = _LENIENT.set(sink)
+    try:
+        return merge(a, b, resolve), sink
+    finally:
+        _LENIENT.reset(token)
+
+
+def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
+    """The intersection of schemas ``a`` and ``b`` (``resolve`` maps a ``$ref`` to its target)."""
+    if depth > MAX_DEPTH:
+        raise MergeConflict("allOf", "schemas nest too deeply to combine (recursive $ref inside allOf?)")
+    if a is True or a == {}:
+        return b
+    if b is True or b == {}:
+        return a
+    if a is False or b is False:
+        return False
+    a, b = _expand_ref(a, resolve, depth), _expand_ref(b, resolve, depth)
+    if isinstance(a, bool) or isinstance(b, bool):  # a $ref may lead to a boolean schema
+        return merge(a, b, resolve, depth + 1)
+    if "anyOf" in a or "anyOf" in b:
+        return _distribute(a, b, resolve, depth)
+    if "allOf" in a:
+        a = _fold(a, resolve, depth)
+    if "allOf" in b:
+        b = _fold(b, resolve, depth)
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return merge(a, b, resolve, depth + 1)
+    out: dict[str, Any] = {}
+    for key in a.keys() | b.keys():
+        if key in _ANNOTATIONS:
+            out[key] = a.get(key, b.get(key))
+            continue
+        if key in ("properties", "additionalProperties", "items", "prefixItems", "required", "type", "enum", "const"):
+            continue  # combined below
+        if key not in a or key not in b:
+            out[key] = a.get(key, b.get(key))
+        elif json_equal(a[key], b[key]):
+            out[key] = a[key]
+        elif isinstance(a[key], bool) or isinstance(b[key], bool):  # draft-04 exclusive flags
+            _conflict(key, f"two different {key!r} values cannot be combined exactly")
+            out[key] = a[key]
+        elif key in _LOWER:
+            out[key] = max(a[key], b[key])
+        elif key in _UPPER:
+            out[key] = min(a[key], b[key])
+        else:
+            _conflict(key, f"two different {key!r} values cannot be combined exactly")
+            out[key] = a[key]
+    ta, tb = _types(a), _types(b)
+    if ta is not None or tb is not None:
+        types = _intersect_types(ta, tb)
+        if not types:
+            return False
+        out["type"] = sorted(types) if len(types) > 1 else next(iter(types))
+    required = list(dict.fromkeys(a.get("required", []) + b.get("required", [])))
+    if required:
+        out["required"] = required
+    _merge_literals(a, b, out)
+    _merge_object(a, b, out, resolve, depth)
+    _merge_array(a, b, out, resolve, depth)
+    return out
+
+
+def _expand_ref(s: Any, resolve, depth: int) -> Any:
+    while isinstance(s, dict) and "$ref" in s:
+        target = resolve(s["$ref"])
+        rest = {k: v for k, v in s.items() if k != "$ref"}
+        s = merge(target, rest, resolve, depth + 1) if rest else target
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise MergeConflict("$ref", "reference chain too deep to combine")
+    return s
+
+
+def _fold(s: dict, resolve, depth: int) -> Any:
+    rest = {k: v for k, v in s.items() if k != "allOf"}
+    for sub in s["allOf"]:
+        rest = merge(rest, sub, resolve, depth + 1)
+    return rest
+
+
+def _distribute(a: Any, b: Any, resolve, depth: int) -> Any:
+    # allOf[x, anyOf[y1..yn]] = anyOf[x ∧ y1, ..., x ∧ yn]
+    if isinstance(a, dict) and "anyOf" in a:
+        a, b = b, a
+    options = b["anyOf"]
+    if len(options) > 64:
+        raise MergeConflict("anyOf", "too many alternatives to combine")
+    rest_b = {k: v for k, v in b.items() if k != "anyOf"}
+    base = merge(a, rest_b, resolve, depth + 1) if rest_b else a
+    merged = []
+    for opt in options:
+        m = merge(base, opt, resolve, depth + 1)
+        if m is not False:
+            merged.append(m)
+    return {"anyOf": merged} if merged else False
+
+
+def _intersect_types(ta: set[str] | None, tb: set[str] | None) -> set[str]:
+    if ta is None:
+        return set(tb)
+    if tb is None:
+        return set(ta)
+    out = ta & tb
+    if "number" in ta and "integer" in tb or "integer" in ta and "number" in tb:
+        out.add("integer")
+    return out
+
+
+def _merge_literals(a: dict, b: dict, out: dict) -> None:
+    lits = []
+    for s in (a, b):
+        if "const" in s:
+            lits.append([s["const"]])
+        elif "enum" in s:
+            lits.append(list(s["enum"]))
+    if not lits:
+        return
+    values = lits[0]
+    for other in lits[1:]:
+        values = [v for v in values if any(json_equal(v, w) for w in other)]
+    out["enum"] = values  # siblings filter them further when the grammar is built
+
+
+def _merge_object(a: dict, b: dict, out: dict, resolve, depth: int) -> None:
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    if not pa and not pb and "additionalProperties" not in a and "additionalProperties" not in b:
+        return
+    if ("patternProperties" in a and "additionalProperties" in b) or ("patternProperties" in b and "additionalProperties" in a):
+        raise MergeConflict("patternProperties", "patternProperties beside another side's additionalProperties")
+    aa, ab = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    props = {}
+    for name in list(pa) + [n for n in pb if n not in pa]:
+        props[name] = merge(pa.get(name, aa), pb.get(name, ab), resolve, depth + 1)
+    if props:
+        out["properties"] = props
+    extra = merge(aa, ab, resolve, depth + 1)
+    if extra is not True:
+        out["additionalProperties"] = extra
+
+
+def _merge_array(a: dict, b: dict, out: dict, resolve, depth: int) -> None:
+    if any(isinstance(s.get("items"), list) for s in (a, b)):
+        raise MergeConflict("items", "draft-07 tuple items inside allOf are not combined")
+    xa, xb = a.get("prefixItems", []), b.get("prefixItems", [])
+    ia, ib = a.get("items", True), b.get("items", True)
+    if "items" in a or "items" in b:
+        items = merge(ia, ib, resolve, depth + 1)
+        out["items"] = items
+    n = max(len(xa), len(xb))
+    if n:
+        out["prefixItems"] = [
+            merge(xa[i] if i < len(xa) else ia, xb[i] if i < len(xb) else ib, resolve, depth + 1) for i in range(n)]
