@@ -9,9 +9,18 @@ which the completeness tests rely on.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-__all__ = ["canonical_json", "json_equal"]
+__all__ = ["canonical_json", "json_equal", "dumps_compact"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps_compact(value: Any) -> str:
+    """Compact JSON, non-ASCII written raw except lone surrogates (no UTF-8 form): ``\\uXXXX``."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def canonical_json(value: Any, schema: Any, *, root: Any = None) -> str:
@@ -82,7 +91,7 @@ class _Canon:
         if literals is not None:  # the grammar writes the schema's own literal (its key order)
             for lit in literals:
                 if json_equal(lit, value):
-                    return json.dumps(lit, ensure_ascii=False, separators=(",", ":"))
+                    return dumps_compact(lit)
         if isinstance(value, dict):
             props = schema.get("properties", {})
             order = list(dict.fromkeys([*props, *schema.get("required", [])]))
@@ -91,7 +100,7 @@ class _Canon:
             parts = []
             for k in keys:
                 sub = props.get(k, extra)
-                parts.append(json.dumps(k, ensure_ascii=False) + ":" + self.dump(value[k], sub))
+                parts.append(dumps_compact(k) + ":" + self.dump(value[k], sub))
             return "{" + ",".join(parts) + "}"
         if isinstance(value, list):
             prefix = schema.get("prefixItems", [])
@@ -100,7 +109,7 @@ class _Canon:
                 prefix, items = items, schema.get("additionalItems", True)
             return "[" + ",".join(
                 self.dump(v, prefix[i] if i < len(prefix) else items) for i, v in enumerate(value)) + "]"
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return dumps_compact(value)
 
 
 def json_equal(a: Any, b: Any) -> bool:

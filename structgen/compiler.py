@@ -122,7 +122,8 @@ class GrammarCompiler:
 
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
-        key = ("schema", json.dumps(schema, sort_keys=True), strict, whitespace, max_whitespace)
+        # key order matters: properties are generated in schema order
+        key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
         try:
             return self._cached(key, lambda: schema_to_grammar(
                 schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))

@@ -46,14 +46,36 @@ _SPACE = CharSet.of(
 _LINE_TERMINATORS = CharSet.of([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
 _DOT = ANY_CHAR.minus(_LINE_TERMINATORS)
 
-_CLASS_ESCAPES = {
-    "d": _DIGIT,
-    "D": _DIGIT.negate(),
-    "w": _WORD,
-    "W": _WORD.negate(),
-    "s": _SPACE,
-    "S": _SPACE.negate(),
-}
+@lru_cache(maxsize=1)
+def _python_categories() -> dict[str, CharSet]:
+    """What Python's ``re`` (which ``jsonschema`` uses) means by \\d, \\w, \\s on str patterns."""
+    sets: dict[str, list[tuple[int, int]]] = {"d": [], "w": [], "s": []}
+    for cp in range(MAX_CODEPOINT + 1):
+        ch = chr(cp)
+        for key, test in (("d", ch.isdecimal), ("w", lambda: ch.isalnum() or ch == "_"), ("s", ch.isspace)):
+            if test():
+                r = sets[key]
+                if r and r[-1][1] == cp - 1:
+                    r[-1] = (r[-1][0], cp)
+                else:
+                    r.append((cp, cp))
+    return {k: CharSet.of(v) for k, v in sets.items()}
+
+
+@lru_cache(maxsize=None)
+def class_escape(letter: str) -> tuple[CharSet, CharSet]:
+    """(narrow, wide) meaning of a class escape: narrow matches in *both* ECMA-262 and Python
+    ``re``, wide in *either*. Generating from narrow is sound under both engines; a negated
+    class must subtract wide (``[^\\w]`` must avoid Python's Unicode word characters too)."""
+    ecma = {"d": _DIGIT, "w": _WORD, "s": _SPACE}[letter.lower()]
+    py = _python_categories()[letter.lower()]
+    both, either = intersect_charsets(ecma, py), CharSet.of(list(ecma.ranges) + list(py.ranges))
+    if letter.islower():
+        return _clean(both), _clean(either)
+    return _clean(either.negate()), _clean(both.negate())
+
+
+_CLASS_ESCAPES = "dDwWsS"
 _CONTROL_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B}
 # What ECMA calls SyntaxCharacter, plus "/" (escaped in regex literals): the only identity
 # escapes unicode mode allows, and the ones every engine reads as the literal character.
@@ -365,7 +387,7 @@ class _Parser:
                     raise self.error(f"bad character range {chr(first)}-{chr(second)}", start_pos)
                 ranges.append((first, second))
             elif isinstance(first, CharSet):
-                categories.extend(first.ranges)
+                categories.extend((self.last_wide if negated else first).ranges)
             else:
                 ranges.append((first, first))
         cs = CharSet.of(ranges)
@@ -391,7 +413,8 @@ class _Parser:
         c = self.peek()
         self.pos += 1
         if c in _CLASS_ESCAPES:
-            return "set", _CLASS_ESCAPES[c]
+            narrow, self.last_wide = class_escape(c)
+            return "set", narrow
         if c in _CONTROL_ESCAPES:
             return "char", _CONTROL_ESCAPES[c]
         if c == "b":

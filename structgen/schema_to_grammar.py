@@ -19,7 +19,7 @@ import re
 import warnings
 from typing import Any, Literal
 
-from .canonical import json_equal
+from .canonical import dumps_compact, json_equal
 from .errors import SchemaError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
@@ -361,7 +361,7 @@ class _Converter:
         if not kept:
             kw = "const" if "const" in schema else "enum"
             raise SchemaError(f"no {kw} value satisfies the other keywords of this schema", pointer=_ptr(ptr, kw), keyword=kw)
-        return alt(*(Lit(json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)) for v in kept))
+        return alt(*(Lit(dumps_compact(v)) for v in kept))
 
     def integer(self, schema: dict, ptr: str) -> Expr:
         lo, hi = _int_bounds(schema, ptr)
@@ -406,7 +406,9 @@ class _Converter:
 
     def array(self, schema: dict, ptr: str) -> Expr:
         ws = self.ws
-        prefix = schema.get("prefixItems")
+        if "prefixItems" in schema and self.legacy_ref:
+            self.unsupported("prefixItems", _ptr(ptr, "prefixItems"), "prefixItems is not a keyword of this draft")
+        prefix = schema.get("prefixItems") if not self.legacy_ref else None
         items = schema.get("items", True)
         rest_ptr = _ptr(ptr, "items")
         if isinstance(items, list):  # draft-07 tuple form
@@ -446,7 +448,18 @@ class _Converter:
         body_expr = body(0)
         if body_expr == NOTHING:
             return NOTHING
-        return seq(Lit("["), ws, body_expr, ws, Lit("]"))
+        if body_expr == EMPTY:
+            return self.container("[", NOTHING, True, "]")
+        if isinstance(body_expr, Repeat) and (body_expr.min, body_expr.max) == (0, 1):
+            return self.container("[", body_expr.item, True, "]")
+        return self.container("[", body_expr, False, "]")
+
+    def container(self, open_: str, body: Expr, nullable: bool, close: str) -> Expr:
+        """``open body close`` with whitespace around a non-empty body; an empty container
+        gets one whitespace run, not two (whitespace stays bounded by max_whitespace)."""
+        ws = self.ws
+        full = seq(Lit(open_), ws, body, ws, Lit(close)) if body != NOTHING else NOTHING
+        return alt(seq(Lit(open_), ws, Lit(close)), full) if nullable else full
 
     def object(self, schema: dict, ptr: str) -> Expr:
         ws = self.ws
@@ -469,7 +482,7 @@ class _Converter:
                 entries.append((name, extra_expr, True))
 
         def member(name: str, value: Expr) -> Expr:
-            return seq(Lit(json.dumps(name, ensure_ascii=False)), ws, Lit(":"), ws, value)
+            return seq(Lit(dumps_compact(name)), ws, Lit(":"), ws, value)
 
         sep = seq(ws, Lit(","), ws)
         extra_member = None
@@ -489,19 +502,19 @@ class _Converter:
             return seq(*parts)
 
         leading_optional = next((k for k, e in enumerate(entries) if e[2]), len(entries))
+        nullable = leading_optional == len(entries)  # no required member: "{}" is valid
         if leading_optional > 2:
             body = self._object_body_rules(entries, member, sep, extra_member)
-            return seq(Lit("{"), ws, body, ws, Lit("}"))
+            return self.container("{", body, nullable, "}")
         options: list[Expr] = []
         for k, (name, value, req) in enumerate(entries):
             options.append(seq(member(name, value), tail_after(k + 1)))
             if req:
                 break
         else:  # every declared member optional: they may all be absent
-            options.append(EMPTY)
             if extra_member is not None:
                 options.append(seq(extra_member, Repeat(seq(sep, extra_member), 0, None)))
-        return seq(Lit("{"), ws, alt(*options), ws, Lit("}"))
+        return self.container("{", alt(*options) if options else NOTHING, nullable, "}")
 
 
     def _object_body_rules(self, entries, member, sep, extra_member) -> Expr:
@@ -516,7 +529,8 @@ class _Converter:
         n = len(entries)
         extras = Repeat(seq(sep, extra_member), 0, None) if extra_member is not None else EMPTY
         self.rules[f"{base}_rest{n}"] = extras
-        self.rules[f"{base}_first{n}"] = alt(EMPTY, seq(extra_member, extras)) if extra_member is not None else EMPTY
+        # non-empty bodies only: the empty object is the container's own alternative
+        self.rules[f"{base}_first{n}"] = seq(extra_member, extras) if extra_member is not None else NOTHING
         for k in reversed(range(n)):
             name, value, req = entries[k]
             m = member(name, value)
