@@ -9,6 +9,7 @@ __all__ = [
     "StructgenError",
     "SchemaError",
     "UnsupportedSchemaError",
+    "ToolSchemaError",
     "GrammarError",
     "GrammarSyntaxError",
     "RegexError",
@@ -42,6 +43,20 @@ class SchemaError(StructgenError, ValueError):
 
 class UnsupportedSchemaError(SchemaError):
     """A schema keyword that structgen cannot enforce (raised in strict mode)."""
+
+
+class ToolSchemaError(SchemaError):
+    """A tool's parameter schema is invalid or cannot be enforced (``structgen.tools``).
+
+    Attributes:
+        tool: the tool's name.
+        pointer: JSON pointer into the tool's parameter schema ("" = its root).
+        keyword: the keyword at fault, or None.
+    """
+
+    def __init__(self, message: str, *, tool: str, pointer: str = "", keyword: str | None = None) -> None:
+        self.tool = tool
+        super().__init__(f"tool {tool!r}: {message}", pointer=pointer, keyword=keyword)
 
 
 class GrammarError(StructgenError, ValueError):

@@ -22,10 +22,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import EMPTY, NOTHING, Alt, CharSet, Expr, Lit, Repeat, Seq, alt, seq
+from ..grammar import EMPTY, NOTHING, Alt, CharSet, Expr, Repeat, Seq, alt, seq
 from ..regex import ANY_CHAR
 
-__all__ = ["ToolCallFormat", "JSON", "HERMES", "SMOLLM2", "text_without", "kmp_automaton"]
+__all__ = ["HERMES", "JSON", "SMOLLM2", "ToolCallFormat", "kmp_automaton", "text_without"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class ToolCallFormat:
         return self.open.strip() or None
 
     @classmethod
-    def detect(cls, tokenizer_or_template: Any) -> "ToolCallFormat":
+    def detect(cls, tokenizer_or_template: Any) -> ToolCallFormat:
         """The format a tokenizer's chat template implies (a template string works too)."""
         template = tokenizer_or_template if isinstance(tokenizer_or_template, str) else (
             getattr(tokenizer_or_template, "chat_template", None) or "")
@@ -68,7 +68,7 @@ class ToolCallFormat:
         return JSON
 
     @classmethod
-    def named(cls, name: "str | ToolCallFormat") -> "ToolCallFormat":
+    def named(cls, name: str | ToolCallFormat) -> ToolCallFormat:
         """A format by name (``"json"``, ``"hermes"``, ``"qwen"``, ``"smollm2"``), or the format itself."""
         if isinstance(name, ToolCallFormat):
             return name
@@ -79,7 +79,7 @@ class ToolCallFormat:
 
     def render(self, calls: list[dict[str, Any]]) -> str:
         """The text of ``calls`` (dicts with ``name`` and ``arguments``) in this format."""
-        dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+        dump = lambda v: json.dumps(v, ensure_ascii=False)
         if self.each_call:
             return self.separator.join(f"{self.open}{dump(c)}{self.close}" for c in calls)
         body = calls if (self.always_array or len(calls) != 1) else calls[0]
@@ -242,4 +242,4 @@ def text_not_starting_with(chars: str, *, skip: CharSet | None = None) -> Expr:
         alt(EMPTY, seq(first, Repeat(ANY_CHAR, 0, None)))
 
 
-__all__ += ["tools_system_prompt", "expr_size", "text_not_starting_with"]
+__all__ += ["expr_size", "text_not_starting_with", "tools_system_prompt"]
