@@ -205,6 +205,8 @@ def annotation_schema(tp: Any, *, _seen: tuple = ()) -> dict[str, Any] | bool:
 
 
 def _name(tp: Any) -> str:
+    if typing.get_origin(tp) is not None:  # list[int], Optional[X]: the written form
+        return str(tp).replace("typing.", "")
     return getattr(tp, "__qualname__", None) or getattr(tp, "__name__", None) or repr(tp)
 
 

@@ -691,9 +691,10 @@ class ToolSet:
         except (TypeError, ValueError):  # builtins without a signature
             params = {}
         kwargs = dict(kwargs)
-        for p in params.values():
-            if p.kind is p.POSITIONAL_ONLY and p.name in kwargs:
-                positional.append(kwargs.pop(p.name))
+        pos_only = [p for p in params.values() if p.kind is p.POSITIONAL_ONLY]
+        last = max((i for i, p in enumerate(pos_only) if p.name in kwargs), default=-1)
+        for p in pos_only[: last + 1]:  # positional-only: in order, defaults filling the gaps
+            positional.append(kwargs.pop(p.name) if p.name in kwargs else p.default)
         return tool.function(*positional, **kwargs)
 
     # -- one-call generation -----------------------------------------------------------
