@@ -568,6 +568,17 @@ def test_chat_prompt(two_tools, smollm2_tokenizer):
     assert out["tools"] == two_tools.to_openai() and out["messages"] == [{"role": "user", "content": "hi"}]
 
 
+def test_logits_processor_reads_the_format_from_the_tokenizer(two_tools, smollm2_tokenizer):
+    pytest.importorskip("torch")
+    proc = two_tools.logits_processor(smollm2_tokenizer, "get_weather", parallel=True, max_calls=2)
+    assert proc.format == SMOLLM2
+    assert accepts(proc.compiled, f"<tool_call>[{W},{W}]</tool_call>")
+    assert not accepts(proc.compiled, f"<tool_call>[{W},{W},{W}]</tool_call>")
+    assert not accepts(proc.compiled, '<tool_call>[{"name":"web_search","arguments":{"query":"q"}}]</tool_call>')
+    hermes = two_tools.logits_processor(smollm2_tokenizer, "auto", format="hermes")
+    assert hermes.format == HERMES and accepts(hermes.compiled, "No call needed.")
+
+
 def test_format_render_parses_back(two_tools):
     calls = [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "web_search", "arguments": {"query": "q"}}]
     for fmt in (SMOLLM2, HERMES, JSON):
