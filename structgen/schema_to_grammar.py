@@ -45,12 +45,26 @@ __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
 ANNOTATION_KEYWORDS = frozenset({
     "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
     "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+    "contentEncoding", "contentMediaType", "contentSchema",  # annotations only since 2019-09
 })
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
-    "pattern", "anyOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
+    "uniqueItems", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
 }) | ANNOTATION_KEYWORDS
+
+VALIDATION_KEYWORDS = frozenset({
+    # every assertion or applicator keyword of drafts 3 to 2020-12: these are enforced or refused
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
+    "maxProperties", "minProperties", "required", "dependentRequired", "dependencies", "properties",
+    "patternProperties", "additionalProperties", "propertyNames", "items", "prefixItems", "additionalItems",
+    "contains", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "unevaluatedItems",
+    "unevaluatedProperties", "$ref", "$dynamicRef", "$recursiveRef", "format", "$anchor", "$dynamicAnchor",
+    "$recursiveAnchor", "$vocabulary", "disallow", "extends", "divisibleBy",
+})
+"""Keywords that can reject an instance; any other key is an annotation to validators."""
 
 ALL_TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
 
@@ -154,6 +168,7 @@ class _Converter:
         self.rules: dict[str, Expr] = {}
         self.ref_rules: dict[str, str] = {}
         self.warnings: list[str] = []
+        self.notes: list[str] = []  # unknown keywords ignored as annotations
         self._resolving: list[str] = []
         self._validator = None
         self._objects = 0
@@ -204,7 +219,7 @@ class _Converter:
         self._check_metaschema()
         body = self.node(self.root, "")
         self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
-        return Grammar(self.rules, "start", tuple(self.warnings))
+        return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
 
     def _check_metaschema(self) -> None:
         import jsonschema
@@ -229,10 +244,19 @@ class _Converter:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer=ptr)
+        unknown = [kw for kw in schema if kw not in SUPPORTED_KEYWORDS and kw not in VALIDATION_KEYWORDS]
         for kw in schema:
-            if kw not in SUPPORTED_KEYWORDS:
+            if kw in VALIDATION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
                 self.unsupported(kw, _ptr(ptr, kw))
+        if unknown:
+            # not JSON Schema keywords (x-kubernetes-*, example, ...): validators ignore them,
+            # and so does the grammar, on the record
+            self.notes.extend(f"{_ptr(ptr, kw) or '#'}: unknown keyword {kw!r} treated as an annotation" for kw in unknown)
+            schema = {k: v for k, v in schema.items() if k not in unknown}
         validation = {k for k in schema if k not in ANNOTATION_KEYWORDS}
+        rewritten = self.rewrite(schema, ptr)
+        if rewritten is not None:
+            return self.node(rewritten, ptr)
         if "allOf" in schema:
             rest = {k: v for k, v in schema.items() if k != "allOf"}
             return self.combined(rest, schema["allOf"], ptr, "allOf")
@@ -270,6 +294,54 @@ class _Converter:
             elif t == "object":
                 options.append(self.object(schema, ptr))
         return alt(*options)
+
+    def rewrite(self, schema: dict, ptr: str) -> Any:
+        """Keywords expressible with the others: oneOf (disjoint branches), not (decidable
+        cases), dependencies, uniqueItems (trivial cases). Returns None when nothing applies."""
+        rest = dict(schema)
+        parts: list[Any] = []
+        if "oneOf" in rest:
+            branches = rest.pop("oneOf")
+            resolved = [self.resolve_shallow(b, ptr) for b in branches]
+            overlap = next(((i, j) for i in range(len(resolved)) for j in range(i + 1, len(resolved))
+                            if not _disjoint(resolved[i], resolved[j])), None)
+            if overlap is not None:
+                self.unsupported("oneOf", _ptr(ptr, "oneOf"), f"branches {overlap[0]} and {overlap[1]} may both match "
+                                 "(exact only when branches are provably disjoint); treated as anyOf")
+            parts.append({"anyOf": branches})  # disjoint: exactly one matches iff at least one does
+        if "not" in rest:
+            negated = _negate(self.resolve_shallow(rest.pop("not"), ptr))
+            if negated is None:
+                self.unsupported("not", _ptr(ptr, "not"), "only not-type, not-const/enum of scalars in typed "
+                                 "schemas, not-required and boolean schemas are decidable here")
+            else:
+                parts.append(negated)
+        deps = dict(rest.pop("dependentRequired", {}))
+        dep_schemas = dict(rest.pop("dependentSchemas", {}))
+        for name, dep in rest.pop("dependencies", {}).items():  # draft-07: both forms in one keyword
+            (deps if isinstance(dep, list) else dep_schemas)[name] = dep
+        if len(deps) + len(dep_schemas) > 6:
+            self.unsupported("dependentRequired", ptr, "more than 6 dependencies (the grammar doubles with each)")
+        for name, req in deps.items():
+            parts.append({"anyOf": [{"properties": {name: False}}, {"required": [name, *req]}]})
+        for name, sub in dep_schemas.items():
+            parts.append({"anyOf": [{"properties": {name: False}}, {"allOf": [{"required": [name]}, sub]}]})
+        if "uniqueItems" in rest:
+            unique = rest.pop("uniqueItems")
+            if unique is True and not (isinstance(rest.get("maxItems"), int) and rest["maxItems"] <= 1):
+                self.unsupported("uniqueItems", _ptr(ptr, "uniqueItems"), "uniqueItems: true with more than one item")
+        if not parts and rest == schema:
+            return None
+        return {**rest, "allOf": parts} if parts else rest
+
+    def resolve_shallow(self, sub: Any, ptr: str) -> Any:
+        seen = 0
+        while isinstance(sub, dict) and set(sub) - ANNOTATION_KEYWORDS == {"$ref"} and seen < 32:
+            ref = sub["$ref"]
+            if not ref.startswith("#"):
+                break
+            sub, seen = self.resolve_pointer(ref[1:], ptr), seen + 1
+        return sub
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
         """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""
@@ -539,6 +611,80 @@ class _Converter:
             first = seq(m, rest_next)
             self.rules[f"{base}_first{k}"] = first if req else alt(first, Ref(f"{base}_first{k + 1}"))
         return Ref(f"{base}_first0")
+
+
+_SCALARS = {"null": type(None), "boolean": bool, "string": str}
+
+
+def _types_of(s: dict) -> set[str]:
+    t = s.get("type")
+    types = set(ALL_TYPES) if t is None else ({t} if isinstance(t, str) else set(t))
+    if "number" in types:
+        types.add("integer")
+    lits = [s["const"]] if "const" in s else s.get("enum")
+    if lits is not None:
+        types &= {_json_type(v) for v in lits} | ({"number"} if any(_json_type(v) == "integer" for v in lits) else set())
+    return types
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or isinstance(v, float) and v.is_integer():
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(v)]
+
+
+def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
+    """True only when no instance can match both schemas (a sufficient check)."""
+    if x is False or y is False:
+        return True
+    if not isinstance(x, dict) or not isinstance(y, dict) or depth > 4:
+        return False
+    if not (_types_of(x) & _types_of(y)):
+        return True
+    lx = [x["const"]] if "const" in x else x.get("enum")
+    ly = [y["const"]] if "const" in y else y.get("enum")
+    if lx is not None and ly is not None and not any(json_equal(a, b) for a in lx for b in ly):
+        return True
+    px, py = x.get("properties", {}), y.get("properties", {})
+    rx, ry = set(x.get("required", [])), set(y.get("required", []))
+    for name in rx & ry:
+        if name in px and name in py and _disjoint(px[name], py[name], depth + 1):
+            return True
+    for req, other in ((rx, y), (ry, x)):  # required on one side, forbidden on the other
+        for name in req:
+            props = other.get("properties", {})
+            if props.get(name) is False or (name not in props and other.get("additionalProperties") is False
+                                            and not other.get("patternProperties")):
+                return True
+    return False
+
+
+def _negate(s: Any) -> Any:
+    """A schema for ``not s`` in the decidable cases, else None."""
+    if s is True or s == {}:
+        return False
+    if s is False:
+        return True
+    if not isinstance(s, dict):
+        return None
+    keys = set(s) - ANNOTATION_KEYWORDS
+    if keys == {"type"}:
+        t = {s["type"]} if isinstance(s["type"], str) else set(s["type"])
+        if "number" in t:
+            t.add("integer")
+        rest = [x for x in ALL_TYPES if x not in t]
+        if "integer" in t and "number" not in t:
+            return None  # non-integral numbers only: not expressible with types
+        return {"type": rest} if rest else False
+    if keys == {"required"} and len(s["required"]) >= 1:
+        return {"anyOf": [{"properties": {name: False}} for name in s["required"]]}
+    return None
 
 
 def _bounded_tail(sep: Expr, item: Expr, n: int) -> Expr:

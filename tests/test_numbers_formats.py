@@ -159,3 +159,42 @@ def test_draft7_ignores_keywords_beside_ref():
     compiled = COMPILER.compile_json_schema(schema)
     assert accepts(compiled, '"long string"')  # as jsonschema's Draft7Validator says
     assert jsonschema.Draft7Validator(schema).is_valid("long string")
+
+
+REWRITTEN = [
+    # oneOf with provably disjoint branches (a tagged union and a type split)
+    ({"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"],
+                 "additionalProperties": False},
+                {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"], "additionalProperties": False}]},
+     ['{"kind":"a","x":1}', '{"kind":"b"}'], ['{"kind":"a"}', '{"kind":"b","x":1}']),
+    ({"oneOf": [{"type": "string"}, {"type": "integer", "minimum": 0}]}, ['"s"', "3"], ["-1", "null"]),
+    ({"not": {"type": ["string", "null"]}}, ["1", "[]", "{}", "true"], ['"s"', "null"]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "not": {"required": ["a"]}},
+     ['{}', '{"b":1}'], ['{"a":1}']),
+    ({"type": "object", "properties": {"card": {"type": "string"}, "address": {"type": "string"}},
+      "dependentRequired": {"card": ["address"]}, "additionalProperties": False},
+     ['{}', '{"address":"x"}', '{"card":"1","address":"x"}'], ['{"card":"1"}']),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+      "dependencies": {"a": {"properties": {"b": {"maxLength": 1}}, "required": ["b"]}}},
+     ['{}', '{"a":1,"b":"x"}', '{"b":"long"}'], ['{"a":1}', '{"a":1,"b":"xy"}']),
+    ({"type": "object", "x-kubernetes-patch-strategy": "merge", "properties": {"a": {"type": "string", "example": "z"}}},
+     ['{"a":"q"}'], ['{"a":1}']),
+]
+
+
+@pytest.mark.parametrize("schema,good,bad", REWRITTEN, ids=[str(i) for i in range(len(REWRITTEN))])
+def test_rewritten_keywords_are_exact(schema, good, bad):
+    compiled = COMPILER.compile_json_schema(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in good:
+        assert validator.is_valid(json.loads(text)), text
+        assert accepts(compiled, text), text
+    for text in bad:
+        assert not validator.is_valid(json.loads(text)), text
+        assert not accepts(compiled, text), text
+
+
+def test_unknown_keywords_are_recorded_not_enforced():
+    compiled = COMPILER.compile_json_schema({"type": "string", "x-unit": "cm", "exmaple": 3})
+    assert any("'x-unit'" in w for w in compiled.warnings) and any("'exmaple'" in w for w in compiled.warnings)
