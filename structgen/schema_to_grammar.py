@@ -20,7 +20,7 @@ import warnings
 from typing import Any, Literal
 
 from .canonical import dumps_compact, json_equal
-from .errors import SchemaError, StructgenWarning, UnsupportedSchemaError
+from .errors import AutomatonSizeError, SchemaError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
     NOTHING,
@@ -38,6 +38,7 @@ from .grammar import (
 from .formats import FORMAT_PATTERNS
 from .numeric import int_range_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
+from .regular import difference, intersect
 from .schema_merge import MergeConflict, merge, merge_lenient
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
@@ -51,7 +52,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
-    "uniqueItems", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "uniqueItems", "patternProperties", "propertyNames", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -94,14 +95,23 @@ def _ptr(base: str, *parts: Any) -> str:
 
 
 def _encode_json_charset(cs: CharSet) -> Expr:
-    """Characters of a decoded string → their JSON-string encodings (raw or escaped)."""
-    raw = CharSet(tuple(r for r in cs.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)])).ranges))
-    escaped = []
+    """Characters of a decoded string → their JSON-string encodings (raw or escaped), compactly:
+    control characters without a short escape share one ``\\u00XX`` branch per high digit."""
+    raw = cs.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)]))
+    options: list[Expr] = [raw] if raw.ranges else []
+    by_high: dict[int, list[int]] = {}
     for a, b in cs.ranges:
         for cp in range(a, min(b, 0x5C) + 1):
-            if cp < 0x20 or cp in (0x22, 0x5C):
-                escaped.append(Lit(_SHORT_ESCAPES.get(cp, f"\\u{cp:04x}")))
-    return alt(*(([raw] if raw.ranges else []) + escaped))
+            if cp in _SHORT_ESCAPES:
+                options.append(Lit(_SHORT_ESCAPES[cp]))
+            elif cp < 0x20:
+                by_high.setdefault(cp >> 4, []).append(cp & 0xF)
+    if by_high:
+        hex_digit = lambda d: ord(f"{d:x}")  # noqa: E731 - json.dumps writes lowercase hex
+        options.append(seq(Lit("\\u00"), alt(*(
+            seq(Lit(str(hi)), CharSet.of([(hex_digit(d), hex_digit(d)) for d in lows]))
+            for hi, lows in sorted(by_high.items())))))
+    return alt(*options)
 
 
 def _json_encode_expr(e: Expr) -> Expr:
@@ -471,9 +481,12 @@ class _Converter:
 
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
         plo, phi = _length_range(pexpr)
-        if lo > plo or (hi is not None and hi < phi):
-            kw = "minLength" if lo > plo else "maxLength"
-            self.unsupported(kw, _ptr(ptr, kw), "length bounds together with a pattern or format that allows other lengths")
+        if lo > plo or (hi is not None and hi < phi):  # the lengths constrain the pattern further
+            try:
+                pexpr = intersect(pexpr, Repeat(ANY_CHAR, lo, hi))
+            except AutomatonSizeError as exc:
+                kw = "minLength" if lo > plo else "maxLength"
+                self.unsupported(kw, _ptr(ptr, kw), f"length bounds with this pattern: {exc}")
         return seq(Lit('"'), _json_encode_expr(pexpr), Lit('"'))
 
     def array(self, schema: dict, ptr: str) -> Expr:
@@ -538,30 +551,41 @@ class _Converter:
         props: dict[str, Any] = dict(schema.get("properties", {}))
         required = list(dict.fromkeys(schema.get("required", [])))
         additional = schema.get("additionalProperties", True)
-        extra_expr = self.node(additional, _ptr(ptr, "additionalProperties"))
+        patterns: dict[str, Any] = dict(schema.get("patternProperties", {}))
+        names_schema = schema.get("propertyNames", True)
+        if len(patterns) > 3:
+            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), "more than 3 patterns")
+            patterns = {}
+        name_ok = self.validator(names_schema).is_valid if names_schema is not True else (lambda _: True)
+
+        def value_schema(name: str) -> Any:
+            # properties, then every matching patternProperties; additionalProperties only if neither
+            matching = [pat for pat in patterns if re.search(pat, name)]
+            sub = props.get(name, True if matching else additional)
+            for pat in matching:
+                sub = self.merged(sub, patterns[pat], _ptr(ptr, "patternProperties", pat))
+            return sub if name_ok(name) else False
+
         entries: list[tuple[str, Expr, bool]] = []
-        for name, sub in props.items():
-            value = self.node(sub, _ptr(ptr, "properties", name))
+        declared = list(dict.fromkeys([*props, *required]))
+        for name in declared:
+            where = _ptr(ptr, "properties", name) if name in props else _ptr(ptr, "required")
+            value = self.node(value_schema(name), where)
             if value == NOTHING:
                 if name in required:
                     return NOTHING
                 continue
             entries.append((name, value, name in required))
-        for name in required:
-            if name not in props:
-                if extra_expr == NOTHING:
-                    return NOTHING
-                entries.append((name, extra_expr, True))
 
         def member(name: str, value: Expr) -> Expr:
             return seq(Lit(dumps_compact(name)), ws, Lit(":"), ws, value)
 
         sep = seq(ws, Lit(","), ws)
-        extra_member = None
-        if extra_expr != NOTHING:
-            # every declared name is excluded, also those whose schema is false (absent)
-            key = seq(Lit('"'), _not_in_set(list(dict.fromkeys([*props, *required]))), Lit('"'))
-            extra_member = seq(key, ws, Lit(":"), ws, extra_expr)
+        extra_member = self.extra_members(ptr, declared, additional, patterns, names_schema)
+        if extra_member is not None:
+            extra_member = alt(*(seq(k, ws, Lit(":"), ws, v) for k, v in extra_member)) or None
+            if extra_member == NOTHING:
+                extra_member = None
 
         def tail_after(i: int) -> Expr:
             # members i.. each preceded by a comma, then additional members
@@ -588,6 +612,88 @@ class _Converter:
                 options.append(seq(extra_member, Repeat(seq(sep, extra_member), 0, None)))
         return self.container("{", alt(*options) if options else NOTHING, nullable, "}")
 
+
+    def merged(self, a: Any, b: Any, ptr: str) -> Any:
+        def resolve(ref: str) -> Any:
+            if not ref.startswith("#"):
+                raise MergeConflict("$ref", f"only local references can be combined, not {ref!r}")
+            return self.resolve_pointer(ref[1:], ptr)
+
+        try:
+            return merge(a, b, resolve)
+        except MergeConflict as exc:
+            self.unsupported(exc.keyword, ptr, exc.why)
+            return a
+
+    def extra_members(self, ptr: str, declared: list[str], additional: Any, patterns: dict, names_schema: Any):
+        """(key Expr, value Expr) pairs for members whose names are not declared.
+
+        Names are split by which patternProperties they match (each class gets the merged
+        schema of its patterns, the class matching none gets additionalProperties), minus the
+        declared names, within propertyNames. With patterns, names are limited to printable
+        ASCII, where ECMA-262 and Python regexes agree on what matches.
+        """
+        any_name: Expr = Repeat(ANY_CHAR, 0, None)
+        if patterns:
+            any_name = Repeat(CharSet.of([(0x20, 0x7E)]), 0, None)
+        if names_schema is not True:
+            lang = self.string_language(names_schema, _ptr(ptr, "propertyNames"))
+            if lang is None:
+                return None
+            any_name = intersect(any_name, lang)
+        if declared:
+            any_name = difference(any_name, alt(*(Lit(n) for n in declared)))
+        pats = list(patterns)
+        langs = {p: search_expr(p) for p in pats}
+        out = []
+        for mask in range(1 << len(pats)):
+            chosen = [p for i, p in enumerate(pats) if mask >> i & 1]
+            others = [p for p in pats if p not in chosen]
+            value: Any = additional if not chosen else True
+            for p in chosen:
+                value = self.merged(value, patterns[p], _ptr(ptr, "patternProperties", p))
+            v = self.node(value, _ptr(ptr, "patternProperties", chosen[0]) if chosen else _ptr(ptr, "additionalProperties"))
+            if v == NOTHING:
+                continue
+            names = any_name
+            try:
+                for p in chosen:
+                    names = intersect(names, langs[p])
+                if others:
+                    names = difference(names, alt(*(langs[p] for p in others)))
+            except AutomatonSizeError as exc:
+                self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), str(exc))
+                return None
+            if names == NOTHING:
+                continue
+            out.append((seq(Lit('"'), _json_encode_expr(names), Lit('"')), v))
+        return out or None
+
+    def string_language(self, schema: Any, ptr: str) -> Expr | None:
+        """The decoded strings a string schema accepts (for propertyNames), or None (unsupported)."""
+        if schema is False:
+            return NOTHING
+        if schema is True:
+            return Repeat(ANY_CHAR, 0, None)
+        schema = self.resolve_shallow(schema, ptr)
+        keys = set(schema) - ANNOTATION_KEYWORDS
+        if not keys <= {"type", "pattern", "minLength", "maxLength", "format", "enum", "const"}:
+            self.unsupported(sorted(keys - {"type", "pattern", "minLength", "maxLength", "format", "enum", "const"})[0],
+                             ptr, "only string keywords are supported in propertyNames")
+            return None
+        if "enum" in schema or "const" in schema:
+            values = [schema["const"]] if "const" in schema else schema["enum"]
+            check = self.validator(schema)
+            return alt(*(Lit(v) for v in values if isinstance(v, str) and check.is_valid(v)))
+        lang: Expr = Repeat(ANY_CHAR, schema.get("minLength", 0), schema.get("maxLength"))
+        if "format" in schema:
+            if schema["format"] not in FORMAT_PATTERNS:
+                self.unsupported("format", _ptr(ptr, "format"), f"format {schema['format']!r} is not enforced")
+                return None
+            lang = intersect(lang, parse_regex(FORMAT_PATTERNS[schema["format"]]))
+        if "pattern" in schema:
+            lang = intersect(lang, search_expr(schema["pattern"]))
+        return lang
 
     def _object_body_rules(self, entries, member, sep, extra_member) -> Expr:
         """Members in order, optional ones skippable, commas only between present ones.

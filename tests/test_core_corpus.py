@@ -17,7 +17,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from structgen import GrammarMatcher, UnsupportedSchemaError
+from structgen import GrammarMatcher
 from structgen.canonical import canonical_json
 from structgen.token_index import DEAD
 
@@ -25,9 +25,7 @@ from .conftest import DATA
 from .walks import random_walk, structural_tokens
 
 CASES = json.loads((DATA / "core_schemas.json").read_text(encoding="utf-8"))
-# Cases whose keyword combination structgen refuses in strict mode (never silently):
-UNSUPPORTED = {"pattern_anchors_classes_unicode": "/properties/emoji/maxLength"}
-SUPPORTED = [c for c in CASES if c["name"] not in UNSUPPORTED]
+SUPPORTED = CASES  # every case compiles in strict mode (refusals are tested in test_schema_errors.py)
 
 
 def _validator(schema):
@@ -93,11 +91,3 @@ def test_fast_mask_equals_reference(case, smollm2_compiler, smollm2_info):
                 ref[t] = index.step_token(state, t) != DEAD
         diff = np.flatnonzero(fast != ref)
         assert len(diff) == 0, f"mask differs on tokens {diff[:10].tolist()}"
-
-
-@pytest.mark.parametrize("name,pointer", sorted(UNSUPPORTED.items()))
-def test_unsupported_combinations_refused(name, pointer, smollm2_compiler):
-    case = next(c for c in CASES if c["name"] == name)
-    with pytest.raises(UnsupportedSchemaError) as exc:
-        smollm2_compiler.compile_json_schema(case["schema"])
-    assert exc.value.pointer == pointer

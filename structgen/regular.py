@@ -1,0 +1,250 @@
+"""Boolean operations on regular expressions at the code-point level: intersection, difference.
+
+A context-free grammar has no intersection, but JSON Schema needs one wherever two keywords
+constrain the same string (``pattern`` with ``maxLength``, property names that match a
+``patternProperties`` regex but are not declared...). For *regular* operands we compute it:
+expression → code-point NFA → DFA over code-point intervals → product DFA → back to an
+expression by state elimination. The result is an ordinary expression (Lark-printable).
+"""
+from __future__ import annotations
+
+from .errors import AutomatonSizeError, GrammarError
+from .grammar import (
+    EMPTY,
+    MAX_CODEPOINT,
+    NOTHING,
+    Alt,
+    CharSet,
+    Expr,
+    Lit,
+    Ref,
+    Regex,
+    Repeat,
+    Seq,
+    alt,
+    seq,
+)
+
+__all__ = ["intersect", "difference"]
+
+MAX_DFA_STATES = 4000
+
+
+class _CharNFA:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []  # (lo, hi, target), code points
+
+    def new(self) -> int:
+        if len(self.eps) > 20 * MAX_DFA_STATES:
+            raise AutomatonSizeError("regular expression too large to intersect")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def build(self, e: Expr, a: int, b: int) -> None:
+        if isinstance(e, Lit):
+            cur = a
+            for i, ch in enumerate(e.text):
+                nxt = b if i == len(e.text) - 1 else self.new()
+                self.edges[cur].append((ord(ch), ord(ch), nxt))
+                cur = nxt
+            if not e.text:
+                self.eps[a].append(b)
+        elif isinstance(e, CharSet):
+            for lo, hi in e.ranges:
+                self.edges[a].append((lo, hi, b))
+        elif isinstance(e, Regex):
+            from .regex import parse_regex
+
+            self.build(parse_regex(e.pattern, e.flags), a, b)
+        elif isinstance(e, Seq):
+            cur = a
+            for i, item in enumerate(e.items):
+                nxt = b if i == len(e.items) - 1 else self.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+            if not e.items:
+                self.eps[a].append(b)
+        elif isinstance(e, Alt):
+            for o in e.options:
+                self.build(o, a, b)
+        elif isinstance(e, Repeat):
+            cur = a
+            for _ in range(e.min):
+                nxt = self.new()
+                self.build(e.item, cur, nxt)
+                cur = nxt
+            if e.max is None:
+                loop = self.new()
+                self.eps[cur].append(loop)
+                self.build(e.item, loop, loop)
+                self.eps[loop].append(b)
+            else:
+                for _ in range(e.max - e.min):
+                    self.eps[cur].append(b)
+                    nxt = self.new()
+                    self.build(e.item, cur, nxt)
+                    cur = nxt
+                self.eps[cur].append(b)
+        elif isinstance(e, Ref):
+            raise GrammarError(f"intersection operands must be regular: found a reference to {e.name!r}")
+        else:
+            raise TypeError(f"not a grammar expression: {e!r}")
+
+    def closure(self, states) -> frozenset[int]:
+        seen, stack = set(states), list(states)
+        while stack:
+            for t in self.eps[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return frozenset(seen)
+
+
+def _dfa(e: Expr) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
+    """DFA of ``e``: per state, disjoint sorted (lo, hi, target) intervals; and finality."""
+    nfa = _CharNFA()
+    s, t = nfa.new(), nfa.new()
+    nfa.build(e, s, t)
+    start = nfa.closure([s])
+    ids, order, trans = {start: 0}, [start], []
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        edges = [x for st in cur for x in nfa.edges[st]]
+        points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+        row: list[tuple[int, int, int]] = []
+        for p, q in zip(points, points[1:]):
+            targets = [tg for lo, hi, tg in edges if lo <= p and q - 1 <= hi]
+            if not targets:
+                continue
+            nxt = nfa.closure(targets)
+            if nxt not in ids:
+                if len(order) >= MAX_DFA_STATES:
+                    raise AutomatonSizeError(f"intersection needs more than {MAX_DFA_STATES} states")
+                ids[nxt] = len(order)
+                order.append(nxt)
+            tid = ids[nxt]
+            if row and row[-1][2] == tid and row[-1][1] == p - 1:
+                row[-1] = (row[-1][0], q - 1, tid)
+            else:
+                row.append((p, q - 1, tid))
+        trans.append(row)
+    return trans, [t in st for st in order]
+
+
+def _product(a, b, *, keep_b_final: bool):
+    """Product automaton: accept where a accepts and b accepts (intersect) or does not (difference)."""
+    ta, fa = a
+    tb, fb = b
+    ids = {(0, 0): 0}
+    order = [(0, 0)]
+    trans: list[list[tuple[int, int, int]]] = []
+    i = 0
+    while i < len(order):
+        sa, sb = order[i]
+        i += 1
+        row = []
+        b_row = tb[sb] if sb >= 0 else []
+        for lo, hi, na in ta[sa]:
+            # split [lo, hi] by b's intervals; uncovered parts send b to the dead state -1
+            pos = lo
+            pieces = []
+            for blo, bhi, nb in b_row:
+                if bhi < pos or blo > hi:
+                    continue
+                if blo > pos:
+                    pieces.append((pos, blo - 1, -1))
+                pieces.append((max(blo, pos), min(bhi, hi), nb))
+                pos = min(bhi, hi) + 1
+                if pos > hi:
+                    break
+            if pos <= hi:
+                pieces.append((pos, hi, -1))
+            for plo, phi, nb in pieces:
+                if nb < 0 and keep_b_final:  # intersection: b must keep up
+                    continue
+                key = (na, nb)
+                if key not in ids:
+                    if len(order) >= MAX_DFA_STATES:
+                        raise AutomatonSizeError(f"intersection needs more than {MAX_DFA_STATES} states")
+                    ids[key] = len(order)
+                    order.append(key)
+                row.append((plo, phi, ids[key]))
+        trans.append(row)
+    final = [fa[x] and ((y >= 0 and fb[y]) if keep_b_final else not (y >= 0 and fb[y])) for x, y in order]
+    return trans, final
+
+
+def _to_expr(trans, final) -> Expr:
+    """State elimination (Brzozowski–McCluskey) over trimmed states."""
+    n = len(trans)
+    # trim: keep states reachable from 0 that can reach a final state
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for s, row in enumerate(trans):
+        for _, _, t in row:
+            preds[t].add(s)
+    live = {s for s in range(n) if final[s]}
+    stack = list(live)
+    while stack:
+        for p in preds[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    if 0 not in live:
+        return NOTHING
+    # edges as CharSets between live states; S = n (new start), F = n + 1 (new final)
+    S, F = n, n + 1
+    R: dict[tuple[int, int], Expr] = {}
+
+    def add(i: int, j: int, e: Expr) -> None:
+        R[(i, j)] = alt(R[(i, j)], e) if (i, j) in R else e
+
+    add(S, 0, EMPTY)
+    for s in live:
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in trans[s]:
+            if t in live:
+                by_target.setdefault(t, []).append((lo, hi))
+        for t, ranges in by_target.items():
+            add(s, t, _charset_expr(CharSet.of(ranges)))
+        if final[s]:
+            add(s, F, EMPTY)
+    remaining = set(live)
+    while remaining:
+        # eliminate the state with the fewest connections first (keeps expressions small)
+        k = min(remaining, key=lambda q: sum(1 for (i, j) in R if i == q or j == q))
+        remaining.discard(k)
+        loop = R.pop((k, k), None)
+        star = Repeat(loop, 0, None) if loop is not None else EMPTY
+        ins = [(i, e) for (i, j), e in R.items() if j == k]
+        outs = [(j, e) for (i, j), e in R.items() if i == k]
+        for i, _ in ins:
+            del R[(i, k)]
+        for j, _ in outs:
+            del R[(k, j)]
+        for i, ei in ins:
+            for j, ej in outs:
+                add(i, j, seq(ei, star, ej))
+    return R.get((S, F), NOTHING)
+
+
+def _charset_expr(cs: CharSet) -> Expr:
+    if len(cs.ranges) == 1 and cs.ranges[0][0] == cs.ranges[0][1]:
+        return Lit(chr(cs.ranges[0][0]))
+    return cs
+
+
+def intersect(a: Expr, b: Expr) -> Expr:
+    """An expression matching exactly the strings both ``a`` and ``b`` match (regular operands)."""
+    return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+
+
+def difference(a: Expr, b: Expr) -> Expr:
+    """An expression matching the strings ``a`` matches and ``b`` does not (regular operands)."""
+    return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=False))
+
+
+_ = (MAX_CODEPOINT,)  # the interval sweep works on the whole code-point range

@@ -1,0 +1,54 @@
+"""Intersection and difference of regular expressions, checked against Python's re."""
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from structgen.grammar import Alt, CharSet, Lit, Repeat
+from structgen.regex import ANY_CHAR, parse_regex
+from structgen.regular import difference, intersect
+
+from .exprmatch import expr_fullmatch
+
+PAIRS = [
+    (r"[a-z]{3,16}", r".{0,5}", "abcXYZ"),
+    (r"\d{3}-\d{4}", r".{8}", "0123-a"),
+    (r"(ab|a)*c?", r"a*b*c", "abc"),
+    (r"[^x]*", r"y.*", "xyz"),
+    (r"[😀-😎]+ ok", r".{1,4}", "😀😎 ok"),
+    (r"colou?r", r"color|colour|colr", "colur"),
+    (r"", r"a*", "ab"),
+]
+
+
+def strings(alphabet: str, rng: random.Random, n: int = 400):
+    yield ""
+    for _ in range(n):
+        yield "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9)))
+
+
+@pytest.mark.parametrize("a,b,alphabet", PAIRS)
+def test_intersect_and_difference_match_re(a, b, alphabet):
+    ea, eb = parse_regex(a), parse_regex(b)
+    inter, diff = intersect(ea, eb), difference(ea, eb)
+    ra, rb = re.compile(a), re.compile(b, re.DOTALL if b.startswith(".") else 0)
+    rng = random.Random(a)
+    for s in strings(alphabet, rng):
+        in_a, in_b = ra.fullmatch(s) is not None, (rb.fullmatch(s) is not None) and "\n" not in s
+        assert expr_fullmatch(inter, s) == (in_a and in_b), (a, b, s)
+        assert expr_fullmatch(diff, s) == (in_a and not in_b), (a, b, s)
+
+
+def test_excluding_declared_names():
+    names = Alt((Lit("id"), Lit("name"), Lit("")))
+    keys = difference(Repeat(ANY_CHAR, 0, None), names)
+    for s, ok in [("id", False), ("name", False), ("", False), ("i", True), ("ids", True), ("nam", True), ("x", True)]:
+        assert expr_fullmatch(keys, s) == ok, s
+
+
+def test_empty_intersection_is_nothing():
+    from structgen.grammar import NOTHING
+
+    assert intersect(Lit("a"), CharSet.of([(0x62, 0x62)])) == NOTHING
