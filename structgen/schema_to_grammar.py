@@ -254,6 +254,10 @@ class _Converter:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer=ptr)
+        if ("enum" in schema or "const" in schema) and "$ref" not in schema:
+            # a finite set of literals: jsonschema decides every other keyword on each value,
+            # exactly, whatever the keyword (not, oneOf, multipleOf, uniqueItems...)
+            return self.literals(schema, ptr)
         unknown = [kw for kw in schema if kw not in SUPPORTED_KEYWORDS and kw not in VALIDATION_KEYWORDS]
         for kw in schema:
             if kw in VALIDATION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
@@ -441,6 +445,8 @@ class _Converter:
         check = self.validator(rest)
         kept = [v for v in values if check.is_valid(v)]
         if not kept:
+            if ptr:  # inside the schema an empty branch is legitimate (an anyOf option, say)
+                return NOTHING
             kw = "const" if "const" in schema else "enum"
             raise SchemaError(f"no {kw} value satisfies the other keywords of this schema", pointer=_ptr(ptr, kw), keyword=kw)
         return alt(*(Lit(dumps_compact(v)) for v in kept))
@@ -788,6 +794,8 @@ def _negate(s: Any) -> Any:
         if "integer" in t and "number" not in t:
             return None  # non-integral numbers only: not expressible with types
         return {"type": rest} if rest else False
+    if keys == {"not"}:
+        return s["not"]  # double negation
     if keys == {"required"} and len(s["required"]) >= 1:
         return {"anyOf": [{"properties": {name: False}} for name in s["required"]]}
     return None
