@@ -52,7 +52,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
-    "uniqueItems", "patternProperties", "propertyNames", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -330,6 +330,17 @@ class _Converter:
                                  "schemas, not-required and boolean schemas are decidable here")
             else:
                 parts.append(negated)
+        if "if" in rest:
+            cond = self.resolve_shallow(rest.pop("if"), ptr)
+            then_, else_ = rest.pop("then", True), rest.pop("else", True)
+            if then_ is not True or else_ is not True:  # without them "if" asserts nothing
+                negated = _negate(cond)
+                if negated is None:
+                    self.unsupported("if", _ptr(ptr, "if"), "the condition's negation is not decidable here")
+                else:
+                    parts.append({"anyOf": [{"allOf": [cond, then_]}, {"allOf": [negated, else_]}]})
+        else:
+            rest.pop("then", None), rest.pop("else", None)  # no effect without "if"
         deps = dict(rest.pop("dependentRequired", {}))
         dep_schemas = dict(rest.pop("dependentSchemas", {}))
         for name, dep in rest.pop("dependencies", {}).items():  # draft-07: both forms in one keyword
@@ -796,6 +807,19 @@ def _negate(s: Any) -> Any:
         return {"type": rest} if rest else False
     if keys == {"not"}:
         return s["not"]  # double negation
+    if keys <= {"properties", "required", "type"} and "properties" in keys and s.get("type") in (None, "object"):
+        # not (object with each p satisfying S_p, required R): non-objects, a required name
+        # absent, or some present p failing S_p
+        props, req = s["properties"], list(s.get("required", []))
+        options: list[Any] = [{"type": [t for t in ALL_TYPES if t not in ("object", "integer")]}]
+        options += [{"type": "object", "properties": {name: False}} for name in req]
+        for name, sub in props.items():
+            neg = _negate(sub)
+            if neg is None:
+                return None
+            if neg is not False:
+                options.append({"type": "object", "required": [name], "properties": {name: neg}})
+        return {"anyOf": options}
     if keys == {"required"} and len(s["required"]) >= 1:
         return {"anyOf": [{"properties": {name: False}} for name in s["required"]]}
     return None

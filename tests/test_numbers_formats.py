@@ -187,6 +187,12 @@ REWRITTEN = [
       "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 4}},
      ['{"name":"x"}', '{"abc":1}'], ['{"Bad":"x"}', '{"abcde":1}', '{"a1":1}']),
     ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}, ['"ab"', '"abc"'], ['"a"', '"abcd"', '"A"']),
+    ({"type": "object", "properties": {"kind": {"type": "string"}, "n": {"type": "integer"}, "s": {"type": "string"}},
+      "if": {"properties": {"kind": {"type": "string"}}, "required": ["kind"]}, "then": {"required": ["s"]},
+      "else": {"required": ["n"]}},
+     ['{"kind":"a","s":"x"}', '{"n":1}'], ['{"kind":"a"}', '{}', '{"s":"x"}']),
+    ({"if": {"type": "string"}, "then": {"maxLength": 2}, "else": {"type": "integer"}},
+     ['"ab"', "3"], ['"abc"', "1.5", "null"]),
     ({"type": "object", "x-kubernetes-patch-strategy": "merge", "properties": {"a": {"type": "string", "example": "z"}}},
      ['{"a":"q"}'], ['{"a":1}']),
 ]
