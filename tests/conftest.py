@@ -45,3 +45,29 @@ def toy_info(tokens: list[bytes | None], *, vocab_size: int | None = None):
     toks = list(tokens) + [bytes([b]) for b in range(256)]
     toks.append(None)
     return TokenizerInfo.from_token_bytes(toks, stop_token_ids=[len(toks) - 1], vocab_size=vocab_size)
+
+
+# Hypothesis profiles for tests/test_properties.py (see tests/README.md): "ci" is the
+# default (derandomized: a fixed seed; bounded examples); "soak" via --hypothesis-profile=soak.
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "ci", derandomize=True, deadline=None, database=None, max_examples=20, print_blob=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    settings.register_profile(
+        "soak", deadline=None, database=None, print_blob=True, suppress_health_check=list(HealthCheck),
+        max_examples=int(os.environ.get("STRUCTGEN_SOAK_EXAMPLES", "1500")),
+    )
+    import warnings
+
+    with warnings.catch_warnings():  # the plugin imports this when reporting a failure; under
+        warnings.simplefilter("ignore")  # filterwarnings=error libcst's DeprecationWarning
+        try:  # would turn a falsifying example into an INTERNALERROR
+            import hypothesis.extra._patching  # noqa: F401
+        except Exception:
+            pass
+    settings.load_profile("ci")  # pytest's --hypothesis-profile, when given, loads later and wins
+except ImportError:  # hypothesis is a test extra
+    pass
