@@ -52,7 +52,8 @@ SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
-    "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains",
+    "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -519,6 +520,8 @@ class _Converter:
         else:
             prefix_ptr = _ptr(ptr, "prefixItems")
         prefix = prefix or []
+        if "contains" in schema:
+            return self.array_contains(schema, prefix, items, ptr)
         lo = schema.get("minItems", 0)
         hi = schema.get("maxItems")
         if hi is not None and lo > hi:
@@ -555,6 +558,33 @@ class _Converter:
         if isinstance(body_expr, Repeat) and (body_expr.min, body_expr.max) == (0, 1):
             return self.container("[", body_expr.item, True, "]")
         return self.container("[", body_expr, False, "]")
+
+    def array_contains(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
+        """``contains`` (with ``minContains``): I* C (I* C){m-1} I* where C = items ∧ contains.
+
+        Ambiguous as a grammar (which element is "the" match) but exact as a language; the
+        parser keeps every reading. Refused with prefixItems, item counts or maxContains."""
+        for kw in ("minItems", "maxItems", "maxContains"):
+            if kw in schema and not (kw == "minItems" and schema[kw] <= max(1, schema.get("minContains", 1))):
+                self.unsupported(kw, _ptr(ptr, kw), "together with contains")
+        if prefix:
+            self.unsupported("contains", _ptr(ptr, "contains"), "together with prefixItems")
+        m = schema.get("minContains", 1)
+        item = self.node(items, _ptr(ptr, "items"))
+        if m == 0:  # nothing to find
+            return self.container("[", seq(item, Repeat(seq(self.sep, item), 0, None)), True, "]")
+        match = self.node(self.merged(items, schema["contains"], _ptr(ptr, "contains")), _ptr(ptr, "contains"))
+        if match == NOTHING:
+            return NOTHING
+        sep = self.sep
+        before = Repeat(seq(item, sep), 0, None)
+        more = Repeat(seq(sep, before, match), m - 1, m - 1) if m > 1 else EMPTY
+        body = seq(before, match, more, Repeat(seq(sep, item), 0, None))
+        return self.container("[", body, False, "]")
+
+    @property
+    def sep(self) -> Expr:
+        return seq(self.ws, Lit(","), self.ws)
 
     def container(self, open_: str, body: Expr, nullable: bool, close: str) -> Expr:
         """``open body close`` with whitespace around a non-empty body; an empty container

@@ -193,6 +193,8 @@ REWRITTEN = [
      ['{"kind":"a","s":"x"}', '{"n":1}'], ['{"kind":"a"}', '{}', '{"s":"x"}']),
     ({"if": {"type": "string"}, "then": {"maxLength": 2}, "else": {"type": "integer"}},
      ['"ab"', "3"], ['"abc"', "1.5", "null"]),
+    ({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}}, ["[5]", "[1,7,2]", "[9,9]"], ["[]", "[1,2]", '[1,"7"]']),
+    ({"type": "array", "contains": {"const": "x"}, "minContains": 2}, ['["x",1,"x"]', '["x","x"]'], ['["x"]', "[1,2]"]),
     ({"type": "object", "x-kubernetes-patch-strategy": "merge", "properties": {"a": {"type": "string", "example": "z"}}},
      ['{"a":"q"}'], ['{"a":1}']),
 ]
