@@ -684,6 +684,19 @@ def test_shortest_completion_closes_a_truncated_call(two_tools, smollm2_compiler
     assert shortest_completion(c.matcher()) is not None
 
 
+def test_shortest_completion_in_a_recursive_grammar(byte_compiler):
+    """Untyped arguments are any JSON value (a recursive rule): deep nesting closes in one pass."""
+    ts = ToolSet([Tool.from_json_schema("f", {"type": "object", "properties": {"v": {}, "n": {"type": "integer"}},
+                                              "required": ["v", "n"]})])
+    c = ts.compile(byte_compiler, format=SMOLLM2)
+    head = '<tool_call>[{"name":"f","arguments":{"v":' + '{"k":[' * 30 + '"abc'
+    m = c.matcher()
+    assert m.accept_string(head)
+    tail = shortest_completion(m)
+    assert tail == b'"' + b"]}" * 30 + b',"n":0}}]</tool_call>'
+    assert ts.parse((head.encode() + tail).decode())[0].arguments["n"] == 0
+
+
 def test_import_tools_stays_light():
     code = "import sys, structgen.tools; print([m for m in ('torch', 'transformers') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -823,10 +823,16 @@ def _drop_conflicting_type(params: dict[str, Any], exc: SchemaError) -> tuple[di
     return params, f"{where}: type {t!r} contradicts every {exc.keyword} value; type dropped, {exc.keyword} kept"
 
 
-def shortest_completion(matcher: Any, *, limit: int = 20_000) -> bytes | None:
-    """The shortest bytes that complete the matcher's grammar from where it stands (BFS), or None.
+def shortest_completion(matcher: Any) -> bytes | None:
+    """A shortest text (bytes) that completes the matcher's grammar from where it stands, or None.
 
-    Printable ASCII is tried first, so ties resolve to readable text. The matcher is not moved.
+    Computed on the pushdown automaton, not by searching bytes (a byte search explodes in
+    recursive grammars such as any-JSON values, where every opened container is a new
+    configuration): for every state of every rule, the fewest bytes to the rule's end, a call
+    costing its callee's shortest match (a fixed point over the rules); then, for each stack
+    of the current configuration, its top state's distance plus those of the return states
+    below it; the cheapest stack is completed edge by edge, printable ASCII preferred among
+    equally short choices. The matcher is not moved.
     """
     from ..token_index import DEAD
 
@@ -834,25 +840,96 @@ def shortest_completion(matcher: Any, *, limit: int = 20_000) -> bytes | None:
     start = matcher.state
     if index.is_accepting(start):
         return b""
-    order = list(range(0x20, 0x7F)) + [b for b in range(256) if not 0x20 <= b < 0x7F]
-    parent: dict[int, tuple[int, int]] = {start: (-1, -1)}
-    frontier = [start]
-    while frontier and len(parent) < limit:
-        nxt_frontier = []
-        for cid in frontier:
-            for b in order:
-                nxt = index.step_bytes(cid, bytes([b]))
-                if nxt == DEAD or nxt in parent:
-                    continue
-                parent[nxt] = (cid, b)
-                if index.is_accepting(nxt):
-                    out = bytearray()
-                    cur = nxt
-                    while cur != start:
-                        cur, byte = parent[cur]
-                        out.append(byte)
-                    return bytes(reversed(out))
-                nxt_frontier.append(nxt)
-        frontier = nxt_frontier
-    return None
+    rules = matcher.compiled.automaton.rules
+    dist = _rule_distances(rules)
+    best: tuple[float, list[tuple[int, int]]] | None = None
+    for sid in index._configs[start][0]:
+        frames, total = [], 0.0
+        while sid != -1:
+            r, st, sid = index._stacks[sid]
+            frames.append((r, st))
+            total += dist[r][st]
+        if best is None or total < best[0]:
+            best = (total, frames)
+    if best is None or best[0] == float("inf"):
+        return None
+    out = bytearray()
+    for r, st in best[1]:
+        out += _complete_rule(rules, dist, r, st)
+    return bytes(out) if index.step_bytes(start, bytes(out)) != DEAD and index.is_accepting(
+        index.step_bytes(start, bytes(out))) else None
 
+
+_PREFERRED = list(range(0x20, 0x7F)) + [b for b in range(256) if not 0x20 <= b < 0x7F]
+
+
+def _rule_distances(rules: Sequence[Any]) -> list[list[float]]:
+    """Per rule and state: fewest bytes to the rule's end (calls cost their callee's shortest match)."""
+    import heapq
+
+    inf = float("inf")
+    n_rules = len(rules)
+    preds: list[dict[int, set[int]]] = []  # per rule: target -> sources by one byte
+    for rule in rules:
+        src, _ = (rule.trans >= 0).nonzero()
+        tgt = rule.trans[rule.trans >= 0]
+        p: dict[int, set[int]] = {}
+        for a, b in zip(src.tolist(), tgt.tolist()):
+            p.setdefault(b, set()).add(a)
+        preds.append(p)
+    minlen = [inf] * n_rules
+    dist: list[list[float]] = []
+    for _ in range(n_rules + 1):
+        dist = []
+        for r, rule in enumerate(rules):
+            d = [inf] * rule.num_states
+            heap = [(0.0, s) for s in range(rule.num_states) if rule.final[s]]
+            for _, s in heap:
+                d[s] = 0.0
+            call_preds: dict[int, list[tuple[int, float]]] = {}
+            for s, calls in enumerate(rule.calls):
+                for callee, ret in calls:
+                    call_preds.setdefault(ret, []).append((s, minlen[callee]))
+            heapq.heapify(heap)
+            while heap:
+                ds, s = heapq.heappop(heap)
+                if ds > d[s]:
+                    continue
+                for a in preds[r].get(s, ()):
+                    if ds + 1 < d[a]:
+                        d[a] = ds + 1
+                        heapq.heappush(heap, (ds + 1, a))
+                for a, cost in call_preds.get(s, ()):
+                    if ds + cost < d[a]:
+                        d[a] = ds + cost
+                        heapq.heappush(heap, (ds + cost, a))
+            dist.append(d)
+        new = [dist[r][0] for r in range(n_rules)]
+        if new == minlen:
+            break
+        minlen = new
+    return dist
+
+
+def _complete_rule(rules: Sequence[Any], dist: list[list[float]], r: int, s: int) -> bytes:
+    """Bytes along a shortest path from state ``s`` of rule ``r`` to its end."""
+    out = bytearray()
+    rule = rules[r]
+    while dist[r][s] > 0:
+        step = None
+        row = rule.trans[s]
+        for b in _PREFERRED:
+            t = int(row[b])
+            if t >= 0 and dist[r][t] + 1 == dist[r][s]:
+                step = (bytes([b]), t)
+                break
+        if step is None:
+            for callee, ret in rule.calls[s]:
+                if dist[callee][0] + dist[r][ret] == dist[r][s]:
+                    step = (_complete_rule(rules, dist, callee, 0), ret)
+                    break
+        if step is None:  # pragma: no cover - distances are consistent by construction
+            raise RuntimeError("inconsistent completion distances")
+        out += step[0]
+        s = step[1]
+    return bytes(out)
