@@ -451,8 +451,13 @@ def _reaches_without_bytes(dfa, nullable: set[int]) -> tuple[set[int], bool]:
 # --------------------------------------------------------------------------- entry point
 
 
-def build_automaton(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -> PushdownAutomaton:
+def build_automaton(
+    grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES, byte_alphabet: np.ndarray | None = None
+) -> PushdownAutomaton:
     """Compile a grammar into a pushdown automaton of minimal per-rule byte DFAs.
+
+    Args:
+        byte_alphabet: optional bool ``(256,)``: the bytes some token contains; others are removed.
 
     Raises:
         GrammarError: the language is empty, or a rule is left-recursive.
@@ -469,6 +474,10 @@ def build_automaton(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -
         s, t = builder.nfa.new(), builder.nfa.new()
         builder.build(grammar.rules[name], s, t)
         dfa = _determinise(builder.nfa, s, t, max_states - total)
+        if byte_alphabet is not None:
+            # bytes no token contains can never be produced: drop them before trimming, so
+            # no state is kept whose only way forward needs one (no dead ends in the masks)
+            dfa[0][:, ~byte_alphabet] = -1
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)

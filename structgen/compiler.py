@@ -89,6 +89,7 @@ class GrammarCompiler:
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._trie: TokenTrie | None = None
+        self._alphabet = None
 
     @property
     def trie(self) -> TokenTrie:
@@ -96,6 +97,19 @@ class GrammarCompiler:
         if self._trie is None:
             self._trie = TokenTrie.build(self.tokenizer_info)
         return self._trie
+
+    @property
+    def byte_alphabet(self):
+        """bool ``(256,)``: bytes that occur in at least one token of the vocabulary."""
+        if self._alphabet is None:
+            import numpy as np
+
+            alphabet = np.zeros(256, dtype=bool)
+            for b in self.tokenizer_info.token_bytes:
+                if b:
+                    alphabet[np.frombuffer(b, dtype=np.uint8)] = True
+            self._alphabet = alphabet
+        return self._alphabet
 
     def compile_json_schema(
         self,
@@ -158,7 +172,7 @@ class GrammarCompiler:
         t0 = time.perf_counter()
         grammar = make_grammar()
         t1 = time.perf_counter()
-        pda = build_automaton(grammar, max_states=self.max_states)
+        pda = build_automaton(grammar, max_states=self.max_states, byte_alphabet=self.byte_alphabet)
         index = TokenIndex(pda, self.tokenizer_info, self.trie)
         t2 = time.perf_counter()
         pre = 0

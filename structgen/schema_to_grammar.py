@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import warnings
 from typing import Any, Literal
 
@@ -183,6 +184,8 @@ class _Converter:
         self._resolving: list[str] = []
         self._validator = None
         self._objects = 0
+        self._shared = 0
+        self._merging = 0  # > 0 while building a schema combined from several (allOf, ...)
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
 
@@ -390,7 +393,11 @@ class _Converter:
                     conflicts = [(again.keyword, again.why + "; that allOf member is not enforced")]
                 for kw, why in conflicts:
                     self.unsupported(kw, _ptr(ptr, keyword), why)
-        return self.node(merged, _ptr(ptr, keyword))
+        self._merging += 1
+        try:
+            return self.node(merged, _ptr(ptr, keyword))
+        finally:
+            self._merging -= 1
 
     def ref(self, ref: str, ptr: str) -> Expr:
         if not ref.startswith("#"):
@@ -457,7 +464,7 @@ class _Converter:
         check = self.validator(rest)
         kept = [v for v in values if check.is_valid(v)]
         if not kept:
-            if ptr:  # inside the schema an empty branch is legitimate (an anyOf option, say)
+            if self._merging:  # a combination of schemas may legitimately be empty
                 return NOTHING
             kw = "const" if "const" in schema else "enum"
             raise SchemaError(f"no {kw} value satisfies the other keywords of this schema", pointer=_ptr(ptr, kw), keyword=kw)
@@ -526,8 +533,8 @@ class _Converter:
         hi = schema.get("maxItems")
         if hi is not None and lo > hi:
             raise SchemaError(f"minItems {lo} > maxItems {hi}", pointer=_ptr(ptr, "minItems"), keyword="minItems")
-        elems = [self.node(s, _ptr(prefix_ptr, i)) for i, s in enumerate(prefix)]
-        rest = self.node(items, rest_ptr)
+        elems = [self.share(self.node(s, _ptr(prefix_ptr, i))) for i, s in enumerate(prefix)]
+        rest = self.share(self.node(items, rest_ptr))
         if rest == NOTHING:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
         if hi is not None and hi < lo:
@@ -582,6 +589,17 @@ class _Converter:
         body = seq(before, match, more, Repeat(seq(sep, item), 0, None))
         return self.container("[", body, False, "]")
 
+    def share(self, e: Expr) -> Expr:
+        """A large expression used in several places of one construct becomes a named rule,
+        so nesting does not copy it (nested arrays would otherwise double per level); the
+        automaton inlines it again when that is cheap."""
+        if _size(e, 64) < 64:
+            return e
+        self._shared += 1
+        name = f"part{self._shared}"
+        self.rules[name] = e
+        return Ref(name)
+
     @property
     def sep(self) -> Expr:
         return seq(self.ws, Lit(","), self.ws)
@@ -617,7 +635,7 @@ class _Converter:
         declared = list(dict.fromkeys([*props, *required]))
         for name in declared:
             where = _ptr(ptr, "properties", name) if name in props else _ptr(ptr, "required")
-            value = self.node(value_schema(name), where)
+            value = self.share(self.node(value_schema(name), where))
             if value == NOTHING:
                 if name in required:
                     return NOTHING
@@ -855,6 +873,24 @@ def _negate(s: Any) -> Any:
     return None
 
 
+def _size(e: Expr, cap: int) -> int:
+    """Number of expression nodes, counting at most ``cap``."""
+    from .grammar import Alt, Seq
+
+    n, stack = 0, [e]
+    while stack and n < cap:
+        x = stack.pop()
+        n += 1
+        if isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+            n += (x.max or x.min)
+    return n
+
+
 def _bounded_tail(sep: Expr, item: Expr, n: int) -> Expr:
     tail: Expr = EMPTY
     for _ in range(n):
@@ -987,4 +1023,11 @@ def schema_to_grammar(
         raise ValueError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
     if max_whitespace < 0:
         raise ValueError("max_whitespace must be >= 0")
-    return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))  # deeply nested schemas recurse in jsonschema and here
+    try:
+        return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
+    except RecursionError:
+        raise SchemaError("the schema nests too deeply to compile", pointer="") from None
+    finally:
+        sys.setrecursionlimit(limit)

@@ -23,7 +23,7 @@ Profiles (registered in conftest.py): ``ci`` (default, derandomized, whole file 
 cores) and ``soak`` (``--hypothesis-profile=soak``). Each test's example budget is a share of
 the profile's ``max_examples``. Set ``STRUCTGEN_PROPERTY_STATS=path.json`` to record figures
 (schemas tried/compiled/refused, walks, steps, reference masks, instances). Open bugs have
-regression tests (strict xfail while open) at the end of this file (see tests/README.md).
+regression tests at the end of this file (see tests/README.md).
 """
 from __future__ import annotations
 
@@ -421,7 +421,7 @@ def test_refusals_are_located_structgen_errors(vocabs, schema, strict):
     # any other exception type propagates and fails the test
 
 
-# -- regressions for bugs found by these properties (strict xfail while open) ----------
+# -- regressions for bugs found by these properties (all fixed) ----------
 
 @pytest.fixture(scope="module")
 def byte_compiler():
@@ -490,9 +490,6 @@ def test_regression_prefix_items_under_draft07(byte_compiler):
     assert not _accepts(compiled, '["x"]')
 
 
-@pytest.mark.xfail(strict=True, reason="bug: dead end when the grammar requires a byte no token of the vocabulary "
-                                       "contains (SmolLM2 lacks 0xF1/0xF2): the mask offers a prefix that cannot "
-                                       "be completed (token_index.py / compiler: vocabulary not intersected)")
 @pytest.mark.parametrize("schema", [{"const": "\U00040000"}, {"type": "string", "pattern": "^\U00080000$"},
                                     {"type": "object", "properties": {"\U00040000": {"type": "null"}},
                                      "required": ["\U00040000"]}], ids=["const", "pattern", "property-name"])
@@ -512,9 +509,6 @@ def test_bug_dead_end_on_bytes_missing_from_vocabulary(vocabs, schema):
         assert m.accept_token(int(allowed[0]))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: array items are copied (not shared) per nesting level, so nested arrays "
-                                       "grow 2^depth: depth 11 takes ~1 s for 37 states, depth 12+ is refused with "
-                                       "AutomatonSizeError, depth 25+ runs for minutes (schema_to_grammar.py array())")
 def test_bug_nested_arrays_grow_exponentially(byte_compiler):
     schema = {"type": "integer"}
     for _ in range(14):
@@ -523,8 +517,6 @@ def test_bug_nested_arrays_grow_exponentially(byte_compiler):
     assert compiled.stats.automaton_states < 1000
 
 
-@pytest.mark.xfail(strict=True, reason="bug: 100 nested objects raise RecursionError (jsonschema metaschema check "
-                                       "in schema_to_grammar._check_metaschema, then node() recursion)")
 def test_bug_deep_nesting_recursion_error(byte_compiler):
     schema = {"type": "integer"}
     for _ in range(100):
