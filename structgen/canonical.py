@@ -63,6 +63,14 @@ class _Canon:
             return schema
         return schema
 
+    def _merge(self, a: Any, b: Any) -> Any:
+        from .schema_merge import MergeConflict, merge
+
+        try:
+            return merge(a, b, self._pointer)
+        except MergeConflict:
+            return a
+
     def _pointer(self, ref: str) -> Any:
         node = self.root
         for raw in ref[1:].split("/")[1:]:
@@ -98,8 +106,14 @@ class _Canon:
             keys = [k for k in order if k in value] + [k for k in value if k not in order]
             extra = schema.get("additionalProperties", True)
             parts = []
+            patterns = schema.get("patternProperties", {})
             for k in keys:
-                sub = props.get(k, extra)
+                # the member's schema as the compiler builds it: properties, then every matching
+                # patternProperties merged in; additionalProperties only when neither applies
+                matching = [p for p in patterns if re.search(p, k)]
+                sub = props.get(k, True if matching else extra)
+                for p in matching:
+                    sub = self._merge(sub, patterns[p])
                 parts.append(dumps_compact(k) + ":" + self.dump(value[k], sub))
             return "{" + ",".join(parts) + "}"
         if isinstance(value, list):
