@@ -22,6 +22,7 @@ from .errors import (
     StructgenError,
     StructgenWarning,
     TokenizerError,
+    ToolSchemaError,
     UnsupportedSchemaError,
 )
 from .grammar import Grammar
@@ -47,6 +48,7 @@ __all__ = [
     "StructgenWarning",
     "TokenizerError",
     "TokenizerInfo",
+    "ToolSchemaError",
     "UnsupportedSchemaError",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
