@@ -1,6 +1,6 @@
 """SmolLM2 picks one of several Python functions for a request; the call is parsed and dispatched.
 
-    python examples/tool_calling.py [--model PATH] [--prompt TEXT]
+    python examples/function_calling.py [--model PATH] [--prompt TEXT]
 
 The functions are plain Python with type hints and docstrings; ``ToolSet.from_functions``
 turns them into tool schemas, ``ToolSet.generate`` prompts the model with them in its chat
