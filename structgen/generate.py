@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from .errors import MatcherError
 
-__all__ = ["GenerationResult", "generate_json", "chat_inputs"]
+__all__ = ["GenerationResult", "ConstrainedRun", "generate_json", "generate_constrained", "chat_inputs"]
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,41 @@ def generate_json(
     inputs = chat_inputs(tokenizer, prompt).to(model.device)
     proc = JSONSchemaLogitsProcessor(schema, tokenizer, strict=strict, whitespace=whitespace,
                                      vocab_size=getattr(model.config, "vocab_size", None))
+    run = generate_constrained(model, tokenizer, inputs, proc, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                               **generate_kwargs)
+    text = tokenizer.decode(run.body, skip_special_tokens=True)
+    return GenerationResult(text, len(run.new), run.seconds, run.matcher.is_completed())
+
+
+@dataclass(frozen=True)
+class ConstrainedRun:
+    """One ``model.generate`` call under a grammar processor, replayed on a fresh matcher.
+
+    ``new``: generated ids; ``body``: those before the stop token; ``matcher``: where the
+    output stands (``is_completed()`` false means truncated by the token budget).
+    """
+
+    new: list[int]
+    body: list[int]
+    seconds: float
+    matcher: Any
+
+
+def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, max_new_tokens: int,
+                         do_sample: bool = False, **generate_kwargs: Any) -> ConstrainedRun:
+    """Run ``model.generate`` (batch of one) with ``proc`` and replay the output.
+
+    generate() never shows the processor its last token, so the output is replayed on a
+    fresh matcher, which also double-checks every token.
+
+    Raises:
+        MatcherError: a generated token the grammar forbids (another processor interfered).
+    """
     t0 = time.perf_counter()
     out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=max_new_tokens, do_sample=do_sample,
                          pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id, **generate_kwargs)
     seconds = time.perf_counter() - t0
     new = out[0, inputs["input_ids"].shape[1]:].tolist()
-    # generate() never shows the processor its last token: replay the output on a fresh
-    # matcher to know whether it is complete (and to double-check every token)
     matcher = proc.compiled.matcher()
     body = []
     for t in new:
@@ -66,5 +94,4 @@ def generate_json(
             raise MatcherError(f"generated token {t} is not allowed by the grammar")
         if not matcher.is_terminated():
             body.append(t)
-    text = tokenizer.decode(body, skip_special_tokens=True)
-    return GenerationResult(text, len(new), seconds, matcher.is_completed())
+    return ConstrainedRun(new, body, seconds, matcher)

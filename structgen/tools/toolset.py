@@ -6,7 +6,6 @@ import dataclasses
 import inspect
 import json
 import re
-import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -717,19 +716,13 @@ class ToolSet:
         proc = self.logits_processor(tokenizer, tool_choice, parallel=parallel, min_calls=min_calls,
                                      max_calls=max_calls, format=fmt, whitespace=whitespace,
                                      max_whitespace=max_whitespace, vocab_size=getattr(model.config, "vocab_size", None))
-        t0 = time.perf_counter()
-        out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=max_new_tokens, do_sample=do_sample,
-                             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id, **generate_kwargs)
-        seconds = time.perf_counter() - t0
-        new = out[0, inputs["input_ids"].shape[1]:].tolist()
-        matcher = proc.compiled.matcher()
+        from ..generate import generate_constrained
+
+        run = generate_constrained(model, tokenizer, inputs, proc, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                                   **generate_kwargs)
+        new, seconds, matcher = run.new, run.seconds, run.matcher
         info = proc.compiled.tokenizer_info
-        body = bytearray()
-        for t in new:  # replay: generate() never shows the processor its last token
-            if matcher.is_terminated() or not matcher.accept_token(t):
-                break
-            if not matcher.is_terminated():
-                body += info.token_bytes[t] or b""
+        body = bytearray(b"".join(info.token_bytes[t] or b"" for t in run.body))
         complete = matcher.is_completed()
         closed = False
         if not complete and close_truncated:
