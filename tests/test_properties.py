@@ -45,7 +45,7 @@ from structgen.token_index import DEAD
 
 from . import strategies as S
 from .conftest import DATA, SHARED
-from .walks import structural_tokens
+from .walks import random_walk, structural_tokens
 
 STATS: Counter = Counter()
 
@@ -162,32 +162,12 @@ def _reference_mask(index, info, state: int) -> np.ndarray:
 
 
 def _walk(matcher: GrammarMatcher, vocab: Vocab, rng: np.random.Generator, max_steps: int):
-    """A seeded walk over allowed tokens; checks no dead end and that every allowed token
-    is accepted. Returns (bytes, terminated, visited states)."""
-    info = vocab.info
-    out = bytearray()
-    states = []
-    stops = list(info.stop_token_ids)
-    for _ in range(max_steps):
-        allowed = matcher.allowed_token_ids()
-        assert len(allowed) > 0, f"dead end (empty mask, not terminated) after {bytes(out)!r}"
-        states.append(matcher.state)
+    """A seeded walk over allowed tokens (tests/walks.py, with its checks), counted in STATS."""
+    def count() -> None:
         STATS["steps walked"] += 1
-        r = rng.random()
-        stop_ok = any(s in allowed for s in stops)
-        assert stop_ok == matcher.is_completed(), f"stop allowed={stop_ok} but is_completed={matcher.is_completed()}"
-        if stop_ok and r < 0.3:
-            tok = stops[0]
-        elif r < 0.8 and len(vocab.preferred):
-            cand = np.intersect1d(allowed, vocab.preferred, assume_unique=True)
-            tok = int(rng.choice(cand if len(cand) else allowed))
-        else:
-            tok = int(rng.choice(allowed))
-        assert matcher.accept_token(tok), f"allowed token {tok} ({info.token_bytes[tok]!r}) rejected after {bytes(out)!r}"
-        if matcher.is_terminated():
-            return bytes(out), True, states
-        out += info.token_bytes[tok]
-    return bytes(out), False, states
+
+    return random_walk(matcher, vocab.info, rng, max_steps=max_steps, preferred=vocab.preferred,
+                       stop_p=0.3, prefer_p=0.8, on_step=count)
 
 
 def _check_output(compiled, schema, out: bytes, validator) -> str:

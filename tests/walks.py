@@ -12,25 +12,35 @@ def structural_tokens(info) -> np.ndarray:
     return np.array(ids, dtype=np.int64)
 
 
-def random_walk(matcher, info, rng: np.random.Generator, *, max_steps: int = 300, preferred=None):
-    """Sample only allowed tokens until a stop token; returns (output bytes, terminated, states)."""
+def random_walk(matcher, info, rng: np.random.Generator, *, max_steps: int = 300, preferred=None,
+                stop_p: float = 0.25, prefer_p: float = 0.75, on_step=None):
+    """Sample only allowed tokens until a stop token; returns (output bytes, terminated, states).
+
+    Checks on the way: no dead end (empty mask before termination), a stop token is allowed
+    exactly when the matcher says the output is complete, and every allowed token is accepted.
+    With probability ``stop_p`` a stop token is taken when allowed, with ``prefer_p`` a token
+    from ``preferred`` (short structural tokens steer walks towards an end).
+    """
     out = bytearray()
     states = []
     stops = list(info.stop_token_ids)
     for _ in range(max_steps):
         allowed = matcher.allowed_token_ids()
-        assert len(allowed) > 0, f"dead end after {bytes(out)!r}"
+        assert len(allowed) > 0, f"dead end (empty mask, not terminated) after {bytes(out)!r}"
         states.append(matcher.state)
+        if on_step is not None:
+            on_step()
         stop_ok = any(s in allowed for s in stops)
+        assert stop_ok == matcher.is_completed(), f"stop allowed={stop_ok} but is_completed={matcher.is_completed()}"
         r = rng.random()
-        if stop_ok and r < 0.25:
+        if stop_ok and r < stop_p:
             tok = stops[0]
-        elif preferred is not None and r < 0.75:
+        elif preferred is not None and len(preferred) and r < prefer_p:
             cand = np.intersect1d(allowed, preferred, assume_unique=True)
             tok = int(rng.choice(cand if len(cand) else allowed))
         else:
             tok = int(rng.choice(allowed))
-        assert matcher.accept_token(tok), f"allowed token {tok} rejected after {bytes(out)!r}"
+        assert matcher.accept_token(tok), f"allowed token {tok} ({info.token_bytes[tok]!r}) rejected after {bytes(out)!r}"
         if matcher.is_terminated():
             return bytes(out), True, states
         out += info.token_bytes[tok]
