@@ -6,13 +6,15 @@ is allowed. This module imports torch lazily, so ``import structgen`` stays ligh
 """
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 import numpy as np
 
 from .errors import MatcherError
 
-__all__ = ["allocate_token_bitmask", "bitmask_words", "apply_token_bitmask_inplace", "unpack_bitmask"]
+__all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_words", "unpack_bitmask"]
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -65,10 +67,26 @@ def unpack_bitmask(bitmask: Any, vocab_size: int) -> Any:
     return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
 
 
+@functools.cache
 def _triton_available() -> bool:
+    # cached: find_spec costs microseconds, and at batch 1 the whole kernel costs a few
     import importlib.util
 
     return importlib.util.find_spec("triton") is not None
+
+
+_NUMPY_FLOATS: set = set()
+
+
+def _apply_numpy(logits: np.ndarray, bitmask: np.ndarray, covered: int, indices: Any) -> None:
+    # numpy's unpackbits reads the little-endian words bit by bit in one C pass and copyto
+    # writes -inf single-threaded: torch's shift-unpack plus masked_fill cost milliseconds a
+    # step here (and torch's thread pool stalls when other processes hold the cores)
+    blocked = np.unpackbits(np.invert(bitmask).view(np.uint8), axis=1, count=covered, bitorder="little").view(np.bool_)
+    rows = range(logits.shape[0]) if indices is None else [int(i) for i in indices]
+    for k, r in enumerate(rows):
+        np.copyto(logits[r, :covered], -np.inf, where=blocked[k])
+        logits[r, covered:] = -np.inf
 
 
 def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = None) -> None:
@@ -87,6 +105,8 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
     """
     import torch
 
+    if not _NUMPY_FLOATS:
+        _NUMPY_FLOATS.update((torch.float32, torch.float64, torch.float16))
     if logits.dim() != 2:
         raise MatcherError(f"logits must be 2-D (batch, vocab), got shape {tuple(logits.shape)}")
     if bitmask.dim() == 1:
@@ -101,9 +121,12 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
         from .kernels.triton_bitmask import apply_token_bitmask_triton
 
         idx = None if indices is None else torch.as_tensor(indices, device=logits.device, dtype=torch.int32)
-        apply_token_bitmask_triton(logits, bitmask.contiguous(), idx)
+        apply_token_bitmask_triton(logits, bitmask if bitmask.is_contiguous() else bitmask.contiguous(), idx)
         return
     covered = min(vocab, bitmask.shape[1] * 32)
+    if logits.device.type == "cpu" and sys.byteorder == "little" and logits.dtype in _NUMPY_FLOATS:
+        _apply_numpy(logits.numpy(), bitmask.numpy(), covered, indices)
+        return
     allowed = unpack_bitmask(bitmask, covered)
     target = logits if indices is None else logits[indices]
     neg_inf = torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device)

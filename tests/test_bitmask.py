@@ -70,11 +70,11 @@ rng = np.random.default_rng(2)
 for batch, vocab, mask_vocab in [(1, 100, 100), (3, 5000, 5000), (2, 1000, 961), (2, 257, 300)]:
     logits, bm, allowed = random_case(rng, batch, vocab, mask_vocab)
     expected = reference(logits, allowed)
-    apply_token_bitmask_triton(logits, bm, block=256)
+    apply_token_bitmask_triton(logits, bm, words_per_program=8, full_store=batch % 2 == 0)
     assert torch.equal(torch.isinf(logits), torch.isinf(expected)), (batch, vocab)
 full = torch.zeros(4, 64)
 logits, bm, allowed = random_case(rng, 2, 64, 64)
-apply_token_bitmask_triton(full, bm, torch.tensor([1, 3], dtype=torch.int32), block=64)
+apply_token_bitmask_triton(full, bm, torch.tensor([1, 3], dtype=torch.int32), words_per_program=2)
 assert torch.equal(torch.isinf(full), torch.isinf(reference(torch.zeros(4, 64), allowed, indices=[1, 3])))
 print("ok")
 """
@@ -83,7 +83,54 @@ print("ok")
 def test_triton_kernel_in_interpreter_mode():
     pytest.importorskip("triton")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, "-c", TRITON_CHECK], capture_output=True, text=True, env=env, cwd=root,
                           timeout=600)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("batch,vocab,mask_vocab", [(1, 49152, 49152), (8, 128256, 128256), (64, 151936, 151665),
+                                                    (3, 1000, 961), (2, 257, 300)])
+def test_cuda_kernel_matches_reference(batch, vocab, mask_vocab, dtype):
+
+    # the real kernel on a real GPU (padded vocabularies both ways), via the public entry point
+    rng = np.random.default_rng(batch + vocab)
+    logits, bm, allowed = random_case(rng, batch, vocab, mask_vocab)
+    logits = logits.to(getattr(torch, dtype))
+    expected = reference(logits, allowed)
+    apply_token_bitmask_inplace(logits.cuda(), bm.pin_memory())  # first call compiles and caches the launcher
+    on_gpu = logits.cuda()
+    apply_token_bitmask_inplace(on_gpu, bm.pin_memory())
+    assert torch.equal(torch.isinf(on_gpu.cpu()), torch.isinf(expected))
+    assert torch.equal(on_gpu.cpu()[~torch.isinf(expected)], expected[~torch.isinf(expected)])
+    rows = [batch - 1] if batch > 1 else [0]
+    sub = logits.cuda()
+    expected_rows = reference(logits, allowed[: len(rows)], indices=rows)
+    apply_token_bitmask_inplace(sub, bm[: len(rows)].cuda(), indices=rows)
+    assert torch.equal(torch.isinf(sub.cpu()), torch.isinf(expected_rows))
+    sub = logits.cuda()
+    apply_token_bitmask_inplace(sub, bm[: len(rows)].cuda(), indices=rows)
+    from structgen.kernels import triton_bitmask
+
+    assert "disabled" not in triton_bitmask._LAUNCHERS, "this Triton's launcher refused the direct call"
+    assert triton_bitmask._LAUNCHERS, "the direct launcher was never used"
+    assert torch.equal(torch.isinf(sub.cpu()), torch.isinf(expected_rows))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+@pytest.mark.parametrize("full_store", [False, True])
+@pytest.mark.parametrize("words_per_program", [32, 128, 256])
+def test_cuda_kernel_variants(full_store, words_per_program):
+    from structgen.kernels.triton_bitmask import apply_token_bitmask_triton
+
+    rng = np.random.default_rng(words_per_program)
+    for batch, vocab, mask_vocab in [(2, 128256, 128000), (5, 4099, 4200)]:
+        logits, bm, allowed = random_case(rng, batch, vocab, mask_vocab)
+        expected = reference(logits, allowed)
+        for _ in range(2):  # the second call goes through the cached launcher
+            on_gpu = logits.cuda()
+            apply_token_bitmask_triton(on_gpu, bm.cuda(), words_per_program=words_per_program, full_store=full_store)
+            assert torch.equal(on_gpu.cpu().isinf(), expected.isinf())
+            assert torch.equal(on_gpu.cpu()[~expected.isinf()], expected[~expected.isinf()])
