@@ -189,7 +189,16 @@ def _closure(nfa: _NFA, states) -> frozenset[int]:
 
 def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
     """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state)."""
-    init = _closure(nfa, [start])
+    memo: dict[frozenset[int], frozenset[int]] = {}
+
+    def closure(targets: list[int]) -> frozenset[int]:
+        key = frozenset(targets)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _closure(nfa, key)
+        return got
+
+    init = closure([start])
     ids = {init: 0}
     order = [init]
     rows: list[np.ndarray] = []
@@ -202,11 +211,15 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
         edges = [e for s in cur for e in nfa.bytes[s]]
         if edges:
             points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-            for p, q in zip(points, points[1:]):
-                targets = [t for lo, hi, t in edges if lo <= p and q - 1 <= hi]
+            at = {p: k for k, p in enumerate(points)}
+            per_interval: list[list[int]] = [[] for _ in range(len(points) - 1)]
+            for lo, hi, t in edges:  # each edge covers a run of the elementary intervals
+                for k in range(at[lo], at[hi + 1]):
+                    per_interval[k].append(t)
+            for p, q, targets in zip(points, points[1:], per_interval):
                 if not targets:
                     continue
-                tgt = _closure(nfa, targets)
+                tgt = closure(targets)
                 if tgt not in ids:
                     if len(order) >= max_states:
                         raise AutomatonSizeError(
@@ -222,7 +235,7 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
                 by_callee.setdefault(callee, []).append(t)
         state_calls = []
         for callee in sorted(by_callee):
-            tgt = _closure(nfa, by_callee[callee])
+            tgt = closure(by_callee[callee])
             if tgt not in ids:
                 ids[tgt] = len(order)
                 order.append(tgt)

@@ -198,9 +198,29 @@ def _to_expr(trans, final) -> Expr:
     # edges as CharSets between live states; S = n (new start), F = n + 1 (new final)
     S, F = n, n + 1
     R: dict[tuple[int, int], Expr] = {}
+    # adjacency kept beside R so that picking and unlinking a state costs its degree, not |R|
+    # (scanning R for every elimination made this quadratic in the edges: seconds per schema)
+    succ: dict[int, set[int]] = {}
+    pred: dict[int, set[int]] = {}
+    order_of: dict[tuple[int, int], int] = {}
 
     def add(i: int, j: int, e: Expr) -> None:
-        R[(i, j)] = alt(R[(i, j)], e) if (i, j) in R else e
+        if (i, j) in R:
+            R[(i, j)] = alt(R[(i, j)], e)
+        else:
+            R[(i, j)] = e
+            order_of[(i, j)] = len(order_of)
+            succ.setdefault(i, set()).add(j)
+            pred.setdefault(j, set()).add(i)
+
+    def unlink(i: int, j: int) -> Expr:
+        succ[i].discard(j)
+        pred[j].discard(i)
+        return R.pop((i, j))
+
+    def degree(q: int) -> int:  # entries of R with q at either end, a self-loop once
+        out, into = succ.get(q, set()), pred.get(q, set())
+        return len(out) + len(into) - (q in out)
 
     add(S, 0, EMPTY)
     for s in live:
@@ -215,16 +235,17 @@ def _to_expr(trans, final) -> Expr:
     remaining = set(live)
     while remaining:
         # eliminate the state with the fewest connections first (keeps expressions small)
-        k = min(remaining, key=lambda q: sum(1 for (i, j) in R if i == q or j == q))
+        k = min(remaining, key=degree)
         remaining.discard(k)
-        loop = R.pop((k, k), None)
+        loop = unlink(k, k) if (k, k) in R else None
         star = Repeat(loop, 0, None) if loop is not None else EMPTY
-        ins = [(i, e) for (i, j), e in R.items() if j == k]
-        outs = [(j, e) for (i, j), e in R.items() if i == k]
+        # the same order as iterating R (insertion order), so the expression is deterministic
+        ins = sorted(((i, R[(i, k)]) for i in pred.get(k, ())), key=lambda x: order_of[(x[0], k)])
+        outs = sorted(((j, R[(k, j)]) for j in succ.get(k, ())), key=lambda x: order_of[(k, x[0])])
         for i, _ in ins:
-            del R[(i, k)]
+            unlink(i, k)
         for j, _ in outs:
-            del R[(k, j)]
+            unlink(k, j)
         for i, ei in ins:
             for j, ej in outs:
                 add(i, j, seq(ei, star, ej))

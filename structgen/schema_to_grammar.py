@@ -14,6 +14,8 @@ Departures kept on purpose (sound, documented in the README):
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import json
 import re
 import sys
@@ -96,6 +98,7 @@ def _ptr(base: str, *parts: Any) -> str:
     return out
 
 
+@lru_cache(maxsize=4096)  # the same few classes (any string character, \\w, ...) recur in every schema
 def _encode_json_charset(cs: CharSet) -> Expr:
     """Characters of a decoded string → their JSON-string encodings (raw or escaped), compactly:
     control characters without a short escape share one ``\\u00XX`` branch per high digit."""

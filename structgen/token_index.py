@@ -112,6 +112,7 @@ class TokenIndex:
         self._accepting: list[bool] = []
         self._masks: dict[int, np.ndarray] = {}
         self._token_steps: dict[tuple[int, int], int] = {}
+        self._closed: dict[tuple, int] = {}
         self._stop = np.array(info.stop_token_ids, dtype=np.int64)
         self._intern_config((), False)  # DEAD == 0
         self._has_row[DEAD] = True  # all-zero row: dead stays dead
@@ -168,19 +169,38 @@ class TokenIndex:
 
     def _compute_row(self, cid: int) -> None:
         stacks = self._configs[cid][0]
+        row = np.zeros(256, np.int32)
         if stacks:
             frames = [self._stacks[i] for i in stacks]
-            cols = np.stack([self._trans[r][s] for r, s, _ in frames])  # (k, 256)
-            uniq, inv = np.unique(cols.T, axis=0, return_inverse=True)
-            vals = np.empty(len(uniq), np.int32)
-            for j, targets in enumerate(uniq.tolist()):
-                raw = [(r, t, p) for (r, _, p), t in zip(frames, targets) if t >= 0]
-                vals[j] = self._close(raw) if raw else DEAD
-            row = vals[inv.reshape(-1)]
-        else:
-            row = np.zeros(256, np.int32)
+            # group the 256 bytes by the tuple of per-frame targets (usually a handful of
+            # groups), then close each group once; np.unique(axis=0) cost ms per row here
+            if len(frames) == 1:
+                keys = self._trans[frames[0][0]][frames[0][1]].tolist()
+                groups: dict = {}
+                for b, t in enumerate(keys):
+                    if t >= 0:
+                        groups.setdefault(t, []).append(b)
+                r, _, p = frames[0]
+                for t, bs in groups.items():
+                    row[bs] = self._close_memo((r, t, p),)
+            else:
+                cols = [self._trans[r][s].tolist() for r, s, _ in frames]
+                groups = {}
+                for b, targets in enumerate(zip(*cols)):
+                    groups.setdefault(targets, []).append(b)
+                for targets, bs in groups.items():
+                    raw = tuple((r, t, p) for (r, _, p), t in zip(frames, targets) if t >= 0)
+                    if raw:
+                        row[bs] = self._close_memo(*raw)
         self._rows[cid] = row  # after _close: the table may have been reallocated
         self._has_row[cid] = True
+
+    def _close_memo(self, *raw: tuple[int, int, int]) -> int:
+        # the same raw frames always close to the same configuration
+        cid = self._closed.get(raw)
+        if cid is None:
+            cid = self._closed[raw] = self._close(list(raw))
+        return cid
 
     def _ensure_rows(self, cids: np.ndarray) -> None:
         missing = cids[~self._has_row[cids]]

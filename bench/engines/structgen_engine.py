@@ -1,0 +1,32 @@
+"""structgen: lazy masks memoised per parser configuration."""
+from __future__ import annotations
+
+from typing import Any
+
+from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
+from structgen import __version__
+
+from .base import Engine
+
+
+class Adapter(Engine):
+    name = "structgen"
+    version = __version__
+
+    def __init__(self, hf_tokenizer: Any, vocab_size: int) -> None:
+        super().__init__(hf_tokenizer, vocab_size)
+        self.compiler = GrammarCompiler(TokenizerInfo.from_huggingface(hf_tokenizer, vocab_size=vocab_size),
+                                        cache_size=0)
+        _ = self.compiler.trie  # the per-vocabulary work, so that it is not charged to the first schema
+
+    def compile(self, schema: dict) -> Any:
+        return self.compiler.compile_json_schema(schema)
+
+    def matcher(self, compiled: Any) -> Any:
+        return GrammarMatcher(compiled)
+
+    def fill(self, matcher: Any, bitmask: Any) -> None:
+        matcher.fill_next_token_bitmask(bitmask)
+
+    def accept(self, matcher: Any, token: int) -> bool:
+        return matcher.accept_token(token)

@@ -1,0 +1,287 @@
+"""Compile time and per-token mask time, structgen vs XGrammar, llguidance and outlines-core.
+
+    python bench/masks.py [--tokenizers smollm2,llama3] [--per-subset 8] [--engines ...]
+
+Corpus: the first ``--per-subset`` schemas (with a valid instance) of every MaskBench subset
+in ``../shared/data/maskbench``; each valid instance (up to ``--paths``) is written as
+compact JSON in the schema's property order (``structgen.canonical.canonical_json``) and
+tokenized by the tokenizer under test. Every engine compiles the same schemas (compact
+separators, no free whitespace) and, along every path, fills the next-token bitmask before
+each token and then accepts the token, as a decoding loop does. Mask figures are per fill,
+the first visit of a state included (that is what a user's first request pays).
+
+Each engine runs in its own worker process (``--worker``), one engine at a time, so that one
+engine's caches, threads and memory do not touch another's; a schema that does not compile
+within ``--timeout`` seconds is recorded as a timeout and the worker is restarted after it.
+Peak RSS is the worker's (tokenizer + all compiled grammars of the corpus).
+
+Ratios compare structgen with the best peer on the schemas every engine compiled. Writes
+bench/results/masks.json and prints a markdown table naming the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.engines import ENGINES, load_engine  # noqa: E402
+
+
+def load_tokenizer(name: str, shared: Path):
+    if name == "smollm2":
+        from structgen.models import load_default_tokenizer
+
+        return load_default_tokenizer()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(shared / "tokenizers" / name), local_files_only=True)
+
+
+def build_corpus(shared: Path, per_subset: int, paths: int) -> list[dict]:
+    from structgen.canonical import canonical_json
+
+    corpus = []
+    for file in sorted((shared / "maskbench").glob("*.jsonl.gz")):
+        taken = 0
+        with gzip.open(file, "rt") as f:
+            for line in f:
+                if taken >= per_subset:
+                    break
+                rec = json.loads(line)
+                texts = []
+                for test in rec["tests"]:
+                    if test["valid"] and len(texts) < paths:
+                        try:
+                            texts.append(canonical_json(test["data"], rec["schema"]))
+                        except Exception:  # noqa: BLE001 - canonical order is best effort; plain compact JSON then
+                            texts.append(json.dumps(test["data"], ensure_ascii=False, separators=(",", ":")))
+                if texts and isinstance(rec["schema"], dict):
+                    corpus.append({"id": f"{file.name.split('.')[0]}/{rec['id']}", "schema": rec["schema"], "texts": texts})
+                    taken += 1
+    return corpus
+
+
+# ---------------------------------------------------------------- worker (one engine)
+
+def worker(engine_name: str, tok_name: str, shared: Path, corpus_file: Path, start: int, out: Path) -> None:
+    corpus = json.loads(corpus_file.read_text())
+    tok = load_tokenizer(tok_name, shared)
+    vocab = len(tok)
+
+    def emit(rec: dict) -> None:
+        with out.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    t0 = time.perf_counter()
+    engine = load_engine(engine_name, tok, vocab)
+    emit({"event": "ready", "prep_s": time.perf_counter() - t0, "version": engine.version,
+          "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    for i in range(start, len(corpus)):
+        case = corpus[i]
+        emit({"event": "start", "i": i})
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rec = {"event": "case", "i": i, "id": case["id"]}
+        try:
+            t = time.perf_counter()
+            compiled = engine.compile(case["schema"])
+            rec["compile_s"] = time.perf_counter() - t
+        except Exception as e:  # noqa: BLE001 - any refusal of a peer is recorded, not raised
+            rec["error"] = f"{type(e).__name__}: {str(e)[:160]}"
+            emit(rec)
+            continue
+        masks, rejected = [], []
+        bitmask = engine.new_bitmask()
+        for text in case["texts"]:
+            m = engine.matcher(compiled)
+            ids = tok.encode(text, add_special_tokens=False)
+            for step, token in enumerate(ids):
+                t = time.perf_counter_ns()
+                engine.fill(m, bitmask)
+                masks.append((time.perf_counter_ns() - t) / 1e3)
+                if not engine.accept(m, token):
+                    rejected.append(step)
+                    break
+        rec.update(mask_us=masks, rejected=rejected,
+                   rss_growth_mb=(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024)
+        emit(rec)
+    emit({"event": "done", "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def run_engine(engine: str, tok_name: str, shared: Path, corpus_file: Path, n: int, timeout: float) -> dict:
+    """Runs the worker, restarting it past any schema that outlives ``timeout``."""
+    out = Path(tempfile.mkstemp(suffix=f".{engine}.jsonl")[1])
+    start, records, ready, peak = 0, [], None, 0.0
+    while start < n:
+        cmd = [sys.executable, __file__, "--worker", engine, "--tokenizer-name", tok_name, "--shared", str(shared),
+               "--corpus", str(corpus_file), "--start", str(start), "--out", str(out)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        seen, last_change, current = 0, time.monotonic(), None
+        while proc.poll() is None:
+            time.sleep(0.05)
+            lines = out.read_text().splitlines()
+            if len(lines) != seen:
+                for line in lines[seen:]:
+                    rec = json.loads(line)
+                    if rec["event"] == "start":
+                        current = rec["i"]
+                    elif rec["event"] == "case":
+                        records.append(rec)
+                        current = None
+                    elif rec["event"] == "ready":
+                        ready = ready or rec
+                    elif rec["event"] == "done":
+                        peak = max(peak, rec["rss_mb"])
+                seen, last_change = len(lines), time.monotonic()
+            elif current is not None and time.monotonic() - last_change > timeout:
+                proc.kill()
+                proc.wait()
+                records.append({"event": "case", "i": current, "error": f"timeout: no result in {timeout:.0f} s"})
+                break
+        lines = out.read_text().splitlines()
+        for line in lines[seen:]:
+            rec = json.loads(line)
+            if rec["event"] == "case":
+                records.append(rec)
+            elif rec["event"] == "done":
+                peak = max(peak, rec["rss_mb"])
+            elif rec["event"] == "ready":
+                ready = ready or rec
+        if ready is None:
+            err = proc.stderr.read() if proc.stderr else ""
+            return {"skipped": (err.strip().splitlines() or ["worker failed"])[-1]}
+        out.write_text("")
+        done = {r["i"] for r in records}
+        start = max(done) + 1 if done else n
+        if proc.returncode not in (0, None, -9):
+            err = proc.stderr.read() if proc.stderr else ""
+            records.append({"event": "case", "i": start, "error": f"crash: {err.strip()[-160:]}"})
+            start += 1
+    out.unlink(missing_ok=True)
+    return {"version": ready["version"], "prep_s": ready["prep_s"], "peak_rss_mb": peak,
+            "cases": {r["i"]: r for r in records}}
+
+
+# ---------------------------------------------------------------- aggregation
+
+def pct(xs, qs=(50, 90, 99, 100)) -> dict:
+    if not len(xs):
+        return {}
+    return {("max" if q == 100 else f"p{q}"): round(float(np.percentile(xs, q)), 3) for q in qs}
+
+
+def summarise(results: dict, corpus: list[dict]) -> dict:
+    engines = [e for e in results if "cases" in results[e]]
+    common = [i for i in range(len(corpus))
+              if all("compile_s" in results[e]["cases"].get(i, {}) and not results[e]["cases"][i]["rejected"]
+                     for e in engines)]
+    out = {}
+    for e in engines:
+        cases = results[e]["cases"]
+        compiled = [c for c in cases.values() if "compile_s" in c]
+        out[e] = {
+            "version": results[e]["version"],
+            "tokenizer_prep_s": round(results[e]["prep_s"], 3),
+            "peak_rss_mb": round(results[e]["peak_rss_mb"], 1),
+            "max_rss_growth_one_schema_mb": round(max((c.get("rss_growth_mb", 0) for c in compiled), default=0), 1),
+            "compiled": len(compiled),
+            "failed": {c.get("id", str(i)): c["error"] for i, c in cases.items() if "error" in c},
+            "valid_path_rejected": sorted(c["id"] for c in compiled if c["rejected"]),
+            "compile_ms_common": pct([cases[i]["compile_s"] * 1e3 for i in common]),
+            "mask_us_common": pct([x for i in common for x in cases[i]["mask_us"]]),
+            "compile_ms_own": pct([c["compile_s"] * 1e3 for c in compiled]),
+            "mask_us_own": pct([x for c in compiled for x in c["mask_us"]]),
+        }
+    peers = [e for e in out if e != "structgen"]
+    if "structgen" in out and peers:
+        ratios = {}
+        for metric in ("compile_ms_common", "mask_us_common"):
+            for q in ("p50", "p90", "p99", "max"):
+                best = min(out[p][metric].get(q, float("inf")) for p in peers)
+                mine = out["structgen"][metric].get(q)
+                ratios[f"{metric}.{q}"] = round(mine / best, 2) if mine is not None and best > 0 else None
+        out["ratio_structgen_to_best_peer"] = ratios
+    out["common_schemas"] = len(common)
+    return out
+
+
+def table(tok_name: str, summary: dict) -> str:
+    rows = [f"### {tok_name}: {summary['common_schemas']} schemas compiled by every engine",
+            "| engine | compiled | prep s | compile ms p50/p90/p99/max | mask µs p50/p90/p99/max | peak RSS MB |",
+            "|---|---|---|---|---|---|"]
+    for e, s in summary.items():
+        if not isinstance(s, dict) or "compiled" not in s:
+            continue
+        c, m = s["compile_ms_common"], s["mask_us_common"]
+        fmt = lambda d: "/".join(f"{d.get(q, float('nan')):.3g}" for q in ("p50", "p90", "p99", "max"))  # noqa: E731
+        rows.append(f"| {e} {s['version']} | {s['compiled']} | {s['tokenizer_prep_s']:.2f} | {fmt(c)} | {fmt(m)} | "
+                    f"{s['peak_rss_mb']:.0f} |")
+    if "ratio_structgen_to_best_peer" in summary:
+        rows.append("")
+        rows.append("structgen ÷ best peer: " + ", ".join(f"{k} {v}" for k, v in summary["ratio_structgen_to_best_peer"].items()))
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokenizers", default="smollm2,llama3")
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--per-subset", type=int, default=8)
+    ap.add_argument("--paths", type=int, default=2, help="valid instances walked per schema")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds one schema may take before it counts as a timeout")
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "masks.json"))
+    ap.add_argument("--worker")
+    ap.add_argument("--tokenizer-name")
+    ap.add_argument("--corpus")
+    ap.add_argument("--start", type=int, default=0)
+    args = ap.parse_args()
+    shared = Path(args.shared)
+    if args.worker:
+        worker(args.worker, args.tokenizer_name, shared, Path(args.corpus), args.start, Path(args.out))
+        return
+    if not (shared / "maskbench").is_dir():
+        print(f"masks: {shared / 'maskbench'} not found; this bench needs the MaskBench corpus")
+        return
+    corpus = build_corpus(shared, args.per_subset, args.paths)
+    corpus_file = Path(tempfile.mkstemp(suffix=".corpus.json")[1])
+    corpus_file.write_text(json.dumps(corpus))
+    report = {"machine": {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                          "python": platform.python_version(), "platform": platform.platform()},
+              "corpus": {"schemas": len(corpus), "per_subset": args.per_subset, "paths_per_schema": args.paths,
+                         "ids": [c["id"] for c in corpus]},
+              "timeout_s": args.timeout, "tokenizers": {}}
+    tables = []
+    for tok_name in args.tokenizers.split(","):
+        results = {}
+        for engine in args.engines.split(","):
+            t0 = time.perf_counter()
+            results[engine] = run_engine(engine, tok_name, shared, corpus_file, len(corpus), args.timeout)
+            note = results[engine].get("skipped", f"{time.perf_counter() - t0:.0f} s")
+            print(f"[{tok_name}] {engine}: {note}", flush=True)
+        summary = summarise(results, corpus)
+        summary["skipped"] = {e: r["skipped"] for e, r in results.items() if "skipped" in r}
+        report["tokenizers"][tok_name] = summary
+        tables.append(table(tok_name, summary))
+        print(tables[-1], flush=True)
+    corpus_file.unlink(missing_ok=True)
+    report["table_md"] = f"Machine: {report['machine']}\n\n" + "\n\n".join(tables)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
