@@ -1,0 +1,67 @@
+"""The plain-byte split of the vocabulary gives exactly the masks of the whole-trie walk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from structgen import GrammarCompiler, GrammarMatcher
+from structgen.token_index import PLAIN_BYTES, TokenTrie
+
+from .conftest import toy_info
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+     "required": ["name", "tags"]},
+    {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[a-z ]+$"},
+                                      "note": {"type": "string", "maxLength": 12}}, "required": ["code", "note"]},
+    {"type": "array", "items": {"enum": ["a b", "c\"d", "é"]}},
+]
+TEXTS = ['{"name":"hello world, \\"quoted\\" caf\\u00e9 ok","tags":["x y","tab\\tz",""]}',
+         '{"code":"abc def","note":"twelve chars"}', '["a b","c\\"d","é"]']
+
+
+def _full_mask(index, full_trie: TokenTrie, cid: int) -> np.ndarray:
+    allowed = np.zeros(index.words * 32, bool)
+    index._walk(full_trie, cid, allowed)
+    if index.is_accepting(cid):
+        allowed[index._stop] = True
+    return np.packbits(allowed, bitorder="little").view("<i4")
+
+
+def _check(compiler: GrammarCompiler, schema: dict, text: str) -> int:
+    compiled = compiler.compile_json_schema(schema)
+    index = compiled.index
+    full = TokenTrie.build(compiler.tokenizer_info, split_plain=False)
+    assert full.plain is None and compiler.trie.plain is not None
+    m = GrammarMatcher(compiled)
+    looping = 0
+    for ch in text:
+        cid = m.state
+        looping += bool((index._rows[cid, PLAIN_BYTES] == cid).all()) if index._has_row[cid] else 0
+        assert np.array_equal(index.mask(cid), _full_mask(index, full, cid)), (schema, text, ch)
+        assert m.accept_string(ch)
+    assert np.array_equal(index.mask(m.state), _full_mask(index, full, m.state))
+    return looping
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMAS)))
+def test_split_equals_whole_trie_smollm2(smollm2_compiler, case):
+    looping = _check(smollm2_compiler, SCHEMAS[case], TEXTS[case])
+    if case == 0:
+        assert looping > 10  # the string bodies did take the split path
+
+
+def test_split_equals_whole_trie_toy():
+    info = toy_info([b"ab", b"a\"", b"\"}", b" x", b"\\n", b"\xc3\xa9", b"z\"]"])
+    compiler = GrammarCompiler(info)
+    for schema, text in zip(SCHEMAS, TEXTS):
+        _check(compiler, schema, text)
+
+
+def test_plain_tokens_are_only_plain_bytes(smollm2_info, smollm2_compiler):
+    plain = smollm2_compiler.trie.plain
+    for tid in np.flatnonzero(plain.tokens)[:: 97]:
+        data = smollm2_info.token_bytes[tid]
+        assert data and all(0x20 <= b < 0x7F and b not in (0x22, 0x5C) for b in data)
+    rest_ids = {int(t) for level in plain.rest.tok_at for t in level if t >= 0}
+    assert not any(plain.tokens[t] for t in rest_ids)
