@@ -25,7 +25,7 @@ import numpy as np
 from .automaton import PushdownAutomaton
 from .tokenizer import TokenizerInfo
 
-__all__ = ["TokenTrie", "TokenIndex", "DEAD"]
+__all__ = ["DEAD", "TokenIndex", "TokenTrie"]
 
 DEAD = 0
 """The configuration id of a rejected prefix (no stack can continue, not complete)."""
@@ -48,10 +48,10 @@ class TokenTrie:
     child_count: tuple[np.ndarray, ...]
     dups: np.ndarray
     num_nodes: int
-    plain: "PlainSplit | None" = None
+    plain: PlainSplit | None = None
 
     @classmethod
-    def build(cls, info: TokenizerInfo, *, split_plain: bool = True) -> "TokenTrie":
+    def build(cls, info: TokenizerInfo, *, split_plain: bool = True) -> TokenTrie:
         """The trie of every token with bytes; with ``split_plain``, also the :class:`PlainSplit`."""
         toks = [(b, i) for i, b in enumerate(info.token_bytes) if b]
         plain = None
@@ -67,7 +67,7 @@ class TokenTrie:
         return cls._from_tokens(toks, plain)
 
     @classmethod
-    def _from_tokens(cls, toks: list[tuple[bytes, int]], plain: "PlainSplit | None" = None) -> "TokenTrie":
+    def _from_tokens(cls, toks: list[tuple[bytes, int]], plain: PlainSplit | None = None) -> TokenTrie:
         max_len = max((len(b) for b, _ in toks), default=0)
         canonical: dict[bytes, int] = {}
         dups = []
@@ -127,7 +127,7 @@ class PlainSplit:
     """
 
     tokens: np.ndarray  # bool, padded to whole words: token id -> made only of plain bytes
-    rest: "TokenTrie"
+    rest: TokenTrie
 
 
 class TokenIndex:
