@@ -52,3 +52,19 @@ def test_empty_intersection_is_nothing():
     from structgen.grammar import NOTHING
 
     assert intersect(Lit("a"), CharSet.of([(0x62, 0x62)])) == NOTHING
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_star_minus_literals_equals_the_product_construction(seed):
+    # the direct trie construction must give the language of the general DFA difference
+    from structgen.regular import _dfa, _product, _to_expr
+
+    rng = random.Random(seed)
+    alphabet = "abé\"" if seed % 2 else "ab"
+    chars = ANY_CHAR if seed % 3 else CharSet.of([(0x61, 0x62)])
+    names = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 6))})
+    lits = Alt(tuple(Lit(n) for n in names)) if len(names) > 1 else Lit(names[0])
+    fast = difference(Repeat(chars, 0, None), lits)
+    slow = _to_expr(*_product(_dfa(Repeat(chars, 0, None)), _dfa(lits), keep_b_final=False))
+    for s in ["".join(rng.choice(alphabet + "c") for _ in range(rng.randint(0, 6))) for _ in range(300)] + names:
+        assert expr_fullmatch(fast, s) == expr_fullmatch(slow, s), (names, s)
