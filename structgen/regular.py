@@ -297,7 +297,7 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
             for c in name:
                 node = node.setdefault(c, {})
             node[None] = True
-    children = lambda node: sorted((k, v) for k, v in node.items() if k is not None)  # noqa: E731
+    children = lambda node: sorted((k, v) for k, v in node.items() if k is not None)
 
     def leaving(node: dict) -> Expr:  # a trie path, then a character no name continues with
         taken = CharSet.of([(ord(c), ord(c)) for c, _ in children(node)])
