@@ -654,6 +654,8 @@ class _Converter:
             extra_member = alt(*(seq(k, ws, Lit(":"), ws, v) for k, v in extra_member)) or None
             if extra_member == NOTHING:
                 extra_member = None
+            else:  # it recurs after every declared member: one rule, not a copy per gap
+                extra_member = self.share(extra_member)
 
         def tail_after(i: int) -> Expr:
             # members i.. each preceded by a comma, then additional members

@@ -68,3 +68,55 @@ def test_star_minus_literals_equals_the_product_construction(seed):
     slow = _to_expr(*_product(_dfa(Repeat(chars, 0, None)), _dfa(lits), keep_b_final=False))
     for s in ["".join(rng.choice(alphabet + "c") for _ in range(rng.randint(0, 6))) for _ in range(300)] + names:
         assert expr_fullmatch(fast, s) == expr_fullmatch(slow, s), (names, s)
+
+
+def _tree_size(e) -> int:
+    from structgen.grammar import Alt, Seq
+
+    n, stack = 0, [e]
+    while stack:
+        x = stack.pop()
+        n += 1
+        if isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+    return n
+
+
+def test_products_are_minimised_before_elimination():
+    # MaskBench Github_easy o10013: maxLength = minLength = 12 with pattern [0-9a-fA-F]+ gave a
+    # 24,550-node expression (equivalent product states copied) and the schema was refused
+    from structgen.regex import search_expr
+
+    e = intersect(Repeat(ANY_CHAR, 12, 12), search_expr("[0-9a-fA-F]+"))
+    assert _tree_size(e) < 1000
+    for s, ok in [("zzzzzzzzzzzz", False), ("zzzzzzzzzzza", True), ("a" * 12, True), ("a" * 11, False), ("ézzzzzzzzzz0", True)]:
+        assert expr_fullmatch(e, s) == ok, s
+
+
+def test_many_declared_names_stay_small():
+    # any name but 40 declared ones: leaving the trie by a non-ASCII or escaped character is
+    # written once, not under every trie node (Github_ultra o12343, Kubernetes kb_0 were refused)
+    names = [f"property_name_{i}_with_a_long_suffix" for i in range(40)]
+    e = difference(Repeat(ANY_CHAR, 0, None), Alt(tuple(Lit(n) for n in names)))
+    special_sets = [x for x in _walk(e) if isinstance(x, CharSet) and any(hi > 0x7F for _, hi in x.ranges)]
+    assert len(special_sets) <= 3
+    assert not expr_fullmatch(e, names[7]) and expr_fullmatch(e, names[7] + "é") and expr_fullmatch(e, "property_name_")
+
+
+def _walk(e):
+    from structgen.grammar import Alt, Seq
+
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
