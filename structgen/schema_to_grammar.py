@@ -57,6 +57,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
     "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains",
     "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "minProperties", "maxProperties",
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -668,7 +669,16 @@ class _Converter:
             return seq(*parts)
 
         leading_optional = next((k for k, e in enumerate(entries) if e[2]), len(entries))
-        nullable = leading_optional == len(entries)  # no required member: "{}" is valid
+        min_props, max_props = schema.get("minProperties", 0), schema.get("maxProperties")
+        if max_props is not None and max_props < min_props:
+            return NOTHING
+        counted = min_props > sum(e[2] for e in entries) or (max_props is not None and (
+            extra_member is not None or max_props < len(entries)))
+        # no required member (and no minimum): "{}" is valid
+        nullable = leading_optional == len(entries) and min_props == 0
+        if counted:
+            body = self._object_body_rules(entries, member, sep, extra_member, (min_props, max_props))
+            return self.container("{", body, nullable, "}")
         if leading_optional > 2:
             body = self._object_body_rules(entries, member, sep, extra_member)
             return self.container("{", body, nullable, "}")
@@ -765,26 +775,52 @@ class _Converter:
             lang = intersect(lang, search_expr(schema["pattern"]))
         return lang
 
-    def _object_body_rules(self, entries, member, sep, extra_member) -> Expr:
+    def _object_body_rules(self, entries, member, sep, extra_member, counts: tuple[int, int | None] | None = None) -> Expr:
         """Members in order, optional ones skippable, commas only between present ones.
 
         Written with one helper rule per position so that its size stays linear in the
         number of properties: ``rest_k`` follows an emitted member, ``first_k`` is where
         nothing has been emitted yet. (Inlined alternatives would copy every suffix.)
+
+        With ``counts`` (minProperties, maxProperties), ``rest_k_c`` also knows that ``c``
+        members were emitted (counted up to the maximum, or up to the minimum when there is
+        no maximum: past it the count no longer matters), and undeclared members fill the
+        remaining minimum or stop at the maximum: rules grow with properties x counts.
         """
         self._objects += 1
         base = f"obj{self._objects}"
         n = len(entries)
-        extras = Repeat(seq(sep, extra_member), 0, None) if extra_member is not None else EMPTY
-        self.rules[f"{base}_rest{n}"] = extras
-        # non-empty bodies only: the empty object is the container's own alternative
-        self.rules[f"{base}_first{n}"] = seq(extra_member, extras) if extra_member is not None else NOTHING
+        lo, hi = counts if counts is not None else (0, None)
+        cap = hi if hi is not None else lo
+
+        def c_of(c: int) -> int:
+            return c if hi is not None else min(c, cap)
+
+        def extras_from(c: int) -> Expr:  # undeclared members after c counted ones
+            need, room = max(0, lo - c), (None if hi is None else hi - c)
+            if room is not None and room < need:
+                return NOTHING
+            if extra_member is None:
+                return EMPTY if need == 0 else NOTHING
+            return Repeat(seq(sep, extra_member), need, room)
+
+        def rest(k: int, c: int) -> Expr:
+            return Ref(f"{base}_rest{k}_{c_of(c)}") if hi is None or c <= hi else NOTHING
+
+        counts_seen = range(cap + 1)
+        for c in counts_seen:
+            self.rules[f"{base}_rest{n}_{c}"] = extras_from(c)
+        if extra_member is not None and (hi is None or hi >= 1):
+            self.rules[f"{base}_first{n}"] = seq(extra_member, extras_from(1))
+        else:  # non-empty bodies only: the empty object is the container's own alternative
+            self.rules[f"{base}_first{n}"] = NOTHING
         for k in reversed(range(n)):
             name, value, req = entries[k]
             m = member(name, value)
-            rest_next = Ref(f"{base}_rest{k + 1}")
-            self.rules[f"{base}_rest{k}"] = seq(seq(sep, m) if req else opt(seq(sep, m)), rest_next)
-            first = seq(m, rest_next)
+            for c in counts_seen:
+                emitted = seq(sep, m, rest(k + 1, c + 1))
+                self.rules[f"{base}_rest{k}_{c}"] = emitted if req else alt(emitted, rest(k + 1, c))
+            first = seq(m, rest(k + 1, 1))
             self.rules[f"{base}_first{k}"] = first if req else alt(first, Ref(f"{base}_first{k + 1}"))
         return Ref(f"{base}_first0")
 
