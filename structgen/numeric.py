@@ -195,3 +195,30 @@ def number_range_expr(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, h
             m_lo, m_lo_strict = -hi, hi_strict
         parts.append(seq(Lit("-"), _magnitude_range(m_lo, m_lo_strict, None if lo is None else -lo, lo_strict)))
     return alt(*parts)
+
+
+# --------------------------------------------------------------------------- multiples
+
+MAX_MODULUS = 10_000
+
+
+def multiples_expr(k: int) -> Expr:
+    """Decimal integers (optional ``-``, any digits) whose value is a multiple of ``k``.
+
+    A remainder automaton: reading digit ``d`` takes remainder ``r`` to ``(10 r + d) mod k``;
+    intersect it with :func:`int_range_expr` for canonical form and bounds. Exact, no float.
+    """
+    from .regular import _to_expr
+
+    if k <= 0 or k > MAX_MODULUS:
+        raise ValueError(f"modulus {k} outside 1..{MAX_MODULUS}")
+    # states: 0 start, 1 after "-", 2 + r after at least one digit with remainder r
+    trans: list[list[tuple[int, int, int]]] = [[] for _ in range(k + 2)]
+    for src, r in [(0, 0), (1, 0)] + [(2 + r, r) for r in range(k)]:
+        if src == 0:
+            trans[0].append((0x2D, 0x2D, 1))
+        row = sorted((0x30 + d, 2 + (10 * r + d) % k) for d in range(10))
+        trans[src].extend((c, c, t) for c, t in row)
+        trans[src].sort()
+    final = [False, False] + [r == 0 for r in range(k)]
+    return _to_expr(trans, final)

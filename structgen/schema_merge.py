@@ -96,6 +96,10 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         elif isinstance(a[key], bool) or isinstance(b[key], bool):  # draft-04 exclusive flags
             _conflict(key, f"two different {key!r} values cannot be combined exactly")
             out[key] = a[key]
+        elif key == "multipleOf" and all(isinstance(x, int) for x in (a[key], b[key])):
+            import math
+
+            out[key] = math.lcm(a[key], b[key])  # multiples of both: multiples of the lcm
         elif key in _LOWER:
             out[key] = max(a[key], b[key])
         elif key in _UPPER:

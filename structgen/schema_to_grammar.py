@@ -39,7 +39,7 @@ from .grammar import (
     seq,
 )
 from .formats import FORMAT_PATTERNS
-from .numeric import int_range_expr, number_range_expr
+from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
 from .regular import difference, intersect
 from .schema_merge import MergeConflict, merge, merge_lenient
@@ -57,7 +57,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
     "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains",
     "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
-    "minProperties", "maxProperties",
+    "minProperties", "maxProperties", "multipleOf",
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -365,7 +365,9 @@ class _Converter:
                 self.unsupported("uniqueItems", _ptr(ptr, "uniqueItems"), "uniqueItems: true with more than one item")
         if not parts and rest == schema:
             return None
-        return {**rest, "allOf": parts} if parts else rest
+        # keep the schema's own allOf: {**rest, "allOf": parts} replaced it (a false accept:
+        # allOf [minimum 10] beside oneOf [maximum 20] accepted 0..9)
+        return {**rest, "allOf": [*rest.get("allOf", []), *parts]} if parts else rest
 
     def resolve_shallow(self, sub: Any, ptr: str) -> Any:
         seen = 0
@@ -478,11 +480,35 @@ class _Converter:
         lo, hi = _int_bounds(schema, ptr)
         if lo is not None and hi is not None and lo > hi:
             raise SchemaError(f"no integer lies between the bounds ({lo} > {hi})", pointer=ptr, keyword="minimum")
+        k = self.modulus(schema, ptr)
+        if k is not None:
+            # integers written without fraction or exponent, so jsonschema checks them exactly
+            return intersect(int_range_expr(lo, hi), multiples_expr(k))
         if lo is None and hi is None:
             return _INTEGER
         return int_range_expr(lo, hi)
 
+    def modulus(self, schema: dict, ptr: str) -> int | None:
+        """The integer ``multipleOf`` to enforce, or None (absent or refused).
+
+        Only integers: jsonschema divides floats (``0.07 / 0.01`` is not integral there), so a
+        decimal multipleOf has no exact grammar; refused in strict mode."""
+        k = schema.get("multipleOf")
+        if k is None:
+            return None
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)  # n / 2.0 is integral exactly when n is even, at any size
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_MODULUS:
+            self.unsupported("multipleOf", _ptr(ptr, "multipleOf"),
+                             f"only integer divisors 1..{MAX_MODULUS} are enforced (jsonschema divides floats inexactly)")
+            return None
+        return k
+
     def number(self, schema: dict, ptr: str) -> Expr:
+        if "multipleOf" in schema:
+            if self.modulus(schema, ptr) is not None:
+                # a multiple of an integer is an integer: write it as one (exact, see modulus)
+                return self.integer(schema, ptr)
         lo, lo_strict, hi, hi_strict = _decimal_bounds(schema)
         if lo is None and hi is None:
             return _NUMBER

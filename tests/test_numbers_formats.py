@@ -215,3 +215,40 @@ def test_rewritten_keywords_are_exact(schema, good, bad):
 def test_unknown_keywords_are_recorded_not_enforced():
     compiled = COMPILER.compile_json_schema({"type": "string", "x-unit": "cm", "exmaple": 3})
     assert any("'x-unit'" in w for w in compiled.warnings) and any("'exmaple'" in w for w in compiled.warnings)
+
+
+MULTIPLE_OF = [{"type": "integer", "multipleOf": 7}, {"type": "integer", "multipleOf": 6, "minimum": -20, "maximum": 50},
+               {"type": "number", "multipleOf": 3, "exclusiveMinimum": 2.5},
+               {"allOf": [{"multipleOf": 4}, {"multipleOf": 6}], "type": "integer"},
+               {"type": "integer", "multipleOf": 2.0}]
+
+
+@pytest.mark.parametrize("schema", MULTIPLE_OF, ids=[str(s) for s in MULTIPLE_OF])
+def test_integer_multiple_of_is_exact(schema):
+    import jsonschema
+
+    from structgen import GrammarCompiler, GrammarMatcher
+
+    from .conftest import toy_info
+
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def accepts(text: str) -> bool:
+        m = GrammarMatcher(compiled)
+        return m.accept_string(text) and m.is_completed()
+
+    for n in [*range(-60, 120), 7 * 10**15, 12 * 10**30]:
+        assert accepts(str(n)) == validator.is_valid(n), n
+    for text in ["1.5", "07", "-0", "1e2", "6.0"]:  # integers are written as integers
+        assert not accepts(text), text
+
+
+def test_decimal_multiple_of_is_refused_with_its_pointer():
+    from structgen import GrammarCompiler, UnsupportedSchemaError
+
+    from .conftest import toy_info
+
+    with pytest.raises(UnsupportedSchemaError) as err:
+        GrammarCompiler(toy_info([])).compile_json_schema({"properties": {"price": {"type": "number", "multipleOf": 0.01}}})
+    assert err.value.pointer == "/properties/price/multipleOf"

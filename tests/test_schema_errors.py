@@ -74,3 +74,22 @@ def test_deep_nesting_does_not_recurse_out():
     c = GrammarCompiler(toy_info([]))
     m = c.compile_json_schema(schema).matcher()
     assert m.accept_string("[" * 1000 + "]" * 1000) and m.is_completed()
+
+
+@pytest.mark.parametrize("keyword", ["oneOf", "not", "if", "dependentRequired"])
+def test_own_allof_survives_rewritten_siblings(keyword):
+    # regression: rewriting oneOf/not/if/dependencies into allOf parts replaced the schema's
+    # own allOf, so allOf [minimum 10] beside oneOf [maximum 20] accepted 0..9
+    from structgen import GrammarCompiler, GrammarMatcher
+
+    from .conftest import toy_info
+
+    sibling = {"oneOf": {"oneOf": [{"maximum": 20}]}, "not": {"not": {"type": "string"}},
+               "if": {"if": {"type": "string"}, "then": {"maxLength": 3}}, "dependentRequired": {"dependentRequired": {"a": ["b"]}}}
+    schema = {"type": "integer", "allOf": [{"minimum": 10}], **sibling[keyword]}
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    for n in range(10):
+        m = GrammarMatcher(compiled)
+        assert not (m.accept_string(str(n)) and m.is_completed()), n
+    m = GrammarMatcher(compiled)
+    assert m.accept_string("12") and m.is_completed()
