@@ -362,7 +362,12 @@ class _Converter:
         if "uniqueItems" in rest:
             unique = rest.pop("uniqueItems")
             if unique is True and not (isinstance(rest.get("maxItems"), int) and rest["maxItems"] <= 1):
-                self.unsupported("uniqueItems", _ptr(ptr, "uniqueItems"), "uniqueItems: true with more than one item")
+                if self.finite_items(rest, ptr) is not None:
+                    rest["uniqueItems"] = True  # array() enforces it over the finite item values
+                else:
+                    self.unsupported("uniqueItems", _ptr(ptr, "uniqueItems"),
+                                     "uniqueItems: true is exact only for items with finitely many values "
+                                     f"(at most {MAX_UNIQUE_VALUES}: enum, const, boolean, null) and no prefixItems")
         if not parts and rest == schema:
             return None
         # keep the schema's own allOf: {**rest, "allOf": parts} replaced it (a false accept:
@@ -544,8 +549,61 @@ class _Converter:
                 self.unsupported(kw, _ptr(ptr, kw), f"length bounds with this pattern: {exc}")
         return seq(Lit('"'), _json_encode_expr(pexpr), Lit('"'))
 
+    def finite_items(self, schema: dict, ptr: str) -> list | None:
+        """The distinct values an array's items can take, when few and the array has no prefix."""
+        if "prefixItems" in schema or isinstance(schema.get("items"), list) or "contains" in schema:
+            return None
+        items = self.resolve_shallow(schema.get("items", True), ptr)
+        if not isinstance(items, dict) or "$ref" in items:
+            return None
+        if "enum" in items or "const" in items:
+            values = [items["const"]] if "const" in items else list(items["enum"])
+            if "const" in items and "enum" in items:
+                values = [v for v in values if any(json_equal(v, e) for e in items["enum"])]
+        elif items.get("type") in ("boolean", "null") or (isinstance(items.get("type"), list) and set(items["type"]) <= {"boolean", "null"}):
+            types = {items["type"]} if isinstance(items["type"], str) else set(items["type"])
+            values = ([True, False] if "boolean" in types else []) + ([None] if "null" in types else [])
+        else:
+            return None
+        check = self.validator({k: v for k, v in items.items() if k not in ("enum", "const")})
+        distinct: list = []
+        for v in values:
+            if check.is_valid(v) and not any(json_equal(v, d) for d in distinct):
+                distinct.append(v)
+        return distinct if len(distinct) <= MAX_UNIQUE_VALUES else None
+
+    def unique_array(self, schema: dict, ptr: str) -> Expr:
+        """uniqueItems over finitely many item values: one rule per set of values used so far.
+
+        ``k`` values need up to ``2**k`` rules (capped by maxItems), each offering the values
+        not used yet: exact, and refused above MAX_UNIQUE_VALUES values."""
+        values = self.finite_items(schema, ptr)
+        lits = [Lit(dumps_compact(v)) for v in values]
+        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
+        hi = len(lits) if hi is None else min(hi, len(lits))
+        if lo > hi:
+            return NOTHING
+        self._objects += 1
+        base = f"uniq{self._objects}"
+        sep = self.sep
+        memo: dict[int, Expr] = {}
+
+        def after(used: int, count: int) -> Expr:  # elements after `count` distinct ones
+            if used not in memo:
+                options: list[Expr] = [EMPTY] if count >= lo else []
+                if count < hi:
+                    options += [seq(sep, lit, after(used | 1 << i, count + 1)) for i, lit in enumerate(lits) if not used >> i & 1]
+                self.rules[f"{base}_{used}"] = alt(*options)
+                memo[used] = Ref(f"{base}_{used}")
+            return memo[used]
+
+        first = alt(*(seq(lit, after(1 << i, 1)) for i, lit in enumerate(lits))) if hi >= 1 else NOTHING
+        return self.container("[", first, lo == 0, "]")
+
     def array(self, schema: dict, ptr: str) -> Expr:
         ws = self.ws
+        if schema.get("uniqueItems") is True:
+            return self.unique_array(schema, ptr)
         if "prefixItems" in schema and self.legacy_ref:
             self.unsupported("prefixItems", _ptr(ptr, "prefixItems"), "prefixItems is not a keyword of this draft")
         prefix = schema.get("prefixItems") if not self.legacy_ref else None
@@ -852,6 +910,7 @@ class _Converter:
 
 
 _SCALARS = {"null": type(None), "boolean": bool, "string": str}
+MAX_UNIQUE_VALUES = 8
 
 
 def _types_of(s: dict) -> set[str]:
