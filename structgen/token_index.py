@@ -59,7 +59,7 @@ class TokenTrie:
             is_plain = np.zeros(((info.vocab_size + 31) // 32) * 32, bool)
             rest = []
             for b, i in toks:
-                if _PLAIN_TABLE[np.frombuffer(b, np.uint8)].all():
+                if not b.translate(None, _PLAIN_DELETE):  # nothing left once plain bytes are deleted
                     is_plain[i] = True
                 else:
                     rest.append((b, i))
@@ -68,7 +68,11 @@ class TokenTrie:
 
     @classmethod
     def _from_tokens(cls, toks: list[tuple[bytes, int]], plain: PlainSplit | None = None) -> TokenTrie:
-        max_len = max((len(b) for b, _ in toks), default=0)
+        # Vectorised: sort the distinct byte strings; the tokens under one prefix of length d
+        # are then contiguous, and a token starts a new depth-d node exactly when it shares
+        # fewer than d bytes with the one before it (longest common prefix, lcp). Each level
+        # is a few numpy operations over the tokens at least d long, instead of Python sets
+        # of prefixes (1.5 s for Llama-3's 128K tokens).
         canonical: dict[bytes, int] = {}
         dups = []
         for b, i in toks:
@@ -76,28 +80,39 @@ class TokenTrie:
                 dups.append((canonical[b], i))
             else:
                 canonical[b] = i
+        keys = sorted(canonical)
+        n = len(keys)
+        ids = np.fromiter((canonical[k] for k in keys), np.int64, n)
+        lens = np.fromiter(map(len, keys), np.int64, n)
+        max_len = int(lens.max()) if n else 0
+        flat = np.frombuffer(b"".join(keys), np.uint8)
+        mat = np.zeros((n, max_len + 1), np.uint8)
+        offsets = np.concatenate([[0], np.cumsum(lens)[:-1]]) if n else np.zeros(0, np.int64)
+        mat[np.repeat(np.arange(n), lens), np.arange(len(flat)) - np.repeat(offsets, lens)] = flat
+        lcp = np.zeros(n, np.int64)
+        if n > 1:
+            differ = mat[1:] != mat[:-1]
+            first = np.where(differ.any(axis=1), differ.argmax(axis=1), max_len + 1)
+            lcp[1:] = np.minimum(first, np.minimum(lens[1:], lens[:-1]))
         byte_levels = [np.zeros(1, np.uint8)]
         tok_levels = [np.full(1, -1, np.int64)]
         starts, counts = [], []
-        prev_index = {b"": 0}
-        remaining = list(canonical.items())
+        node_of = np.zeros(n, np.int64)  # per token: its node at the previous depth (the root)
         for d in range(1, max_len + 1):
-            remaining = [(b, i) for b, i in remaining if len(b) >= d]
-            prefixes = sorted({b[:d] for b, _ in remaining})
-            index = {p: k for k, p in enumerate(prefixes)}
-            parent = np.fromiter((prev_index[p[:-1]] for p in prefixes), np.int64, len(prefixes))
-            byte_levels.append(np.fromiter((p[-1] for p in prefixes), np.uint8, len(prefixes)))
-            tok_at = np.full(len(prefixes), -1, np.int64)
-            for b, i in remaining:
-                if len(b) == d:
-                    tok_at[index[b]] = i
-            tok_levels.append(tok_at)
-            n_prev = len(prev_index)
+            alive = np.flatnonzero(lens >= d)
+            new = lcp[alive] < d
+            node_at_d = np.cumsum(new) - 1
+            heads = alive[new]  # the first (and shortest) token of every depth-d node
+            parent = node_of[heads]
+            byte_levels.append(mat[heads, d - 1])
+            tok_levels.append(np.where(lens[heads] == d, ids[heads], -1))
+            n_prev = len(byte_levels[-2])
             counts.append(np.bincount(parent, minlength=n_prev).astype(np.int64))
             starts.append(np.searchsorted(parent, np.arange(n_prev)).astype(np.int64))
-            prev_index = index
-        counts.append(np.zeros(len(prev_index), np.int64))
-        starts.append(np.zeros(len(prev_index), np.int64))
+            node_of = np.zeros(n, np.int64)
+            node_of[alive] = node_at_d
+        counts.append(np.zeros(len(byte_levels[-1]), np.int64))
+        starts.append(np.zeros(len(byte_levels[-1]), np.int64))
         return cls(
             tuple(byte_levels),
             tuple(tok_levels),
@@ -111,8 +126,7 @@ class TokenTrie:
 
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
 """Printable ASCII but ``"`` and ``\\``: the bytes a JSON string body takes literally."""
-_PLAIN_TABLE = np.zeros(256, bool)
-_PLAIN_TABLE[PLAIN_BYTES] = True
+_PLAIN_DELETE = bytes(PLAIN_BYTES.tolist())
 
 
 @dataclass(frozen=True, eq=False)

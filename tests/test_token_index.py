@@ -65,3 +65,37 @@ def test_plain_tokens_are_only_plain_bytes(smollm2_info, smollm2_compiler):
         assert data and all(0x20 <= b < 0x7F and b not in (0x22, 0x5C) for b in data)
     rest_ids = {int(t) for level in plain.rest.tok_at for t in level if t >= 0}
     assert not any(plain.tokens[t] for t in rest_ids)
+
+
+def _reference_levels(toks):
+    """The trie levels the obvious way: sorted sets of prefixes per depth."""
+    canonical = {}
+    for b, i in toks:
+        canonical.setdefault(b, i)
+    levels, prev = [], {b"": 0}
+    for d in range(1, max(map(len, canonical)) + 1):
+        prefixes = sorted({b[:d] for b in canonical if len(b) >= d})
+        index = {p: k for k, p in enumerate(prefixes)}
+        levels.append(([p[-1] for p in prefixes], [canonical.get(p, -1) if p in canonical else -1 for p in prefixes],
+                       [prev[p[:-1]] for p in prefixes]))
+        prev = index
+    return levels
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_trie_equals_reference(seed):
+    import random
+
+    rng = random.Random(seed)
+    alphabet = [0, 1, 0x22, 0x41, 0x42, 0xC3, 0xFF]  # zero bytes must not be confused with padding
+    toks = [(bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 6))), i) for i in range(300)]
+    toks += [(toks[3][0], 300), (b"\x00", 301), (b"\x00\x00", 302)]  # duplicates and zero runs
+    trie = TokenTrie._from_tokens(toks)
+    for d, (bytes_, tok_at, parents) in enumerate(_reference_levels(toks), start=1):
+        assert trie.byte[d].tolist() == bytes_
+        assert trie.tok_at[d].tolist() == tok_at
+        counts = np.bincount(np.array(parents, np.int64), minlength=len(trie.byte[d - 1]))
+        assert trie.child_count[d - 1].tolist() == counts.tolist()
+    assert len(trie.byte) == len(_reference_levels(toks)) + 1
+    assert sorted(map(tuple, trie.dups.tolist())) == sorted({(min(i for b2, i in toks if b2 == b), j)
+                                                              for b, j in toks if j != min(i for b2, i in toks if b2 == b)})
