@@ -267,6 +267,28 @@ def _coaccessible(trans, final, calls, productive: set[int]) -> np.ndarray:
     return ok
 
 
+_ROW_WEIGHTS = np.random.default_rng(20261130).integers(1, 2**63, size=(2, 260), dtype=np.uint64) | np.uint64(1)
+
+
+def _row_classes(sig: np.ndarray) -> tuple[np.ndarray, int]:
+    """Ids of equal rows of an int matrix (any numbering), and how many distinct rows.
+
+    Two multiplicative hashes per row group the rows in numpy; the grouping is then checked
+    against the rows themselves, and a dict of row bytes decides if any hash ever collided.
+    (Hashing each row's bytes in a Python loop was most of the minimisation time.)"""
+    if sig.shape[1] <= _ROW_WEIGHTS.shape[1]:
+        u = sig.astype(np.uint64)
+        h = np.stack([(u * w[: sig.shape[1]]).sum(axis=1) for w in _ROW_WEIGHTS], axis=1)
+        _, first, inverse = np.unique(h, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if np.array_equal(sig, sig[first[inverse]]):
+            return inverse.astype(np.int64), len(first)
+    ids: dict[bytes, int] = {}
+    rows = np.ascontiguousarray(sig)
+    block = np.fromiter((ids.setdefault(r.tobytes(), len(ids)) for r in rows), np.int64, len(rows))
+    return block, len(ids)
+
+
 def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[int]):
     """Drop dead states, then merge equivalent ones (Moore refinement); start stays 0."""
     n = trans.shape[0]
@@ -298,18 +320,15 @@ def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[in
     # bytes every state treats alike (e.g. all UTF-8 continuation bytes) need one column
     _, byte_cols = np.unique(trans, axis=1, return_index=True)
     class_trans = trans[:, np.sort(byte_cols)]
+    with_calls = [s for s, cs in enumerate(calls) if cs]
+    call_col = np.zeros(len(calls), np.int64)
     while True:
         tb = np.where(class_trans >= 0, block[np.clip(class_trans, 0, None)], -1)
-        call_sig = [tuple((c, int(block[t])) for c, t in cs) for cs in calls]
-        call_ids = {sig: i for i, sig in enumerate(dict.fromkeys(call_sig))}
-        sig = np.concatenate(
-            [block[:, None], np.array([call_ids[s] for s in call_sig])[:, None], tb], axis=1
-        ).astype(np.int32)
-        # rows as bytes in a dict: np.unique(axis=0) sorts structured rows and is ~50x slower
-        ids: dict[bytes, int] = {}
-        new_block = np.fromiter((ids.setdefault(r.tobytes(), len(ids)) for r in sig), np.int64, len(sig))
-        count = len(ids)
-        block = new_block
+        call_ids: dict[tuple, int] = {(): 0}
+        for s in with_calls:
+            call_col[s] = call_ids.setdefault(tuple((c, int(block[t])) for c, t in calls[s]), len(call_ids))
+        sig = np.concatenate([block[:, None], call_col[:, None], tb], axis=1)
+        block, count = _row_classes(sig)
         if count == nblocks:
             break
         nblocks = count

@@ -99,3 +99,21 @@ def test_vectorised_trie_equals_reference(seed):
     assert len(trie.byte) == len(_reference_levels(toks)) + 1
     assert sorted(map(tuple, trie.dups.tolist())) == sorted({(min(i for b2, i in toks if b2 == b), j)
                                                               for b, j in toks if j != min(i for b2, i in toks if b2 == b)})
+
+
+def test_row_classes_exact_even_when_hashes_collide(monkeypatch):
+    from structgen import automaton
+
+    rng = np.random.default_rng(0)
+    sig = rng.integers(-1, 3, size=(500, 7))
+    expect = {}
+    for r in map(tuple, sig.tolist()):
+        expect.setdefault(r, len(expect))
+    for weights in (automaton._ROW_WEIGHTS, np.ones_like(automaton._ROW_WEIGHTS)):  # all-ones: many collisions
+        monkeypatch.setattr(automaton, "_ROW_WEIGHTS", weights)
+        ids, count = automaton._row_classes(sig)
+        assert count == len(expect)
+        groups = {}
+        for r, i in zip(map(tuple, sig.tolist()), ids.tolist()):
+            assert groups.setdefault(i, r) == r  # one id, one row content
+        assert len(set(ids.tolist())) == count
