@@ -9,6 +9,8 @@ ranges off the encodings of the two ends.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .grammar import CharSet
 
 __all__ = ["utf8_sequences", "charset_to_byte_sequences", "ByteSequence"]
@@ -85,9 +87,10 @@ def _sequence(start: int, end: int) -> ByteSequence:
     return tuple(zip(a, b))
 
 
-def charset_to_byte_sequences(cs: CharSet) -> list[ByteSequence]:
+@lru_cache(maxsize=8192)  # the same classes (any string character, digits...) recur in every grammar
+def charset_to_byte_sequences(cs: CharSet) -> tuple[ByteSequence, ...]:
     """:func:`utf8_sequences` over every range of ``cs`` (disjoint ranges give disjoint output)."""
     out: list[ByteSequence] = []
     for lo, hi in cs.ranges:
         out.extend(utf8_sequences(lo, hi))
-    return out
+    return tuple(out)

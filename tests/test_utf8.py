@@ -112,4 +112,4 @@ def test_charset_to_byte_sequences() -> None:
     for cp in range(0, 0x20000):
         if not 0xD800 <= cp <= 0xDFFF:
             assert _matches(seqs, chr(cp).encode("utf-8")) == (cp in inside)
-    assert charset_to_byte_sequences(CharSet(())) == []
+    assert charset_to_byte_sequences(CharSet(())) == ()
