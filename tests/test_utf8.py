@@ -107,7 +107,7 @@ def test_surrogates_skipped() -> None:
 def test_charset_to_byte_sequences() -> None:
     cs = CharSet.of([(0x30, 0x39), (0xE9, 0xE9), (0x4E00, 0x9FFF), (0x1F600, 0x1F64F)])
     seqs = charset_to_byte_sequences(cs)
-    assert seqs == [s for lo, hi in cs.ranges for s in utf8_sequences(lo, hi)]
+    assert list(seqs) == [s for lo, hi in cs.ranges for s in utf8_sequences(lo, hi)]
     inside = {cp for lo, hi in cs.ranges for cp in range(lo, hi + 1)}
     for cp in range(0, 0x20000):
         if not 0xD800 <= cp <= 0xDFFF:
