@@ -12,6 +12,8 @@ accepting state (given which rules can match at all) → Moore minimisation.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -483,6 +485,58 @@ def _reaches_without_bytes(dfa, nullable: set[int]) -> tuple[set[int], bool]:
 # --------------------------------------------------------------------------- entry point
 
 
+# Rule automata shared between compiles (and compilers) of one process. A rule's DFA
+# depends only on its body, the bodies it inlines and the names of the rules it calls, so
+# rules every schema has (any JSON value: most objects allow undeclared members) are built
+# once: a plain object schema took 60 ms, nearly all in building that rule again.
+_RAW_CACHE: OrderedDict = OrderedDict()
+_MIN_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 256
+_CACHE_LOCK = threading.Lock()
+_KEY_LIMIT = 2000  # bodies larger than this are schema-specific: not worth hashing
+
+
+def _remember(cache: OrderedDict, key, value) -> None:
+    with _CACHE_LOCK:
+        cache[key] = value
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+
+
+def _rule_key(rules: Mapping[str, Expr], called: dict[str, int], name: str):
+    """What the DFA of called rule ``name`` depends on, or None if too large to be worth it."""
+    bodies: dict[str, Expr] = {}
+    calls: set[str] = set()
+    stack = [name]
+    while stack:
+        n = stack.pop()
+        if n in bodies:
+            continue
+        bodies[n] = rules[n]
+        for ref in iter_refs(rules[n]):
+            if ref in called:
+                calls.add(ref)
+            elif ref not in bodies:
+                stack.append(ref)
+    if sum(_expr_size(b, _KEY_LIMIT) for b in bodies.values()) >= _KEY_LIMIT:
+        return None
+    return name, tuple(sorted(bodies.items(), key=lambda kv: kv[0])), tuple(sorted(calls))
+
+
+def _expr_size(e: Expr, cap: int) -> int:
+    n, stack = 0, [e]
+    while stack and n < cap:
+        x = stack.pop()
+        n += 1
+        if isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+    return n
+
+
 def build_automaton(
     grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES, byte_alphabet: np.ndarray | None = None
 ) -> PushdownAutomaton:
@@ -501,11 +555,24 @@ def build_automaton(
     called = {n: i for i, n in enumerate(called_names)}
     builder = _NFABuilder(grammar.rules, called, max_states)
     raw = []
+    keys = []
     total = 0
     for name in called_names:
-        s, t = builder.nfa.new(), builder.nfa.new()
-        builder.build(grammar.rules[name], s, t)
-        dfa = _determinise(builder.nfa, s, t, max_states - total)
+        key = _rule_key(grammar.rules, called, name)
+        keys.append(key)
+        hit = _RAW_CACHE.get(key) if key is not None else None
+        if hit is not None:
+            if total + hit[0].shape[0] > max_states:
+                raise AutomatonSizeError(f"grammar automaton exceeds {max_states} DFA states; simplify the "
+                                         f"schema or raise max_states")
+            dfa = (hit[0].copy(), hit[1], tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2]))
+        else:
+            s, t = builder.nfa.new(), builder.nfa.new()
+            builder.build(grammar.rules[name], s, t)
+            dfa = _determinise(builder.nfa, s, t, max_states - total)
+            if key is not None:
+                _remember(_RAW_CACHE, key, (dfa[0].copy(), dfa[1], tuple(
+                    tuple((called_names[c], t) for c, t in cs) for cs in dfa[2])))
         if byte_alphabet is not None:
             # bytes no token contains can never be produced: drop them before trimming, so
             # no state is kept whose only way forward needs one (no dead ends in the masks)
@@ -529,7 +596,22 @@ def build_automaton(
         if r not in productive:  # unreachable after trimming; keep a placeholder rejecting all
             out.append(RuleDFA(called_names[r], np.full((1, 256), -1, np.int32), np.zeros(1, bool), ((),)))
             continue
-        keep = _coaccessible(trans, final, calls, productive)
-        m_trans, m_final, m_calls = _trim_and_minimise(trans, final, calls, keep, productive)
+        key = None
+        if keys[r] is not None:
+            callees = {called_names[c] for cs in calls for c, _ in cs}
+            key = (keys[r], frozenset(n for n in callees if called[n] in productive),
+                   None if byte_alphabet is None else byte_alphabet.tobytes())
+        hit = _MIN_CACHE.get(key) if key is not None else None
+        if hit is not None:
+            m_trans, m_final = hit[0], hit[1]
+            m_calls = tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2])
+        else:
+            keep = _coaccessible(trans, final, calls, productive)
+            m_trans, m_final, m_calls = _trim_and_minimise(trans, final, calls, keep, productive)
+            if key is not None:
+                m_trans.setflags(write=False)
+                m_final.setflags(write=False)
+                _remember(_MIN_CACHE, key, (m_trans, m_final, tuple(
+                    tuple((called_names[c], t) for c, t in cs) for cs in m_calls)))
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
     return PushdownAutomaton(tuple(out), 0)
