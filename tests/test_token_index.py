@@ -126,12 +126,12 @@ def test_shared_rule_automata_equal_fresh_ones(smollm2_info):
     schemas = [{"type": "object", "properties": {"a": {"type": "string"}}},
                {"type": "object", "properties": {"b": {"type": "array"}}}, True]
     compiler = GrammarCompiler(smollm2_info, cache_size=0)
-    warm = [compiler.compile_json_schema(s).pda for s in schemas + schemas]
+    warm = [compiler.compile_json_schema(s).automaton for s in schemas + schemas]
     assert automaton._RAW_CACHE and automaton._MIN_CACHE
     for s, pda in zip(schemas, warm[len(schemas):]):
         automaton._RAW_CACHE.clear()
         automaton._MIN_CACHE.clear()
-        fresh = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(s).pda
+        fresh = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(s).automaton
         assert [r.name for r in fresh.rules] == [r.name for r in pda.rules]
         for a, b in zip(fresh.rules, pda.rules):
             assert np.array_equal(a.trans, b.trans) and np.array_equal(a.final, b.final) and a.calls == b.calls
