@@ -196,8 +196,30 @@ def main() -> int:
                   f"| {r.get('label_disputed', 0)} |")
         print(f"| all | {tot['schemas']} | {tot['compiled']} ({100 * tot['compiled'] / max(tot['schemas'], 1):.0f}%) "
               f"| {tot['valid_accepted']}/{tot['valid']} | {tot['invalid_accepted']}/{tot['invalid']} | {tot['label_disputed']} |")
+    result["keyword_table_md"] = keyword_table(result["suite"])
+    print(result["keyword_table_md"])
     Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
     return 0
+
+
+def keyword_table(suite: dict) -> str:
+    """Per keyword file of the test suite: instances passed / valid rejected / refused, both drafts."""
+    drafts = list(suite)
+    names = sorted(set().union(*(suite[d]["per_file"] for d in drafts)))
+    rows = ["| suite file | " + " | ".join(f"{d}: pass / valid rejected / refused of total" for d in drafts) + " |",
+            "|---|" + "---|" * len(drafts)]
+    for name in names:
+        cells = []
+        for d in drafts:
+            c = suite[d]["per_file"].get(name)
+            if c is None:
+                cells.append("-")
+                continue
+            total = sum(c.values())
+            cells.append(f"{c.get('pass', 0)} / {c.get('false_reject', 0)} / {c.get('compile_refused', 0)} of {total}"
+                         + (f" ({c['false_accept']} INVALID ACCEPTED)" if c.get("false_accept") else ""))
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":
