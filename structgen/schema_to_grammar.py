@@ -57,7 +57,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
     "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains",
     "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
-    "minProperties", "maxProperties", "multipleOf",
+    "minProperties", "maxProperties", "multipleOf", "$anchor",
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -281,17 +281,18 @@ class _Converter:
             return self.node(rewritten, ptr)
         if "allOf" in schema:
             rest = {k: v for k, v in schema.items() if k != "allOf"}
-            return self.combined(rest, schema["allOf"], ptr, "allOf")
+            parts = [self.rebased(p, _ptr(ptr, "allOf", i)) for i, p in enumerate(schema["allOf"])]
+            return self.combined(self.rebased(rest, ptr), parts, ptr, "allOf")
         if "$ref" in schema:
             siblings = {k: schema[k] for k in validation - {"$ref"}}
             if siblings and not self.legacy_ref:
-                return self.combined(siblings, [{"$ref": schema["$ref"]}], ptr, "$ref")
+                return self.combined(self.rebased(siblings, ptr), [self.rebased({"$ref": schema["$ref"]}, ptr)], ptr, "$ref")
             # draft-07 and older: keywords beside $ref are ignored by the specification itself
             return self.ref(schema["$ref"], _ptr(ptr, "$ref"))
         if "anyOf" in schema:
             if validation - {"anyOf"}:
                 rest = {k: v for k, v in schema.items() if k != "anyOf"}
-                return self.combined(rest, [{"anyOf": schema["anyOf"]}], ptr, "anyOf")
+                return self.combined(self.rebased(rest, ptr), [self.rebased({"anyOf": schema["anyOf"]}, ptr)], ptr, "anyOf")
             return alt(*(self.node(s, _ptr(ptr, "anyOf", i)) for i, s in enumerate(schema["anyOf"])))
         if "enum" in schema or "const" in schema:
             return self.literals(schema, ptr)
@@ -377,18 +378,148 @@ class _Converter:
     def resolve_shallow(self, sub: Any, ptr: str) -> Any:
         seen = 0
         while isinstance(sub, dict) and set(sub) - ANNOTATION_KEYWORDS == {"$ref"} and seen < 32:
-            ref = sub["$ref"]
-            if not ref.startswith("#"):
+            try:
+                target = self.to_pointer(sub["$ref"], ptr)
+            except UnsupportedSchemaError:
                 break
-            sub, seen = self.resolve_pointer(ref[1:], ptr), seen + 1
+            sub, seen = self.resolve_pointer(target, ptr), seen + 1
         return sub
+
+    # -- references: $id bases, $anchor, JSON pointers ------------------------------
+
+    def rebased(self, schema: Any, at: str) -> Any:
+        """:meth:`absolutised` when the document declares ``$id``s below its root (only then can
+        copying a schema elsewhere change what its references mean)."""
+        if not hasattr(self, "_resources"):
+            self._index_resources()
+        if len(self._resources) <= 1:
+            return schema
+        return self.absolutised(schema, at)
+
+    def absolutised(self, schema: Any, at: str) -> Any:
+        """``schema`` (found at pointer ``at``) with every ``$ref`` in it rewritten as a pointer
+        into the whole document, so that it means the same wherever combining copies it (a
+        ``$ref`` inside an embedded resource is relative to that resource's ``$id``)."""
+        if not isinstance(schema, dict):
+            return schema
+        out = dict(schema)
+        if isinstance(out.get("$ref"), str):
+            try:
+                out["$ref"] = "#" + self.to_pointer(out["$ref"], at)
+            except (UnsupportedSchemaError, SchemaError):
+                pass  # left as written: using it reports the error where it is used
+        for key, value in schema.items():
+            if key in _SCHEMA_MAPS or key == "dependencies":
+                if isinstance(value, dict):
+                    out[key] = {n: self.absolutised(v, _ptr(at, key, n)) for n, v in value.items()}
+            elif key in _SCHEMA_VALUES and isinstance(value, dict):
+                out[key] = self.absolutised(value, _ptr(at, key))
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [self.absolutised(v, _ptr(at, key, i)) for i, v in enumerate(value)]
+        return out
+
+    def _index_resources(self) -> None:
+        """Every embedded resource ($id) and anchor of the document, by absolute URI.
+
+        Only schema positions are visited (not enum/const data); in draft-07 and older a
+        ``$ref`` hides its siblings, ``$id`` included."""
+        from urllib.parse import urldefrag, urljoin
+
+        self._resources: dict[str, str] = {}
+        self._anchors: dict[tuple[str, str], str] = {}
+        self._root_base = self._own_base(self.root, _DEFAULT_BASE) if isinstance(self.root, dict) else _DEFAULT_BASE
+        self._resources[self._root_base] = ""
+
+        def walk(node: Any, ptr: str, base: str) -> None:
+            if not isinstance(node, dict):
+                return
+            base = self._own_base(node, base)
+            if ptr:
+                self._resources.setdefault(base, ptr) if self._declares_id(node) else None
+            ident = node.get("$id") if "$id" in node else node.get("id")
+            if isinstance(ident, str) and self._declares_id(node, fragments=True):
+                frag = urldefrag(urljoin(base, ident))[1]
+                if frag and not frag.startswith("/"):  # draft-07 plain-name fragment "$id": "#foo"
+                    self._anchors.setdefault((base, frag), ptr)
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    self._anchors.setdefault((base, node[key]), ptr)
+            for key, value in node.items():
+                if key in _SCHEMA_MAPS or key == "dependencies":
+                    if isinstance(value, dict):
+                        for name, sub in value.items():
+                            walk(sub, _ptr(ptr, key, name), base)
+                elif key in _SCHEMA_VALUES and isinstance(value, dict):
+                    walk(value, _ptr(ptr, key), base)
+                elif key in _SCHEMA_LISTS and isinstance(value, list):
+                    for i, sub in enumerate(value):
+                        walk(sub, _ptr(ptr, key, i), base)
+
+        walk(self.root, "", self._root_base)
+
+    def _declares_id(self, node: dict, fragments: bool = False) -> bool:
+        ident = node.get("$id") if "$id" in node else node.get("id")
+        if not isinstance(ident, str) or (self.legacy_ref and "$ref" in node):
+            return False
+        return fragments or not ident.startswith("#")
+
+    def _own_base(self, node: dict, base: str) -> str:
+        from urllib.parse import urldefrag, urljoin
+
+        if not self._declares_id(node):
+            return base
+        ident = node["$id"] if "$id" in node else node["id"]
+        return urldefrag(urljoin(base, ident))[0] if ":" in ident.split("/")[0] or not base.startswith(("urn:", "tag:")) \
+            else base  # a relative $id under a scheme urljoin cannot resolve: keep the base
+
+    def _base_at(self, ptr: str) -> str:
+        """The base URI in force at a pointer (the $id of every schema on the way down)."""
+        node, base = self.root, self._root_base
+        for raw in (ptr[1:].split("/") if ptr else []):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                break  # a position made by combining schemas: the last real base holds
+            if isinstance(node, dict):
+                base = self._own_base(node, base)
+        return base
+
+    def to_pointer(self, ref: str, ptr: str) -> str:
+        """The JSON pointer (in this document) a ``$ref`` written at ``ptr`` leads to."""
+        from urllib.parse import urldefrag, urljoin
+
+        if not isinstance(ref, str):
+            raise SchemaError(f"$ref must be a string, not {type(ref).__name__}", pointer=ptr, keyword="$ref")
+        if not hasattr(self, "_resources"):
+            self._index_resources()
+        base = self._base_at(ptr)
+        # urljoin leaves a fragment alone under schemes it does not know (urn:, tag:)
+        uri, frag = (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
+        resource = self._resources.get(uri)
+        if resource is None:
+            raise UnsupportedSchemaError(
+                f"only references into this document are supported, not {ref!r} (it resolves to {uri!r}, which no "
+                f"$id here declares; nothing is fetched)", pointer=ptr, keyword="$ref")
+        if not frag:
+            return resource
+        if frag.startswith("/"):
+            return resource + frag
+        anchor = self._anchors.get((uri, frag))
+        if anchor is None:
+            raise SchemaError(f"unresolvable $ref {ref!r}: no anchor {frag!r} in {uri!r}", pointer=ptr, keyword="$ref")
+        return anchor
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
         """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""
         def resolve(ref: str) -> Any:
-            if not ref.startswith("#"):
-                raise MergeConflict("$ref", f"only local references can be combined, not {ref!r}")
-            return self.resolve_pointer(ref[1:], _ptr(ptr, keyword))
+            try:
+                target = self.to_pointer(ref, _ptr(ptr, keyword))
+                return self.absolutised(self.resolve_pointer(target, _ptr(ptr, keyword)), target)
+            except UnsupportedSchemaError as exc:
+                raise MergeConflict("$ref", str(exc)) from exc
 
         merged: Any = base
         try:
@@ -411,9 +542,7 @@ class _Converter:
             self._merging -= 1
 
     def ref(self, ref: str, ptr: str) -> Expr:
-        if not ref.startswith("#"):
-            raise UnsupportedSchemaError(f"only local references (#...) are supported, not {ref!r}", pointer=ptr, keyword="$ref")
-        target_ptr = ref[1:]
+        target_ptr = self.to_pointer(ref, ptr)
         if target_ptr in self._resolving:
             cycle = self._resolving[self._resolving.index(target_ptr):] + [target_ptr]
             raise SchemaError(
@@ -779,9 +908,11 @@ class _Converter:
 
     def merged(self, a: Any, b: Any, ptr: str) -> Any:
         def resolve(ref: str) -> Any:
-            if not ref.startswith("#"):
-                raise MergeConflict("$ref", f"only local references can be combined, not {ref!r}")
-            return self.resolve_pointer(ref[1:], ptr)
+            try:
+                target = self.to_pointer(ref, ptr)
+                return self.absolutised(self.resolve_pointer(target, ptr), target)
+            except UnsupportedSchemaError as exc:
+                raise MergeConflict("$ref", str(exc)) from exc
 
         try:
             return merge(a, b, resolve)
@@ -910,6 +1041,7 @@ class _Converter:
 
 
 _SCALARS = {"null": type(None), "boolean": bool, "string": str}
+_DEFAULT_BASE = "https://structgen.invalid/root.json"  # base URI of a document without $id
 MAX_UNIQUE_VALUES = 8
 
 

@@ -93,3 +93,38 @@ def test_own_allof_survives_rewritten_siblings(keyword):
         assert not (m.accept_string(str(n)) and m.is_completed()), n
     m = GrammarMatcher(compiled)
     assert m.accept_string("12") and m.is_completed()
+
+
+def test_anchor_and_embedded_id_references():
+    from structgen import GrammarCompiler, GrammarMatcher
+
+    from .conftest import toy_info
+
+    schema = {"$id": "https://example.com/root.json", "type": "object",
+              "properties": {"n": {"$ref": "#count"}, "s": {"$ref": "other.json#/$defs/name"}, "t": {"$ref": "other.json"}},
+              "required": ["n", "s", "t"], "additionalProperties": False,
+              "$defs": {"c": {"$anchor": "count", "type": "integer", "minimum": 5},
+                        "o": {"$id": "other.json", "type": "string", "$defs": {"name": {"enum": ["ann", "bob"]}}}}}
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+
+    def ok(text: str) -> bool:
+        m = GrammarMatcher(compiled)
+        return m.accept_string(text) and m.is_completed()
+
+    assert ok('{"n":7,"s":"bob","t":"x"}')
+    assert not ok('{"n":4,"s":"bob","t":"x"}') and not ok('{"n":7,"s":"eve","t":"x"}') and not ok('{"n":7,"s":"bob","t":1}')
+
+
+@pytest.mark.parametrize("ref,error,fragment", [
+    ("https://elsewhere.example/s.json", "UnsupportedSchemaError", "nothing is fetched"),
+    ("#nowhere", "SchemaError", "no anchor 'nowhere'"),
+])
+def test_unresolvable_references_are_located(ref, error, fragment):
+    import structgen
+    from structgen import GrammarCompiler
+
+    from .conftest import toy_info
+
+    with pytest.raises(getattr(structgen, error)) as err:
+        GrammarCompiler(toy_info([])).compile_json_schema({"properties": {"a": {"$ref": ref}}})
+    assert err.value.pointer == "/properties/a/$ref" and fragment in str(err.value)
