@@ -266,3 +266,13 @@ def test_bad_schema_and_grammar_are_rejected_at_admission():
     StructgenLogitsProcessor.validate_params(params(None))
     assert GrammarSpec.from_extra_args({"structgen": json.dumps(SPECS[0])}).key == \
         GrammarSpec.from_extra_args({"structgen": SPECS[0]}).key
+
+
+def test_hf_folder_passes_a_model_folder_through_and_refuses_other_files(tmp_path):
+    from structgen.models import hf_folder
+
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    assert hf_folder(tmp_path) == tmp_path
+    (tmp_path / "weights.bin").write_bytes(b"")
+    with pytest.raises(StructgenError, match="not a .gguf"):
+        hf_folder(tmp_path / "weights.bin")

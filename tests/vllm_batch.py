@@ -1,0 +1,61 @@
+"""One offline vLLM run of tests/test_vllm.py's batch, in its own process.
+
+``python tests/vllm_batch.py MODEL_FOLDER OUT.json [--structgen]``: 8 requests (4 carrying a
+JSON Schema in ``extra_args["structgen"]``, 4 free), greedy, on the CPU; writes each output's
+text, token ids and finish reason. Each run gets a fresh process because a vLLM engine
+(with its engine-core subprocess) is not meant to be created twice in one interpreter.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+SCHEMAS = [
+    ("Give a person as JSON.", {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+        "required": ["name", "age"], "additionalProperties": False}),
+    ("Is the sky blue? Answer as JSON.", {"type": "object", "properties": {
+        "answer": {"enum": ["yes", "no"]}, "confidence": {"type": "integer", "minimum": 0, "maximum": 100}},
+        "required": ["answer", "confidence"], "additionalProperties": False}),
+    ("List three colours.", {"type": "array", "items": {"type": "string", "maxLength": 10},
+                             "minItems": 3, "maxItems": 3}),
+    ("Call get_time for Tokyo.", {"type": "object", "properties": {
+        "name": {"const": "get_time"}, "arguments": {"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 15}}, "required": ["city"], "additionalProperties": False}},
+        "required": ["name", "arguments"], "additionalProperties": False}),
+]
+FREE = ["What is the capital of France?", "Write a haiku about the sea.",
+        "Name two prime numbers.", "Say hello in Spanish."]
+
+
+def requests() -> list[tuple[str, dict | None]]:
+    """(user message, schema or None), constrained and free interleaved."""
+    out: list[tuple[str, dict | None]] = []
+    for (msg, schema), free in zip(SCHEMAS, FREE):
+        out += [(msg, schema), (free, None)]
+    return out
+
+
+def main(folder: str, out_path: str, use_structgen: bool) -> None:
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    kwargs = {"logits_processors": ["structgen.vllm:StructgenLogitsProcessor"]} if use_structgen else {}
+    llm = LLM(model=folder, dtype="float32", max_model_len=1024, max_num_seqs=8, seed=0,
+              enforce_eager=True, **kwargs)
+    prompts, params = [], []
+    for msg, schema in requests():
+        prompts.append(tok.apply_chat_template([{"role": "user", "content": msg}], tokenize=False,
+                                               add_generation_prompt=True))
+        extra = {"structgen": {"json_schema": schema}} if schema is not None else None
+        params.append(SamplingParams(temperature=0.0, max_tokens=96 if schema else 40, extra_args=extra))
+    results = llm.generate(prompts, params)
+    rows = [{"text": r.outputs[0].text, "token_ids": list(r.outputs[0].token_ids),
+             "finish_reason": r.outputs[0].finish_reason} for r in results]
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], "--structgen" in sys.argv[3:])
