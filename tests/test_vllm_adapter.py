@@ -13,12 +13,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from structgen import GrammarCompiler, GrammarMatcher, SchemaError, StructgenError  # noqa: E402
-from structgen.bitmask import apply_token_bitmask_inplace, bitmask_words  # noqa: E402
-from structgen.vllm import GrammarSpec, StructgenArgsError, StructgenLogitsProcessor  # noqa: E402
+from structgen import GrammarCompiler, GrammarMatcher, SchemaError, StructgenError
+from structgen.bitmask import apply_token_bitmask_inplace, bitmask_words
+from structgen.vllm import GrammarSpec, StructgenArgsError, StructgenLogitsProcessor
 
-from .conftest import toy_info  # noqa: E402
-from .vllm_standin import BatchUpdate, MoveDirectionality, PersistentBatch, Request, SamplingParams  # noqa: E402
+from .conftest import toy_info
+from .vllm_standin import BatchUpdate, MoveDirectionality, PersistentBatch, Request, SamplingParams
 
 TOKENS = [b'{"', b'":', b'true', b'false', b'null', b'"}', b', "', b'abc', b'123', b'[1', b']']
 SCHEMA_A = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
@@ -157,7 +157,7 @@ def test_one_way_move_drops_the_stale_target_and_swap_keeps_both(info):
 
 def test_masks_equal_a_plain_matcher_and_free_rows_are_untouched(info):
     proc = make(info)
-    outputs = [[], list(), []]
+    outputs: list[list[int]] = [[], [], []]
     proc.update_state(BatchUpdate(3, [], [(0, params({"json_schema": SCHEMA_A}), [], outputs[0]),
                                           (1, params(None), [], outputs[1]),
                                           (2, params({"json_schema": SCHEMA_B}), [], outputs[2])], []))

@@ -20,9 +20,10 @@ adds new and resumed ones, condenses, may reorder, then refreshes.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, auto
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 class MoveDirectionality(Enum):
