@@ -52,7 +52,7 @@ def runs(tmp_path_factory):
 
 def test_constrained_outputs_validate(runs):
     _, got = runs
-    for (msg, schema), row in zip(requests(), got):
+    for (msg, schema), row in zip(requests(), got["rows"]):
         if schema is None:
             continue
         assert row["finish_reason"] == "stop", (msg, row)
@@ -64,4 +64,10 @@ def test_free_outputs_are_identical_to_a_run_without_structgen(runs):
     free = [i for i, (_, schema) in enumerate(requests()) if schema is None]
     assert len(free) == 4
     for i in free:
-        assert got[i]["token_ids"] == plain[i]["token_ids"], (i, got[i]["text"], plain[i]["text"])
+        a, b = got["rows"][i], plain["rows"][i]
+        assert a["token_ids"] == b["token_ids"], (i, a["text"], b["text"])
+
+
+def test_an_unsatisfiable_schema_is_refused_at_admission(runs):
+    _, got = runs
+    assert got["rejected"] is not None and "no integer" in got["rejected"], got["rejected"]

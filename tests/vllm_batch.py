@@ -45,8 +45,16 @@ def main(folder: str, out_path: str, use_structgen: bool) -> None:
     results = llm.generate(prompts, params)
     rows = [{"text": r.outputs[0].text, "token_ids": list(r.outputs[0].token_ids),
              "finish_reason": r.outputs[0].finish_reason} for r in results]
+    rejected = None
+    if use_structgen:  # a bad schema is refused when the request arrives, not inside the engine
+        bad = SamplingParams(max_tokens=4, extra_args={"structgen": {"json_schema": {"type": "integer", "minimum": 3,
+                                                                                      "maximum": 1}}})
+        try:
+            llm.generate(prompts[:1], bad)
+        except Exception as exc:  # noqa: BLE001 - vLLM wraps it as VLLMValidationError (HTTP 400 on the server)
+            rejected = f"{type(exc).__name__}: {exc}"
     with open(out_path, "w", encoding="utf-8") as fh:
-        json.dump(rows, fh, indent=1)
+        json.dump({"rows": rows, "rejected": rejected}, fh, indent=1)
 
 
 if __name__ == "__main__":
