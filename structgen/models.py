@@ -44,6 +44,7 @@ __all__ = [
     "clear_cache",
     "default_model_path",
     "gguf_special_token_ids",
+    "hf_folder",
     "load_default",
     "load_default_tokenizer",
     "load_model",
@@ -530,3 +531,43 @@ def load_model(
         raise StructgenError(_not_found(os.fspath(name_or_path), exc)) from exc
     tok = _finish_tokenizer(tok, os.fspath(name_or_path))
     return _finish_model(model, tok, device, dtype), tok
+
+
+def hf_folder(name_or_path: str | os.PathLike[str] | None = None, *, cache: bool | None = None) -> Path:
+    """A plain Hugging Face model folder (config, safetensors, tokenizer) for other engines.
+
+    Serving engines such as vLLM load a model from a folder, not from a GGUF file through
+    transformers. For a ``.gguf`` model (the default SmolLM2 included) this writes the
+    dequantized model and its converted tokenizer into one cache entry (next to the
+    tokenizer and model entries :func:`load_model` keeps) and returns its path; a folder
+    given as ``name_or_path`` is returned as is. With the cache off the files go to a new
+    temporary folder that the caller owns.
+    """
+    if name_or_path is None:
+        folder, name = default_model_path()
+        path = os.path.join(folder, name)
+    else:
+        kind, path = _resolve(os.fspath(name_or_path))
+        if kind == "dir":
+            return Path(path)
+        if kind != "gguf":
+            raise StructgenError(f"hf_folder needs a .gguf file or a local folder, not {name_or_path!r}")
+    _import_transformers()
+    _check_gguf_installed()
+
+    def save(folder: str) -> None:
+        tok = _load_gguf_tokenizer(path, cache=cache)
+        model = _load_gguf_model(path, cache=cache)
+        tok.save_pretrained(folder)
+        _save_dequantized(model, folder)
+
+    if _cache_enabled(cache):
+        key = _gguf_key(path)
+        entry = _entry_dir(path, key, "hf")
+        if not _read_entry(entry, key):
+            _write_entry(entry, key, save)
+        if _read_entry(entry, key):
+            return entry
+    folder = tempfile.mkdtemp(prefix="structgen-hf-")
+    save(folder)
+    return Path(folder)
