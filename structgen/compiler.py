@@ -35,6 +35,16 @@ class CompileStats:
         return self.grammar_seconds + self.automaton_seconds + self.precompute_seconds
 
 
+DRAFT_URIS = {
+    "2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "draft-07": "http://json-schema.org/draft-07/schema#",
+    "draft-06": "http://json-schema.org/draft-06/schema#",
+    "draft-04": "http://json-schema.org/draft-04/schema#",
+}
+"""The dialects :meth:`GrammarCompiler.compile_json_schema` can be told a schema is written in."""
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledGrammar:
     """A grammar compiled for one tokenizer. Immutable in meaning; share it freely.
@@ -118,6 +128,7 @@ class GrammarCompiler:
         strict: bool = True,
         whitespace: Whitespace = "compact",
         max_whitespace: int = 8,
+        draft: str | None = None,
     ) -> CompiledGrammar:
         """Compile a JSON Schema (dict, bool, or JSON text).
 
@@ -127,15 +138,23 @@ class GrammarCompiler:
                 are recorded in ``CompiledGrammar.warnings`` (and warned) instead.
             whitespace: ``"compact"`` (no whitespace, the default) or ``"flexible"`` (up to
                 ``max_whitespace`` whitespace characters wherever JSON allows them).
+            draft: the dialect of a schema without ``$schema``: ``"2020-12"`` (what such a
+                schema means by default), ``"2019-09"``, ``"draft-07"``, ``"draft-06"`` or
+                ``"draft-04"``. A ``$schema`` in the schema wins.
 
         Raises:
-            SchemaError: invalid or unsatisfiable schema (with the JSON pointer).
+            SchemaError: invalid or unsatisfiable schema (with the JSON pointer), or an unknown draft.
             UnsupportedSchemaError: an unsupported keyword in strict mode.
         """
         from .schema_to_grammar import schema_to_grammar
 
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
+        if draft is not None:
+            if draft not in DRAFT_URIS:
+                raise SchemaError(f"unknown draft {draft!r}; expected one of {', '.join(DRAFT_URIS)}", pointer="")
+            if isinstance(schema, dict) and "$schema" not in schema:
+                schema = {"$schema": DRAFT_URIS[draft], **schema}
         # key order matters: properties are generated in schema order
         key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
         try:

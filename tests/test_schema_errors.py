@@ -128,3 +128,19 @@ def test_unresolvable_references_are_located(ref, error, fragment):
     with pytest.raises(getattr(structgen, error)) as err:
         GrammarCompiler(toy_info([])).compile_json_schema({"properties": {"a": {"$ref": ref}}})
     assert err.value.pointer == "/properties/a/$ref" and fragment in str(err.value)
+
+
+def test_draft_given_decides_ref_siblings():
+    # draft-07 ignores keywords beside $ref; 2020-12 applies them
+    from structgen import GrammarCompiler, GrammarMatcher, SchemaError
+
+    from .conftest import toy_info
+
+    schema = {"$defs": {"n": {"type": "integer"}}, "definitions": {"n": {"type": "integer"}},
+              "properties": {"a": {"$ref": "#/definitions/n", "minimum": 5}}, "required": ["a"], "additionalProperties": False}
+    compiler = GrammarCompiler(toy_info([]))
+    for draft, small_ok in [("draft-07", True), ("2020-12", False), (None, False)]:
+        m = GrammarMatcher(compiler.compile_json_schema(schema, draft=draft))
+        assert (m.accept_string('{"a":1}') and m.is_completed()) == small_ok, draft
+    with pytest.raises(SchemaError, match="unknown draft"):
+        compiler.compile_json_schema(schema, draft="draft-99")
