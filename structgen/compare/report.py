@@ -53,9 +53,10 @@ def print_table(summary: dict[str, Any], console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
-    if not console.is_terminal:  # a log file: do not squeeze the columns into 80 characters
-        console = Console(width=200)
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a log file: do not squeeze the columns into 80 characters
+            console = Console(width=200)
     scopes = [("all tasks", summary["overall"])] + [(f"{f} tasks", s) for f, s in summary["by_family"].items()]
     for title, per_arm in scopes:
         headers, rows = table_rows(per_arm)
