@@ -280,6 +280,28 @@ def test_cli_names_the_missing_extra(monkeypatch, capsys):
     assert 'needs matplotlib: pip install "structgen[bench]"' in capsys.readouterr().err
 
 
+def test_resume_merges_shard_rows_without_loading_a_model(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    from structgen.cli import main
+    from structgen.compare import command
+
+    def no_model(*a, **k):
+        raise AssertionError("nothing left to generate: the model must not be loaded")
+
+    monkeypatch.setattr(command, "_generate", no_model)
+    task = load_tasks("default:1")[0]
+    good = '{"name": "%s", "arguments": {}}' % task.functions[0]["name"]
+    rows = run_compare(FakeBackend(good, "x", good, "x", good, good, "x", good), [task], max_retries=1)
+    shard = "".join(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / "rows.jsonl").write_text(shard + shard)  # two shards that both ran the task
+    assert main(["compare", "--tasks", "default:1", "--out", str(tmp_path), "--resume", "--no-progress"]) == 0
+    result = json.loads((tmp_path / "token_waste.json").read_text())
+    assert result["n_tasks"] == 1 and len(result["rows"]) == 4 and result["resumed_rows"] == 4
+    assert result["summary"]["overall"]["json"]["attempts_total"] == 2
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "tokens.png").is_file()
+    assert "free-form JSON" in capsys.readouterr().out
+
+
 def test_report_files(tmp_path):
     pytest.importorskip("matplotlib")
     pytest.importorskip("rich")

@@ -98,55 +98,26 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise StructgenError(f"--arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARMS)}")
     tasks = _tasks(args)
-    import torch
-
-    from ..models import load_model
-    from .backend import HFBackend
     from .metrics import summarise
     from .report import markdown_report, plot, print_table
-    from .runner import run_compare
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
     t_start = time.perf_counter()
-    model, tokenizer = load_model(args.model, device=args.device)
-    backend = HFBackend(model, tokenizer)
     rows_path = args.out / "rows.jsonl" if args.out else None
     rows: list[dict[str, Any]] = []
     if args.resume and rows_path and rows_path.is_file():
-        wanted = {t.id for t in tasks}
-        rows = [r for r in read_jsonl(rows_path) if r["task"] in wanted and r["arm"] in arms]
+        order = {t.id: i for i, t in enumerate(tasks)}
+        latest = {(r["task"], r["arm"]): r for r in read_jsonl(rows_path) if r["task"] in order and r["arm"] in arms}
+        # merged shards may repeat a task: keep its last rows, in task and arm order
+        rows = sorted(latest.values(), key=lambda r: (order[r["task"]], arms.index(r["arm"])))
     elif rows_path:
         rows_path.parent.mkdir(parents=True, exist_ok=True)
         rows_path.write_text("", encoding="utf-8")
     done = {t for t, n in Counter(r["task"] for r in rows).items() if n == len(arms)}
     rows = [r for r in rows if r["task"] in done]
     skipped: list[dict[str, str]] = []
-
-    def save(task: Task, task_rows: list[dict[str, Any]]) -> None:
-        if rows_path:
-            with rows_path.open("a", encoding="utf-8") as f:
-                f.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in task_rows)
-
     todo = [t for t in tasks if t.id not in done]
-    if args.no_progress:
-        rows += run_compare(backend, todo, arms=arms, max_retries=args.max_retries, max_new_tokens=args.max_new_tokens,
-                            on_task=save, skipped=skipped)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-            job = bar.add_task("compare", total=len(todo) * len(arms))
-
-            started = [0]  # arms started so far; the bar shows those finished
-
-            def step(task: Task, arm: str) -> None:
-                bar.update(job, description=f"{task.id[:32]} · {arm}", completed=started[0])
-                started[0] += 1
-
-            rows += run_compare(backend, todo, arms=arms, max_retries=args.max_retries,
-                                max_new_tokens=args.max_new_tokens, on_task=save, on_step=step, skipped=skipped)
-            bar.update(job, completed=len(todo) * len(arms))
+    if todo:  # the model is loaded only when there is work left (merging shards needs none)
+        rows += _generate(args, todo, arms, rows_path, skipped)
     wall = time.perf_counter() - t_start
     summary = summarise(rows, arms)
     kept = {r["task"] for r in rows}
@@ -173,6 +144,43 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(kept)} tasks, {len(arms)} arms, {wall:.0f} s" + (f"; wrote {args.out}" if args.out else ""),
           file=sys.stderr)
     return 0
+
+
+def _generate(args: argparse.Namespace, todo: list[Task], arms: list[str], rows_path: Path | None,
+              skipped: list[dict[str, str]]) -> list[dict[str, Any]]:
+    import torch
+
+    from ..models import load_model
+    from .backend import HFBackend
+    from .runner import run_compare
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model, tokenizer = load_model(args.model, device=args.device)
+    backend = HFBackend(model, tokenizer)
+
+    def save(task: Task, task_rows: list[dict[str, Any]]) -> None:
+        if rows_path:
+            with rows_path.open("a", encoding="utf-8") as f:
+                f.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in task_rows)
+
+    options = {"arms": arms, "max_retries": args.max_retries, "max_new_tokens": args.max_new_tokens,
+               "on_task": save, "skipped": skipped}
+    if args.no_progress:
+        return run_compare(backend, todo, **options)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+        job = bar.add_task("compare", total=len(todo) * len(arms))
+        started = [0]  # arms started so far; the bar shows those finished
+
+        def step(task: Task, arm: str) -> None:
+            bar.update(job, description=f"{task.id[:32]} · {arm}", completed=started[0])
+            started[0] += 1
+
+        rows = run_compare(backend, todo, on_step=step, **options)
+        bar.update(job, completed=len(todo) * len(arms))
+    return rows
 
 
 def _command_line() -> str:
