@@ -154,6 +154,22 @@ def test_retries_stop_at_max_and_failed_answers_have_no_useful_tokens():
     assert zero["attempts"] == 1
 
 
+@pytest.mark.parametrize("script", [["a", "b", "c", "d"], ["a", '{"city": "Oslo", "days": 3}'],
+                                    ["a", "b", '{"city": "Oslo", "days": 3}']])
+def test_cut_retries_equals_a_run_with_fewer_retries(script):
+    from structgen.compare import cut_retries
+
+    def run(n):
+        return run_arm(FakeBackend(*script), SCHEMA_TASK, Judge(SCHEMA_TASK), ArmSettings(64, n), name="json",
+                       fmt="json", constraint=None)
+
+    def timeless(row):
+        return {k: v for k, v in row.items() if k not in ("wall_seconds", "attempt_log")}
+
+    assert timeless(cut_retries(run(3), 1)) == timeless(run(1))
+    assert timeless(cut_retries(run(3), 3)) == timeless(run(3))
+
+
 def test_fence_is_waste_and_useful_ratio():
     fenced = '```json\n{"city": "Oslo", "days": 3}\n```'
     row = run_arm(FakeBackend(fenced), SCHEMA_TASK, Judge(SCHEMA_TASK), ArmSettings(64, 3), name="json", fmt="json",
@@ -290,7 +306,7 @@ def test_resume_merges_shard_rows_without_loading_a_model(tmp_path, monkeypatch,
 
     monkeypatch.setattr(command, "_generate", no_model)
     task = load_tasks("default:1")[0]
-    good = '{"name": "%s", "arguments": {}}' % task.functions[0]["name"]
+    good = json.dumps({"name": task.functions[0]["name"], "arguments": {}})
     rows = run_compare(FakeBackend(good, "x", good, "x", good, good, "x", good), [task], max_retries=1)
     shard = "".join(json.dumps(r) + "\n" for r in rows)
     (tmp_path / "rows.jsonl").write_text(shard + shard)  # two shards that both ran the task

@@ -15,7 +15,7 @@ Importing this package loads neither torch nor transformers, rich nor matplotlib
 """
 from __future__ import annotations
 
-from .arms import ARMS, ArmSettings, Backend, Constraint, Generation, prompt_messages, run_arm
+from .arms import ARMS, ArmSettings, Backend, Constraint, Generation, cut_retries, prompt_messages, run_arm
 from .judge import FAILURE_CLASSES, Check, Judge, minimal_json, parse_answer, strip_fence
 from .metrics import findings, summarise, summarise_rows
 from .runner import run_compare, token_budget
@@ -34,6 +34,7 @@ __all__ = [
     "Task",
     "TaskError",
     "adhoc_task",
+    "cut_retries",
     "findings",
     "load_tasks",
     "minimal_json",

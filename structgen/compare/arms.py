@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 from .judge import Format, Judge, minimal_json
 from .tasks import Task, data_dir
 
-__all__ = ["ARMS", "Arm", "ArmSettings", "Backend", "Constraint", "Generation", "prompt_messages", "run_arm"]
+__all__ = ["ARMS", "Arm", "ArmSettings", "Backend", "Constraint", "Generation", "cut_retries", "prompt_messages", "run_arm"]
 
 
 @dataclass(frozen=True)
@@ -175,22 +175,43 @@ def run_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings, *
 
 def _row(backend: Backend, task: Task, judge: Judge, name: str, attempts: list[dict[str, Any]],
          check: Any) -> dict[str, Any]:
-    tokens = sum(a["tokens"] for a in attempts)
     valid = bool(check and check.ok)
     answer = judge.canonical(check.answer) if valid else None
     useful = backend.count_tokens(minimal_json(answer)) if valid else 0
+    row = {"task": task.id, "family": task.family, "category": task.category, "arm": name}
+    row.update(_attempt_totals(attempts))
+    row.update({"valid": valid, "accurate": judge.accuracy(check.answer if valid else None), "useful_tokens": useful,
+                "useful_ratio": useful / row["tokens"] if row["tokens"] else 0.0, "answer": answer})
+    return row
+
+
+def _attempt_totals(attempts: list[dict[str, Any]]) -> dict[str, Any]:
     joules = [a["joules"] for a in attempts if a["joules"] is not None]
     return {
-        "task": task.id, "family": task.family, "category": task.category, "arm": name,
-        "attempts": len(attempts), "retries": len(attempts) - 1, "tokens": tokens,
-        "valid_first": attempts[0]["ok"], "valid": valid, "accurate": judge.accuracy(check.answer if valid else None),
-        "useful_tokens": useful, "useful_ratio": useful / tokens if tokens else 0.0,
+        "attempts": len(attempts), "retries": len(attempts) - 1, "tokens": sum(a["tokens"] for a in attempts),
+        "valid_first": attempts[0]["ok"],
         "fenced": sum(a["fence_tokens"] > 0 for a in attempts), "fence_tokens": sum(a["fence_tokens"] for a in attempts),
         "closed": any(a["closed"] for a in attempts),
         "seconds": sum(a["seconds"] for a in attempts), "wall_seconds": sum(a["wall_seconds"] for a in attempts),
-        "ttft": attempts[0]["ttft"], "joules": sum(joules) if joules else None,
-        "answer": answer, "attempt_log": attempts,
+        "ttft": attempts[0]["ttft"], "joules": sum(joules) if joules else None, "attempt_log": attempts,
     }
+
+
+def cut_retries(row: dict[str, Any], max_retries: int) -> dict[str, Any]:
+    """The row a run with fewer retries would have produced.
+
+    Greedy decoding makes a run with ``max_retries`` a prefix of a run with more: the same
+    prompts give the same attempts, and the loop stops at the first valid one. So a row with
+    more attempts than allowed failed all of the kept ones.
+    """
+    keep = max_retries + 1
+    if row["attempts"] <= keep:
+        return row
+    out = dict(row)
+    out.update(_attempt_totals(row["attempt_log"][:keep]))
+    out.update({"valid": False, "accurate": None if row["accurate"] is None else False, "useful_tokens": 0,
+                "useful_ratio": 0.0, "answer": None})
+    return out
 
 
 # --------------------------------------------------------------------------- the arms

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StructgenError
-from .arms import ARMS
+from .arms import ARMS, cut_retries
 from .tasks import Task, adhoc_task, load_tasks, read_jsonl
 
 __all__ = ["add_arguments", "run"]
@@ -42,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch CPU threads (default 1: on 2 shared cores, measured 3x faster than 2)")
     p.add_argument("--out", type=Path, help="write token_waste.json, report.md, rows.jsonl and PNG plots here")
     p.add_argument("--json", type=Path, help="also write the JSON result to this file")
-    p.add_argument("--resume", action="store_true", help="skip tasks already in OUT/rows.jsonl")
+    p.add_argument("--resume", action="store_true", help="skip tasks already in OUT/rows.jsonl (rows run with more "
+                   "retries are cut to --max-retries: greedy decoding makes them the same prefix)")
     p.add_argument("--shard", metavar="K/N", help="run only tasks K, K+N, K+2N... (0-based), to split a long run "
                    "over processes; merge by concatenating their rows.jsonl into one OUT and running again with --resume")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -106,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     if args.resume and rows_path and rows_path.is_file():
         order = {t.id: i for i, t in enumerate(tasks)}
-        latest = {(r["task"], r["arm"]): r for r in read_jsonl(rows_path) if r["task"] in order and r["arm"] in arms}
+        # a row run with more retries is cut to this run's (see cut_retries)
+        latest = {(r["task"], r["arm"]): cut_retries(r, args.max_retries) for r in read_jsonl(rows_path)
+                  if r["task"] in order and r["arm"] in arms}
         # merged shards may repeat a task: keep its last rows, in task and arm order
         rows = sorted(latest.values(), key=lambda r: (order[r["task"]], arms.index(r["arm"])))
     elif rows_path:
