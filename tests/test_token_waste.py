@@ -316,6 +316,12 @@ def test_resume_merges_shard_rows_without_loading_a_model(tmp_path, monkeypatch,
     assert result["summary"]["overall"]["json"]["attempts_total"] == 2
     assert (tmp_path / "report.md").is_file() and (tmp_path / "tokens.png").is_file()
     assert "free-form JSON" in capsys.readouterr().out
+    # --report-only: tasks without rows are listed as not run, nothing is generated
+    assert main(["compare", "--tasks", "default:2", "--out", str(tmp_path), "--resume", "--report-only",
+                 "--no-progress"]) == 0
+    result = json.loads((tmp_path / "token_waste.json").read_text())
+    assert result["n_tasks"] == 1 and result["not_run"] == [load_tasks("default:2")[1].id]
+    assert "## Not run (1 tasks" in (tmp_path / "report.md").read_text()
 
 
 def test_report_files(tmp_path):

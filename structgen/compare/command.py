@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "retries are cut to --max-retries: greedy decoding makes them the same prefix)")
     p.add_argument("--shard", metavar="K/N", help="run only tasks K, K+N, K+2N... (0-based), to split a long run "
                    "over processes; merge by concatenating their rows.jsonl into one OUT and running again with --resume")
+    p.add_argument("--report-only", action="store_true",
+                   help="with --resume: write the report of the rows in OUT/rows.jsonl, run nothing (tasks left are "
+                        "listed as not run)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -119,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
     rows = [r for r in rows if r["task"] in done]
     skipped: list[dict[str, str]] = []
     todo = [t for t in tasks if t.id not in done]
-    if todo:  # the model is loaded only when there is work left (merging shards needs none)
+    if todo and not args.report_only:  # the model is loaded only when there is work left (merging shards needs none)
         rows += _generate(args, todo, arms, rows_path, skipped)
+    not_run = [t.id for t in todo] if args.report_only else []
     wall = time.perf_counter() - t_start
     summary = summarise(rows, arms)
     kept = {r["task"] for r in rows}
@@ -135,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         "n_tasks": len(kept),
         "task_counts": dict(Counter(t.family for t in tasks if t.id in kept)),
         "wall_seconds": wall, "arm_seconds": sum(r["wall_seconds"] for r in rows), "resumed_rows": len(done) * len(arms) if done else 0,
-        "summary": summary, "skipped": skipped, "rows": rows,
+        "summary": summary, "skipped": skipped, "not_run": not_run, "rows": rows,
     }
     print_table(summary)
     if args.out:

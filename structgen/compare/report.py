@@ -102,6 +102,9 @@ def markdown_report(result: dict[str, Any], plots: list[str] | None = None) -> s
          for a in arms if s["overall"][a]["n"]]), ""]
     lines += ["## Where another arm beats the constrained call", ""]
     lines += [f"- {x}" for x in s["findings"]] or ["- nowhere: the constrained call is best or tied on every metric"]
+    if result.get("not_run"):
+        lines += ["", f"## Not run ({len(result['not_run'])} tasks: the run was stopped; the figures above are partial)",
+                  "", ", ".join(result["not_run"])]
     if result.get("skipped"):
         lines += ["", "## Skipped tasks", ""] + [f"- {x['task']}: {x['reason']}" for x in result["skipped"]]
     if plots:
