@@ -39,17 +39,15 @@ import platform
 import re
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from structgen import StructgenWarning
-from structgen.errors import StructgenError, ToolSchemaError
-from structgen.tools import SMOLLM2, ToolCallError, ToolSet
-from structgen.tools.bfcl_match import calls_match, sample_tasks
+from structgen.errors import StructgenError
+from structgen.tools import SMOLLM2, ToolCallError
+from structgen.tools.bfcl_match import calls_match, sample_tasks, toolset_for
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
@@ -61,18 +59,6 @@ def load_tasks(data: Path) -> list[dict[str, Any]]:
 
 def is_parallel(task: dict[str, Any]) -> bool:
     return "parallel" in task["category"]
-
-
-def toolset_for(task: dict[str, Any]) -> tuple[ToolSet, bool]:
-    """The task's tool set: strict if possible, else lenient. Returns ``(toolset, lenient_needed)``."""
-    try:
-        return ToolSet.from_bfcl(task["functions"]), False
-    except ToolSchemaError as exc:
-        if "lenient=True" not in exc.message:
-            raise
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StructgenWarning)
-            return ToolSet.from_bfcl(task["functions"], lenient=True), True
 
 
 # --------------------------------------------------------------------------- part 1

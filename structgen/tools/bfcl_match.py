@@ -12,9 +12,15 @@ from __future__ import annotations
 import collections
 import random
 import re
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["bfcl_norm", "call_match", "calls_match", "sample_tasks", "value_match"]
+from ..errors import StructgenWarning, ToolSchemaError
+
+if TYPE_CHECKING:
+    from .toolset import ToolSet
+
+__all__ = ["bfcl_norm", "call_match", "calls_match", "sample_tasks", "toolset_for", "value_match"]
 
 
 def bfcl_norm(s: str) -> str:
@@ -94,3 +100,21 @@ def sample_tasks(tasks: list[dict[str, Any]], n: int, seed: int) -> list[dict[st
             if q and len(out) < n:
                 out.append(q.pop())
     return out
+
+
+def toolset_for(task: dict[str, Any]) -> tuple[ToolSet, bool]:
+    """The task's tool set: strict if possible, else lenient. Returns ``(toolset, lenient_needed)``."""
+    try:
+        return _toolset().from_bfcl(task["functions"]), False
+    except ToolSchemaError as exc:
+        if "lenient=True" not in exc.message:
+            raise
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StructgenWarning)
+            return _toolset().from_bfcl(task["functions"], lenient=True), True
+
+
+def _toolset() -> Any:
+    from .toolset import ToolSet  # imported late: toolset is the heavier module
+
+    return ToolSet
