@@ -36,20 +36,18 @@ import gzip
 import json
 import os
 import platform
-import random
 import re
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from structgen import StructgenWarning
-from structgen.errors import StructgenError, ToolSchemaError
-from structgen.tools import SMOLLM2, ToolCallError, ToolSet
+from structgen.errors import StructgenError
+from structgen.tools import SMOLLM2, ToolCallError
+from structgen.tools.bfcl_match import calls_match, sample_tasks, toolset_for
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
@@ -61,18 +59,6 @@ def load_tasks(data: Path) -> list[dict[str, Any]]:
 
 def is_parallel(task: dict[str, Any]) -> bool:
     return "parallel" in task["category"]
-
-
-def toolset_for(task: dict[str, Any]) -> tuple[ToolSet, bool]:
-    """The task's tool set: strict if possible, else lenient. Returns ``(toolset, lenient_needed)``."""
-    try:
-        return ToolSet.from_bfcl(task["functions"]), False
-    except ToolSchemaError as exc:
-        if "lenient=True" not in exc.message:
-            raise
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StructgenWarning)
-            return ToolSet.from_bfcl(task["functions"], lenient=True), True
 
 
 # --------------------------------------------------------------------------- part 1
@@ -120,66 +106,6 @@ def compile_all(tasks: list[dict[str, Any]], compiler: Any) -> dict[str, Any]:
                             "max": times[-1] if times else None, "total": sum(times)},
         "automaton_states_max": max(states) if states else None,
     }
-
-
-# --------------------------------------------------------------------------- BFCL matching
-
-
-def bfcl_norm(s: str) -> str:
-    """BFCL's string standardisation: spaces and ``,./-_*^`` removed, lower case, ' as "."""
-    return re.sub(r"[ ,./\-_*^]", "", s).lower().replace("'", '"')
-
-
-def value_match(value: Any, accepted: Any) -> bool:
-    if isinstance(accepted, dict):
-        if not isinstance(value, dict):
-            return False
-        for key, exp in accepted.items():
-            options = exp if isinstance(exp, list) else [exp]
-            if key not in value:
-                if "" not in options:
-                    return False
-                continue
-            if not any(value_match(value[key], o) for o in options if o != ""):
-                return False
-        return all(k in accepted for k in value)
-    if isinstance(accepted, list):
-        return isinstance(value, list) and len(value) == len(accepted) and all(
-            value_match(v, a) for v, a in zip(value, accepted))
-    if isinstance(accepted, str):
-        return isinstance(value, str) and bfcl_norm(value) == bfcl_norm(accepted)
-    if isinstance(accepted, bool):
-        return isinstance(value, bool) and value == accepted
-    if isinstance(accepted, (int, float)):
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value) == float(accepted)
-    return value == accepted
-
-
-def call_match(call: tuple[str, dict], expected: dict[str, dict[str, list]]) -> bool:
-    (ename, params), = expected.items()
-    name, args = call
-    if name != ename or not isinstance(args, dict):
-        return False
-    for p, options in params.items():
-        if p not in args:
-            if "" not in options:
-                return False
-        elif not any(value_match(args[p], o) for o in options if o != ""):
-            return False
-    return all(p in params for p in args)
-
-
-def calls_match(calls: list[tuple[str, dict]], expected: list[dict]) -> bool:
-    if len(calls) != len(expected):
-        return False
-
-    def assign(i: int, used: frozenset) -> bool:
-        if i == len(calls):
-            return True
-        return any(j not in used and call_match(calls[i], expected[j]) and assign(i + 1, used | {j})
-                   for j in range(len(expected)))
-
-    return assign(0, frozenset())
 
 
 # --------------------------------------------------------------------------- lenient parsing
@@ -232,25 +158,6 @@ def _as_call(item: Any) -> tuple[str, dict] | None:
 
 
 # --------------------------------------------------------------------------- part 2
-
-
-def sample_tasks(tasks: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
-    """``n`` tasks, round-robin over the categories (each shuffled with ``seed``)."""
-    rng = random.Random(seed)
-    by_cat: dict[str, list] = collections.defaultdict(list)
-    for t in tasks:
-        by_cat[t["category"]].append(t)
-    queues = []
-    for cat in sorted(by_cat):
-        q = list(by_cat[cat])
-        rng.shuffle(q)
-        queues.append(q)
-    out: list[dict[str, Any]] = []
-    while len(out) < n and any(queues):
-        for q in queues:
-            if q and len(out) < n:
-                out.append(q.pop())
-    return out
 
 
 def run_generation(sample: list[dict[str, Any]], max_new_tokens: int, log: Any, *,

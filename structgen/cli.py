@@ -111,6 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lenient", action="store_true")
     g.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
     g.set_defaults(func=cmd_generate)
+    from .compare.command import add_arguments, run
+
+    k = sub.add_parser("compare", help="token waste: constrained calls vs free-form JSON vs YAML vs JSON mode",
+                       description="Run every task with four arms on one model: the constrained call (structgen), "
+                                   "free-form JSON, YAML and JSON mode, retrying failed answers; report tokens, "
+                                   "retries, validity, accuracy and speed per arm.")
+    add_arguments(k)
+    k.set_defaults(func=run)
     return p
 
 

@@ -1,0 +1,57 @@
+"""Token-waste comparison: constrained calls vs free-form JSON vs YAML vs JSON mode, on a real model.
+
+For each task (a prompt plus a JSON Schema or a BFCL tool set) every arm asks the same model
+with the same chat template; arms that can fail re-ask with the error appended, up to
+``max_retries`` times, and every completion token of every attempt counts. Layout:
+
+* :mod:`~structgen.compare.tasks`: task records, the default set, BFCL and JSONL loaders;
+* :mod:`~structgen.compare.judge`: fences, JSON/YAML parsing, validation, failure classes, accuracy;
+* :mod:`~structgen.compare.arms`: prompts, the retry loop, the four arms (pluggable);
+* :mod:`~structgen.compare.backend`: ``transformers`` generation, timing, NVML energy;
+* :mod:`~structgen.compare.runner`, :mod:`~structgen.compare.metrics`,
+  :mod:`~structgen.compare.report`, :mod:`~structgen.compare.command` (``structgen compare``).
+
+Importing this package loads neither torch nor transformers, rich nor matplotlib.
+"""
+from __future__ import annotations
+
+from .arms import ARMS, ArmSettings, Backend, Constraint, Generation, cut_retries, prompt_messages, run_arm
+from .judge import FAILURE_CLASSES, Check, Judge, minimal_json, parse_answer, strip_fence
+from .metrics import findings, summarise, summarise_rows
+from .runner import run_compare, token_budget
+from .tasks import Task, TaskError, adhoc_task, load_tasks
+
+__all__ = [
+    "ARMS",
+    "FAILURE_CLASSES",
+    "ArmSettings",
+    "Backend",
+    "Check",
+    "Constraint",
+    "Generation",
+    "HFBackend",
+    "Judge",
+    "Task",
+    "TaskError",
+    "adhoc_task",
+    "cut_retries",
+    "findings",
+    "load_tasks",
+    "minimal_json",
+    "parse_answer",
+    "prompt_messages",
+    "run_arm",
+    "run_compare",
+    "strip_fence",
+    "summarise",
+    "summarise_rows",
+    "token_budget",
+]
+
+
+def __getattr__(name: str):  # HFBackend lazily: its module is light, but keep the door shut on torch
+    if name == "HFBackend":
+        from .backend import HFBackend
+
+        return HFBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,142 @@
+"""The Hugging Face backend of the comparison: one ``model.generate`` per attempt, timed.
+
+Constrained attempts go through :func:`structgen.generate.generate_constrained` (the helper
+behind ``generate_json`` and ``ToolSet.generate``) with a grammar processor; free attempts
+call ``model.generate`` directly. Both are greedy, batch of one, same chat template. A
+streamer-shaped clock records when each token arrives (time to first token, time per output
+token). On CUDA, NVML's energy counter gives joules per call when ``pynvml`` is importable.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .arms import Constraint, Generation
+from .tasks import Task
+
+__all__ = ["EnergyMeter", "HFBackend"]
+
+
+class _Clock:
+    """The streamer interface ``generate`` calls: ``put`` (the prompt first, then each token), ``end``."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def put(self, value: Any) -> None:
+        self.times.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+    def ttft(self, t0: float) -> float | None:
+        return self.times[1] - t0 if len(self.times) > 1 else None
+
+
+class EnergyMeter:
+    """Total GPU energy (joules) from NVML's counter (Volta and newer)."""
+
+    def __init__(self, nvml: Any, handle: Any) -> None:
+        self._nvml = nvml
+        self._handle = handle
+
+    @classmethod
+    def for_device(cls, device: Any) -> EnergyMeter | None:
+        """A meter for a CUDA device, or None (not CUDA, no pynvml, or no energy counter)."""
+        if getattr(device, "type", str(device)) != "cuda":
+            return None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            # the torch index is the NVML index unless CUDA_VISIBLE_DEVICES reorders devices
+            handle = pynvml.nvmlDeviceGetHandleByIndex(getattr(device, "index", None) or 0)
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+        except Exception:  # noqa: BLE001 - any NVML trouble: no energy figures, not a failure
+            return None
+        return cls(pynvml, handle)
+
+    def read(self) -> float:
+        """Joules consumed since the driver loaded."""
+        return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
+
+
+class HFBackend:
+    """A ``transformers`` causal LM and its tokenizer, as the comparison's :class:`Backend`."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        from ..hf import compiler_for
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.vocab_size = getattr(model.config, "vocab_size", None)
+        self.compiler = compiler_for(tokenizer, vocab_size=self.vocab_size)
+        self.meter = EnergyMeter.for_device(model.device)
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        self._toolsets: dict[str, Any] = {}  # the current task's tool set only
+        self.stop_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone (no special tokens)."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+
+    def _compile(self, task: Task, kind: str) -> Any:
+        """The grammar of an attempt (the compiler caches it, so retries do not recompile)."""
+        if kind == "json":
+            from ..builtin import grammar_text
+
+            return self.compiler.compile_grammar(grammar_text("json"))
+        if task.family == "bfcl":
+            from ..tools.bfcl_match import toolset_for
+            from ..tools.formats import JSON
+
+            if task.id not in self._toolsets:
+                self._toolsets = {task.id: toolset_for({"functions": task.functions})[0]}
+            return self._toolsets[task.id].compile(self.compiler, parallel=task.parallel, format=JSON)
+        return self.compiler.compile_json_schema(task.schema)
+
+    def generate(self, task: Task, messages: list[dict[str, Any]], *, max_new_tokens: int,
+                 constraint: Constraint | None) -> Generation:
+        """One greedy generation of ``messages`` (see :class:`Backend`)."""
+        from ..generate import chat_inputs
+
+        inputs = chat_inputs(self.tokenizer, messages).to(self.model.device)
+        clock = _Clock()
+        e0 = self.meter.read() if self.meter else None
+        setup = 0.0
+        if constraint is None:
+            t0 = time.perf_counter()
+            out = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, streamer=clock,
+                                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+            seconds = time.perf_counter() - t0
+            new = out[0, inputs["input_ids"].shape[1]:].tolist()
+            finished = bool(new) and new[-1] in self.stop_ids
+            text, closed = self.tokenizer.decode(new, skip_special_tokens=True), False
+        else:
+            from ..generate import generate_constrained
+            from ..hf import GrammarLogitsProcessor
+
+            s0 = time.perf_counter()
+            compiled = self._compile(task, constraint.kind)
+            setup = time.perf_counter() - s0
+            proc = GrammarLogitsProcessor(compiled)
+            proc.compiled = compiled
+            t0 = time.perf_counter()
+            run = generate_constrained(self.model, self.tokenizer, inputs, proc, max_new_tokens=max_new_tokens,
+                                       streamer=clock)
+            seconds = time.perf_counter() - t0
+            new = run.new
+            info = compiled.tokenizer_info
+            body = bytearray(b"".join(info.token_bytes[t] or b"" for t in run.body))
+            finished, closed = run.matcher.is_completed(), False
+            if not finished and constraint.close_truncated:
+                from ..tools import shortest_completion
+
+                tail = shortest_completion(run.matcher)
+                if tail is not None:
+                    body += tail
+                    closed = True
+            text = body.decode("utf-8", errors="replace")
+        joules = self.meter.read() - e0 if self.meter and e0 is not None else None
+        return Generation(text, len(new), finished, seconds, clock.ttft(t0), setup, joules, closed,
+                          prompt_tokens=int(inputs["input_ids"].shape[1]))
