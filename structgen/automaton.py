@@ -22,7 +22,7 @@ from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, 
 from .regex import parse_regex
 from .utf8 import charset_to_byte_sequences
 
-__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "DEFAULT_MAX_STATES"]
+__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
 DEFAULT_MAX_STATES = 50_000
 """Default limit on NFA and DFA states of one grammar (raise with ``max_states=``)."""
@@ -501,3 +501,72 @@ def build_automaton(
         m_trans, m_final, m_calls = _trim_and_minimise(trans, final, calls, keep, productive)
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
     return PushdownAutomaton(tuple(out), 0)
+
+
+# --------------------------------------------------------------------------- shortest completions
+
+UNREACHABLE = 1 << 60
+"""Distance of a state from which a rule cannot end (never kept after trimming)."""
+
+
+def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
+    """Per rule, per state: the fewest bytes from that state to the rule's end.
+
+    A call costs its callee's shortest match. Computed at compile time as a fixed point over
+    the rules (each round is one Dijkstra per rule, backwards from the final states; rounds
+    stop when no rule's shortest match changes, at most ``len(rules) + 1``). Trimming keeps
+    only states that can reach an end, so every entry is finite for a compiled grammar: no
+    state of any rule is a trap, and a configuration's shortest completion is the cheapest
+    of its stacks (each frame's distance plus those of the return states below it).
+
+    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
+    """
+    import heapq
+
+    rules = pda.rules
+    preds = []
+    for rule in rules:
+        trans = rule.trans
+        n = trans.shape[0]
+        # one column per class of bytes all states treat alike: typically tens, not 256
+        _, cols = np.unique(trans, axis=1, return_index=True)
+        t = trans[:, cols]
+        src = np.repeat(np.arange(n), t.shape[1])
+        tgt = t.ravel()
+        ok = tgt >= 0
+        pairs = np.unique(tgt[ok].astype(np.int64) * n + src[ok])  # sorted by target, deduplicated
+        starts = np.searchsorted(pairs // n, np.arange(n + 1))
+        preds.append((starts.tolist(), (pairs % n).tolist()))
+    minlen = [UNREACHABLE] * len(rules)
+    dist: list[list[int]] = []
+    for _ in range(len(rules) + 1):
+        dist = []
+        for r, rule in enumerate(rules):
+            starts, sources = preds[r]
+            d = [UNREACHABLE] * rule.num_states
+            heap = [(0, s) for s in np.flatnonzero(rule.final).tolist()]
+            for _, s in heap:
+                d[s] = 0
+            call_preds: dict[int, list[tuple[int, int]]] = {}
+            for s, calls in enumerate(rule.calls):
+                for callee, ret in calls:
+                    if minlen[callee] < UNREACHABLE:
+                        call_preds.setdefault(ret, []).append((s, minlen[callee]))
+            while heap:
+                ds, s = heapq.heappop(heap)
+                if ds > d[s]:
+                    continue
+                for a in sources[starts[s]:starts[s + 1]]:
+                    if ds + 1 < d[a]:
+                        d[a] = ds + 1
+                        heapq.heappush(heap, (ds + 1, a))
+                for a, cost in call_preds.get(s, ()):
+                    if ds + cost < d[a]:
+                        d[a] = ds + cost
+                        heapq.heappush(heap, (ds + cost, a))
+            dist.append(d)
+        new = [d[0] for d in dist]
+        if new == minlen:
+            break
+        minlen = new
+    return tuple(np.array(d, dtype=np.int64) for d in dist)
