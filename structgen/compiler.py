@@ -135,7 +135,11 @@ class GrammarCompiler:
         from .schema_to_grammar import schema_to_grammar
 
         if isinstance(schema, (str, bytes)):
-            schema = json.loads(schema)
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as exc:
+                raise SchemaError(f"the schema text is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                                  pointer="") from None
         # key order matters: properties are generated in schema order
         key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
         try:

@@ -235,19 +235,26 @@ class _Converter:
         self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
 
-    def _check_metaschema(self) -> None:
+    def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
+        """Validate ``node`` (default: the root) against the root's metaschema.
+
+        ``$ref`` targets are checked again on their own: a location the metaschema does not
+        look into (``$defs`` under draft-07, where it is no keyword) is still a schema once
+        referenced, and unchecked it could reach the converter as ``{"enum": null}``.
+        """
         import jsonschema
 
-        if not isinstance(self.root, (dict, bool)):
-            raise SchemaError(f"a schema must be an object or a boolean, not {type(self.root).__name__}", pointer="")
-        if isinstance(self.root, bool):
+        node = self.root if node is None else node
+        if not isinstance(node, (dict, bool)):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(node).__name__}", pointer=ptr)
+        if isinstance(node, bool):
             return
         cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
-        err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(self.root))
+        err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(node))
         if err is not None:
             path = list(err.absolute_path)
             keyword = next((p for p in reversed(path) if isinstance(p, str)), None)
-            raise SchemaError(f"invalid schema: {err.message}", pointer=_ptr("", *path), keyword=keyword)
+            raise SchemaError(f"invalid schema: {err.message}", pointer=_ptr(ptr, *path), keyword=keyword)
 
     # -- nodes --------------------------------------------------------------------
 
@@ -394,8 +401,19 @@ class _Converter:
                 for kw, why in conflicts:
                     self.unsupported(kw, _ptr(ptr, keyword), why)
         self._merging += 1
+        # the merged schema's keywords come from several places: anyOf's siblings and
+        # branches keep their own locations (ptr/kw, ptr/anyOf/i); for allOf and $ref an
+        # error is pointed at the nearest location that exists in the user's schema
+        at = ptr if keyword == "anyOf" else _ptr(ptr, keyword)
         try:
-            return self.node(merged, _ptr(ptr, keyword))
+            return self.node(merged, at)
+        except SchemaError as exc:
+            where = _existing_prefix(self.root, exc.pointer)
+            if isinstance(base, dict) and exc.keyword in base and not where.endswith("/" + str(exc.keyword)):
+                where = _ptr(ptr, exc.keyword)  # a sibling keyword copied into each branch
+            if where == exc.pointer:
+                raise
+            raise type(exc)(exc.message, pointer=where, keyword=exc.keyword) from None
         finally:
             self._merging -= 1
 
@@ -409,6 +427,7 @@ class _Converter:
                 "$ref cycle with no base case: " + " -> ".join("#" + c for c in cycle), pointer=ptr, keyword="$ref")
         if target_ptr not in self.ref_rules:
             target = self.resolve_pointer(target_ptr, ptr)
+            self._check_metaschema(target, target_ptr)
             base = re.sub(r"[^a-z0-9_]", "_", (target_ptr.rsplit("/", 1)[-1] or "root").lower()) or "def"
             name = f"def_{base}"
             k = 2
@@ -634,7 +653,9 @@ class _Converter:
         entries: list[tuple[str, Expr, bool]] = []
         declared = list(dict.fromkeys([*props, *required]))
         for name in declared:
-            where = _ptr(ptr, "properties", name) if name in props else _ptr(ptr, "required")
+            where = (_ptr(ptr, "properties", name) if name in props
+                     else next((_ptr(ptr, "patternProperties", pat) for pat in patterns if re.search(pat, name)), None)
+                     or (_ptr(ptr, "additionalProperties") if "additionalProperties" in schema else _ptr(ptr, "required")))
             value = self.share(self.node(value_schema(name), where))
             if value == NOTHING:
                 if name in required:
@@ -910,6 +931,21 @@ _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "depe
 _SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
                   "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+def _existing_prefix(root: Any, pointer: str) -> str:
+    """The longest prefix of ``pointer`` (whole segments) that names a location in ``root``."""
+    node, good = root, ""
+    for raw in pointer.split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            break
+        good += "/" + raw
+    return good
 
 
 def _normalise(schema: Any) -> Any:

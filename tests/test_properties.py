@@ -505,3 +505,36 @@ def test_bug_deep_nesting_recursion_error(byte_compiler):
         byte_compiler.compile_json_schema(schema)
     except StructgenError:
         pass
+
+
+# -- found by the soak run of issue 7 (all fixed) ---------------------------------------
+
+_D7 = "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    # 9: schema text that is not JSON escaped as json.JSONDecodeError
+    ("", ""),
+    # 10: draft-07 has no $defs keyword, so its metaschema never looked inside; reached by
+    # $ref, {"enum": null} crashed the converter with TypeError
+    ({"$schema": _D7, "$defs": {"node": {"type": "array", "items": {"const": None, "enum": None}}},
+      "$ref": "#/$defs/node"}, "/$defs/node/items/enum"),
+    ({"$schema": _D7, "$defs": {"node": {"type": "array", "items": {"const": [None], "items": None}}},
+      "$ref": "#/$defs/node"}, "/$defs/node/items/items"),
+    # 11: keywords beside anyOf were reported at /anyOf/anyOf/0/... (no such location)
+    ({"anyOf": [True], "minItems": 3, "maxItems": 1, "type": "array"}, "/minItems"),
+    ({"anyOf": [True], "type": "integer", "minimum": 5, "maximum": 4}, "/minimum"),
+    # 12: a required name without a declared property takes additionalProperties, but its
+    # errors pointed at /required/...
+    ({"type": "array", "items": {"properties": {"a": {"type": "null"}}, "required": ["zz"],
+                                 "additionalProperties": {"type": "null", "const": False}}},
+     "/items/additionalProperties/const"),
+], ids=["not-json", "draft07-defs-enum", "draft07-defs-items", "anyof-sibling-items", "anyof-sibling-minimum",
+        "required-additional"])
+def test_regression_soak_refusals_located(byte_compiler, schema, pointer):
+    for strict in (True, False):
+        with pytest.raises(SchemaError) as exc:
+            byte_compiler.compile_json_schema(schema, strict=strict)
+        assert exc.value.pointer == pointer, str(exc.value)
+        if isinstance(schema, dict):
+            assert _pointer_exists(schema, exc.value.pointer)
