@@ -17,7 +17,9 @@ of the 256 single bytes, and Llama-3's 128K vocabulary when ../shared/data is pr
    the kept prefix, and forks are independent;
 6. refused schemas raise a ``StructgenError`` subclass, never anything else; a
    ``SchemaError``'s ``pointer`` names an existing location of the schema;
-7. ``whitespace="flexible"`` outputs validate and keep whitespace runs bounded.
+7. ``whitespace="flexible"`` outputs validate and keep whitespace runs bounded;
+8. termination — every visited state has a finite shortest completion that completes it,
+   and budget-aware walks always end on a complete, valid value within the budget.
 
 Profiles (registered in conftest.py): ``ci`` (default, derandomized, whole file < 90 s on two
 cores) and ``soak`` (``--hypothesis-profile=soak``). Each test's example budget is a share of
@@ -45,7 +47,7 @@ from structgen.token_index import DEAD
 
 from . import strategies as S
 from .conftest import DATA, SHARED
-from .walks import random_walk, structural_tokens
+from .walks import budget_walk, random_walk, structural_tokens
 
 STATS: Counter = Counter()
 
@@ -197,6 +199,11 @@ def _soundness(vocab: Vocab, schema, seed: int, *, walks: int, max_steps: int, r
             STATS["walks terminated"] += 1
             texts.append(_check_output(compiled, schema, out, validator))
     index = compiled.index
+    for state in set(visited):  # termination: a finite shortest completion from every visited state
+        text = index.shortest_completion(state)
+        assert text is not None and len(text) == index.completion_length(state), f"no completion from {state}"
+        assert index.is_accepting(index.step_bytes(state, text)), f"{text!r} does not complete state {state}"
+        STATS["shortest completions checked"] += 1
     for state in rng.choice(visited, size=min(ref_states, len(visited)), replace=False).tolist():
         STATS["reference masks"] += 1
         fast = index.allowed_tokens(state)
@@ -243,6 +250,35 @@ def test_pattern_walks_validate(vocabs, pattern, seed, key):
     if key:
         schema = {"type": "object", "properties": {"p": schema}, "required": ["p"], "additionalProperties": False}
     _soundness(vocabs("bytes"), schema, seed, walks=6, max_steps=60, ref_states=1)
+
+
+# -- 8: budget-aware decoding -------------------------------------------------------------
+
+
+@budget(0.6)
+@given(schema=S.schemas(max_depth=3), seed=st.integers(0, 2**32 - 1), extra=st.integers(0, 12),
+       vocab=st.sampled_from(["smollm2", "smollm2", "bytes"]), ws=st.sampled_from(["compact", "flexible"]))
+def test_budget_walks_complete(vocabs, schema, seed, extra, vocab, ws):
+    """Under a budget of (shortest output's tokens + extra), uniform walks always end on a
+    complete value that validates, within the budget, and the budgeted mask is never empty."""
+    v = vocabs(vocab)
+    compiled = _compile(v, schema, whitespace=ws)
+    if compiled is None:
+        return
+    plan = compiled.index.completion_tokens(compiled.index.initial)
+    assert plan is not None
+    validator = _validator(schema)
+    rng = np.random.default_rng(seed)
+    for _ in range(2):
+        STATS["budget walks"] += 1
+
+        def count() -> None:
+            STATS["budget steps"] += 1
+
+        out, terminated, used, matcher = budget_walk(compiled, v.info, rng, len(plan) + extra, on_step=count)
+        STATS["budget walks ended by the limit"] += not terminated
+        assert matcher.is_completed(), f"budget {len(plan) + extra}: incomplete {out!r}"
+        _check_output(compiled, schema, out, validator)
 
 
 # -- 7: flexible whitespace -------------------------------------------------------------
