@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -65,6 +66,9 @@ class CompiledGrammar:
 class GrammarCompiler:
     """Compiles schemas and grammars for one tokenizer, with an in-memory LRU cache.
 
+    Thread-safe: the cache and the shared vocabulary trie are guarded by a lock; two threads
+    compiling the same input at once may both compile it, and both get the first result.
+
     Args:
         tokenizer_info: the target vocabulary.
         cache_size: compiled grammars kept (keyed by canonical input, options and the
@@ -90,17 +94,23 @@ class GrammarCompiler:
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._trie: TokenTrie | None = None
         self._alphabet = None
+        self._lock = threading.RLock()  # compiling itself runs outside it
 
     @property
     def trie(self) -> TokenTrie:
         """The vocabulary trie shared by every grammar of this compiler (built once)."""
-        if self._trie is None:
-            self._trie = TokenTrie.build(self.tokenizer_info)
-        return self._trie
+        with self._lock:
+            if self._trie is None:
+                self._trie = TokenTrie.build(self.tokenizer_info)
+            return self._trie
 
     @property
     def byte_alphabet(self):
         """bool ``(256,)``: bytes that occur in at least one token of the vocabulary."""
+        with self._lock:
+            return self._byte_alphabet()
+
+    def _byte_alphabet(self):
         if self._alphabet is None:
             import numpy as np
 
@@ -165,14 +175,16 @@ class GrammarCompiler:
         return self._cached(("builtin", name), lambda: load_grammar(name))
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def _cached(self, key: tuple, make_grammar) -> CompiledGrammar:
         key = key + (self.tokenizer_info.fingerprint, self.max_states, self.precompute)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         t0 = time.perf_counter()
         grammar = make_grammar()
         t1 = time.perf_counter()
@@ -194,7 +206,9 @@ class GrammarCompiler:
         )
         compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats)
         if self._cache_size:
-            self._cache[key] = compiled
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            with self._lock:
+                compiled = self._cache.setdefault(key, compiled)  # a racing thread's result wins
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
         return compiled
