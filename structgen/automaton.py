@@ -75,10 +75,7 @@ class _NFA:
 
     def new(self) -> int:
         if len(self.eps) >= self.max_states:
-            raise AutomatonSizeError(
-                f"grammar automaton exceeds {self.max_states} NFA states; simplify the schema "
-                f"(smaller maxLength/maxItems/bounded repeats) or raise max_states"
-            )
+            raise _too_large("NFA", len(self.eps) + 1, self.max_states)
         self.eps.append([])
         self.bytes.append([])
         self.calls.append([])
@@ -187,8 +184,20 @@ def _closure(nfa: _NFA, states) -> frozenset[int]:
     return frozenset(seen)
 
 
-def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
-    """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state)."""
+def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
+    return AutomatonSizeError(
+        f"the grammar's automaton needs more than {limit:,} {kind} states (construction stopped at "
+        f"{reached:,}); simplify the schema (smaller maxLength/maxItems/bounded repeats, fewer enum "
+        f"values) or raise the limit: GrammarCompiler(tokenizer_info, max_states=N) (default "
+        f"{DEFAULT_MAX_STATES:,})",
+        limit=limit, reached=reached,
+    )
+
+
+def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
+    """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state).
+
+    ``used`` states of other rules already count against ``max_states``."""
     init = _closure(nfa, [start])
     ids = {init: 0}
     order = [init]
@@ -208,11 +217,8 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
                     continue
                 tgt = _closure(nfa, targets)
                 if tgt not in ids:
-                    if len(order) >= max_states:
-                        raise AutomatonSizeError(
-                            f"grammar automaton exceeds {max_states} DFA states; simplify the "
-                            f"schema or raise max_states"
-                        )
+                    if used + len(order) >= max_states:
+                        raise _too_large("DFA", used + len(order) + 1, max_states)
                     ids[tgt] = len(order)
                     order.append(tgt)
                 row[p:q] = ids[tgt]
@@ -473,7 +479,7 @@ def build_automaton(
     for name in called_names:
         s, t = builder.nfa.new(), builder.nfa.new()
         builder.build(grammar.rules[name], s, t)
-        dfa = _determinise(builder.nfa, s, t, max_states - total)
+        dfa = _determinise(builder.nfa, s, t, max_states, total)
         if byte_alphabet is not None:
             # bytes no token contains can never be produced: drop them before trimming, so
             # no state is kept whose only way forward needs one (no dead ends in the masks)

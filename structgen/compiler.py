@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +63,19 @@ class CompiledGrammar:
         from .matcher import GrammarMatcher
 
         return GrammarMatcher(self, **kwargs)
+
+
+@contextmanager
+def _deep_recursion(limit: int = 20_000):
+    """Raise the recursion limit while compiling: schema nesting becomes expression depth,
+    walked recursively by the converter, the automaton builder and jsonschema (1,000 nested
+    levels need ~5,000 frames; CPython 3.11+ runs Python-to-Python calls without C stack)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 class GrammarCompiler:
@@ -150,11 +165,14 @@ class GrammarCompiler:
             except json.JSONDecodeError as exc:
                 raise SchemaError(f"the schema text is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
                                   pointer="") from None
-        # key order matters: properties are generated in schema order
-        key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
         try:
-            return self._cached(key, lambda: schema_to_grammar(
-                schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
+            with _deep_recursion():
+                # key order matters: properties are generated in schema order
+                key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
+                return self._cached(key, lambda: schema_to_grammar(
+                    schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
+        except RecursionError:
+            raise SchemaError("the schema nests too deeply to compile", pointer="") from None
         except GrammarError as exc:
             if isinstance(exc, SchemaError) or "matches no string" not in str(exc):
                 raise
@@ -162,10 +180,14 @@ class GrammarCompiler:
 
     def compile_grammar(self, grammar: Grammar | str, *, start: str = "start") -> CompiledGrammar:
         """Compile a :class:`Grammar` or Lark grammar text."""
-        if isinstance(grammar, str):
-            text = grammar
-            return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
-        return self._cached(("grammar", str(grammar), grammar.start), lambda: grammar)
+        try:
+            with _deep_recursion():
+                if isinstance(grammar, str):
+                    text = grammar
+                    return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
+                return self._cached(("grammar", str(grammar), grammar.start), lambda: grammar)
+        except RecursionError:
+            raise GrammarError("the grammar nests too deeply to compile") from None
 
     def compile_builtin_json(self, *, whitespace: Whitespace = "flexible") -> CompiledGrammar:
         """Any JSON value (``grammars/json.lark``), the "JSON mode" of other engines."""

@@ -21,7 +21,7 @@ import warnings
 from typing import Any, Literal
 
 from .canonical import dumps_compact, json_equal
-from .errors import AutomatonSizeError, SchemaError, StructgenWarning, UnsupportedSchemaError
+from .errors import AutomatonSizeError, RegexError, SchemaError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
     NOTHING,
@@ -520,7 +520,7 @@ class _Converter:
             else:
                 return self._string_pattern(parse_regex(FORMAT_PATTERNS[fmt]), lo, hi, ptr)
         if "pattern" in schema:
-            return self._string_pattern(search_expr(schema["pattern"]), lo, hi, ptr)
+            return self._string_pattern(self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")), lo, hi, ptr)
         return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
 
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
@@ -567,11 +567,15 @@ class _Converter:
             # the elements from position i on; element i carries its comma when i > 0
             if hi is not None and i >= hi:
                 return EMPTY
-            if i >= len(elems) and i >= lo:  # only optional `rest` elements remain
+            if i >= len(elems):  # only `rest` elements remain: one counted repeat, not i..hi
+                # nested expressions (minItems/maxItems of 10**12 once recursed and looped that
+                # often before the automaton's size limit could refuse them)
                 if rest == NOTHING:
-                    return EMPTY
-                more = Repeat(seq(sep, rest), 0, None) if hi is None else _bounded_tail(sep, rest, hi - i - 1)
-                return opt(seq(rest if i == 0 else seq(sep, rest), more))
+                    return EMPTY if i >= lo else NOTHING
+                if i > 0:
+                    return Repeat(seq(sep, rest), max(lo - i, 0), None if hi is None else hi - i)
+                first = seq(rest, Repeat(seq(sep, rest), max(lo - 1, 0), None if hi is None else hi - 1))
+                return first if lo > 0 else opt(first)
             item = at(i) if i == 0 else seq(sep, at(i))
             following = seq(item, body(i + 1))
             return following if i < lo else opt(following)
@@ -640,6 +644,8 @@ class _Converter:
         if len(patterns) > 3:
             self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), "more than 3 patterns")
             patterns = {}
+        for pat in patterns:  # before re.search meets them: refused with their location
+            self.pattern_expr(pat, _ptr(ptr, "patternProperties", pat))
         name_ok = self.validator(names_schema).is_valid if names_schema is not True else (lambda _: True)
 
         def value_schema(name: str) -> Any:
@@ -699,6 +705,14 @@ class _Converter:
         return self.container("{", alt(*options) if options else NOTHING, nullable, "}")
 
 
+    def pattern_expr(self, pattern: Any, ptr: str) -> Expr:
+        """A schema pattern as a search expression; a pattern structgen cannot compile raises
+        ``RegexError`` carrying ``ptr``."""
+        try:
+            return search_expr(pattern)
+        except RegexError as exc:
+            raise RegexError(exc.message, pattern=exc.pattern, position=exc.position, pointer=ptr) from None
+
     def merged(self, a: Any, b: Any, ptr: str) -> Any:
         def resolve(ref: str) -> Any:
             if not ref.startswith("#"):
@@ -730,7 +744,7 @@ class _Converter:
         if declared:
             any_name = difference(any_name, alt(*(Lit(n) for n in declared)))
         pats = list(patterns)
-        langs = {p: search_expr(p) for p in pats}
+        langs = {p: self.pattern_expr(p, _ptr(ptr, "patternProperties", p)) for p in pats}
         out = []
         for mask in range(1 << len(pats)):
             chosen = [p for i, p in enumerate(pats) if mask >> i & 1]
@@ -778,7 +792,7 @@ class _Converter:
                 return None
             lang = intersect(lang, parse_regex(FORMAT_PATTERNS[schema["format"]]))
         if "pattern" in schema:
-            lang = intersect(lang, search_expr(schema["pattern"]))
+            lang = intersect(lang, self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
         return lang
 
     def _object_body_rules(self, entries, member, sep, extra_member) -> Expr:
@@ -910,13 +924,6 @@ def _size(e: Expr, cap: int) -> int:
             stack.append(x.item)
             n += (x.max or x.min)
     return n
-
-
-def _bounded_tail(sep: Expr, item: Expr, n: int) -> Expr:
-    tail: Expr = EMPTY
-    for _ in range(n):
-        tail = opt(seq(sep, item, tail))
-    return tail
 
 
 TYPE_ALIASES = {
