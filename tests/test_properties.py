@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from structgen.canonical import canonical_json
 from structgen.errors import MatcherError, SchemaError, StructgenError, StructgenWarning
+from structgen.schema_to_grammar import _existing_prefix
 from structgen.token_index import DEAD
 
 from . import strategies as S
@@ -120,20 +121,7 @@ def _validator(schema):
 
 
 def _pointer_exists(schema, pointer: str) -> bool:
-    if pointer == "":
-        return True
-    if not pointer.startswith("/"):
-        return False
-    node = schema
-    for raw in pointer[1:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
+    return pointer == "" or (pointer.startswith("/") and _existing_prefix(schema, pointer) == pointer)
 
 
 def _compile(vocab: Vocab, schema, **kw):
