@@ -84,7 +84,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                            budget=args.budget)
     print(result.text)
     status = ("TRUNCATED (raise --max-new-tokens or pass --budget)" if not result.complete
-              else "complete, closed by the token budget" if result.truncated else "complete")
+              else "complete, but ended by the token limit, not EOS" if result.truncated else "complete")
     valid = "n/a"
     if result.complete:
         errors = [e.message for e in jsonschema.validators.validator_for(schema)(schema).iter_errors(json.loads(result.text))]
