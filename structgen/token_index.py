@@ -15,7 +15,7 @@ Two pieces:
 
 The memo tables only grow and never change an answer once given, so sharing one index
 between matchers of the same compiled grammar is safe, also across threads: every write to
-them happens under one lock, and a lookup that finds an entry never needs it (entries are
+them happens under one lock, and a lookup that finds an entry needs no lock (entries are
 complete before they are published).
 
 Shortest completions are known from compile time: :func:`~structgen.automaton.completion_distances`
@@ -109,7 +109,7 @@ class TokenIndex:
         self.info = info
         self.trie = trie
         self.words = (info.vocab_size + 31) // 32
-        # RLock: _compute_row interns configurations, which may reallocate the row table
+        # reentrant: computing a mask computes rows, a budget bound computes completions
         self._lock = threading.RLock()
         self._pda = pda
         dists = completion_distances(pda)  # compile time: per rule state, fewest bytes to its end
