@@ -207,6 +207,22 @@ class _Converter:
             self._validator = cls(self.root)
         return self._validator.evolve(schema=subschema)
 
+    def checker(self, subschema: Any, ptr: str):
+        """``value -> bool`` by jsonschema; a pattern Python's ``re`` cannot compile (which
+        jsonschema meets only now) raises ``RegexError`` located at ``ptr``'s pattern."""
+        is_valid = self.validator(subschema).is_valid
+
+        def check(value: Any) -> bool:
+            try:
+                return is_valid(value)
+            except re.error as exc:
+                pattern = exc.pattern if isinstance(exc.pattern, str) else str(subschema)
+                at = _ptr(ptr, "pattern") if isinstance(subschema, dict) and subschema.get("pattern") == pattern else ptr
+                raise RegexError(f"invalid regular expression: {exc.msg}", pattern=pattern, position=exc.pos or 0,
+                                 pointer=at) from None
+
+        return check
+
     def any_value(self) -> Expr:
         if "json_value" not in self.rules:
             ws = self.ws
@@ -480,8 +496,8 @@ class _Converter:
             if not values:
                 raise SchemaError("enum is empty: no value can be valid", pointer=_ptr(ptr, "enum"), keyword="enum")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        check = self.validator(rest)
-        kept = [v for v in values if check.is_valid(v)]
+        check = self.checker(rest, ptr)
+        kept = [v for v in values if check(v)]
         if not kept:
             if self._merging:  # a combination of schemas may legitimately be empty
                 return NOTHING
@@ -646,7 +662,7 @@ class _Converter:
             patterns = {}
         for pat in patterns:  # before re.search meets them: refused with their location
             self.pattern_expr(pat, _ptr(ptr, "patternProperties", pat))
-        name_ok = self.validator(names_schema).is_valid if names_schema is not True else (lambda _: True)
+        name_ok = self.checker(names_schema, _ptr(ptr, "propertyNames")) if names_schema is not True else (lambda _: True)
 
         def value_schema(name: str) -> Any:
             # properties, then every matching patternProperties; additionalProperties only if neither

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from structgen.canonical import canonical_json
-from structgen.errors import MatcherError, SchemaError, StructgenError, StructgenWarning
+from structgen.errors import MatcherError, RegexError, SchemaError, StructgenError, StructgenWarning
 from structgen.schema_to_grammar import _existing_prefix
 from structgen.token_index import DEAD
 
@@ -553,11 +553,18 @@ _D7 = "http://json-schema.org/draft-07/schema#"
     ({"type": "array", "items": {"properties": {"a": {"type": "null"}}, "required": ["zz"],
                                  "additionalProperties": {"type": "null", "const": False}}},
      "/items/additionalProperties/const"),
+    # 19: a pattern Python's re cannot compile, beside enum/const (decided by jsonschema),
+    # escaped as re.error
+    ({"enum": [""], "type": "string", "pattern": "a**"}, "/pattern"),
+    ({"enum": [""], "type": "string", "pattern": "a{2,1}"}, "/pattern"),
+    ({"type": "object", "propertyNames": {"pattern": "[", "maxLength": 3}, "properties": {"ab": {}}},
+     "/propertyNames/pattern"),
 ], ids=["not-json", "draft07-defs-enum", "draft07-defs-items", "anyof-sibling-items", "anyof-sibling-minimum",
-        "required-additional"])
+        "required-additional", "enum-bad-pattern", "enum-bad-repeat", "property-names-bad-pattern"])
 def test_regression_soak_refusals_located(byte_compiler, schema, pointer):
+    """Bugs 9-12 and 19 (tests/README.md): each a StructgenError at an existing location."""
     for strict in (True, False):
-        with pytest.raises(SchemaError) as exc:
+        with pytest.raises((SchemaError, RegexError)) as exc:
             byte_compiler.compile_json_schema(schema, strict=strict)
         assert exc.value.pointer == pointer, str(exc.value)
         if isinstance(schema, dict):
