@@ -24,7 +24,7 @@ from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, 
 from .regex import parse_regex
 from .utf8 import charset_to_byte_sequences
 
-__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "DEFAULT_MAX_STATES"]
+__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
 DEFAULT_MAX_STATES = 50_000
 """Default limit on NFA and DFA states of one grammar (raise with ``max_states=``)."""
@@ -77,10 +77,7 @@ class _NFA:
 
     def new(self) -> int:
         if len(self.eps) >= self.max_states:
-            raise AutomatonSizeError(
-                f"grammar automaton exceeds {self.max_states} NFA states; simplify the schema "
-                f"(smaller maxLength/maxItems/bounded repeats) or raise max_states"
-            )
+            raise _too_large("NFA", len(self.eps) + 1, self.max_states)
         self.eps.append([])
         self.bytes.append([])
         self.calls.append([])
@@ -189,8 +186,20 @@ def _closure(nfa: _NFA, states) -> frozenset[int]:
     return frozenset(seen)
 
 
-def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
-    """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state)."""
+def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
+    return AutomatonSizeError(
+        f"the grammar's automaton needs more than {limit:,} {kind} states (construction stopped at "
+        f"{reached:,}); simplify the schema (smaller maxLength/maxItems/bounded repeats, fewer enum "
+        f"values) or raise the limit: GrammarCompiler(tokenizer_info, max_states=N) (default "
+        f"{DEFAULT_MAX_STATES:,})",
+        limit=limit, reached=reached,
+    )
+
+
+def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
+    """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state).
+
+    ``used`` states of other rules already count against ``max_states``."""
     memo: dict[frozenset[int], frozenset[int]] = {}
 
     def closure(targets: list[int]) -> frozenset[int]:
@@ -223,11 +232,8 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int):
                     continue
                 tgt = closure(targets)
                 if tgt not in ids:
-                    if len(order) >= max_states:
-                        raise AutomatonSizeError(
-                            f"grammar automaton exceeds {max_states} DFA states; simplify the "
-                            f"schema or raise max_states"
-                        )
+                    if used + len(order) >= max_states:
+                        raise _too_large("DFA", used + len(order) + 1, max_states)
                     ids[tgt] = len(order)
                     order.append(tgt)
                 row[p:q] = ids[tgt]
@@ -563,13 +569,12 @@ def build_automaton(
         hit = _RAW_CACHE.get(key) if key is not None else None
         if hit is not None:
             if total + hit[0].shape[0] > max_states:
-                raise AutomatonSizeError(f"grammar automaton exceeds {max_states} DFA states; simplify the "
-                                         f"schema or raise max_states")
+                raise _too_large("DFA", total + hit[0].shape[0], max_states)
             dfa = (hit[0].copy(), hit[1], tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2]))
         else:
             s, t = builder.nfa.new(), builder.nfa.new()
             builder.build(grammar.rules[name], s, t)
-            dfa = _determinise(builder.nfa, s, t, max_states - total)
+            dfa = _determinise(builder.nfa, s, t, max_states, total)
             if key is not None:
                 _remember(_RAW_CACHE, key, (dfa[0].copy(), dfa[1], tuple(
                     tuple((called_names[c], t) for c, t in cs) for cs in dfa[2])))
@@ -615,3 +620,72 @@ def build_automaton(
                     tuple((called_names[c], t) for c, t in cs) for cs in m_calls)))
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
     return PushdownAutomaton(tuple(out), 0)
+
+
+# --------------------------------------------------------------------------- shortest completions
+
+UNREACHABLE = 1 << 60
+"""Distance of a state from which a rule cannot end (never kept after trimming)."""
+
+
+def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
+    """Per rule, per state: the fewest bytes from that state to the rule's end.
+
+    A call costs its callee's shortest match. Computed at compile time as a fixed point over
+    the rules (each round is one Dijkstra per rule, backwards from the final states; rounds
+    stop when no rule's shortest match changes, at most ``len(rules) + 1``). Trimming keeps
+    only states that can reach an end, so every entry is finite for a compiled grammar: no
+    state of any rule is a trap, and a configuration's shortest completion is the cheapest
+    of its stacks (each frame's distance plus those of the return states below it).
+
+    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
+    """
+    import heapq
+
+    rules = pda.rules
+    preds = []
+    for rule in rules:
+        trans = rule.trans
+        n = trans.shape[0]
+        # one column per class of bytes all states treat alike: typically tens, not 256
+        _, cols = np.unique(trans, axis=1, return_index=True)
+        t = trans[:, cols]
+        src = np.repeat(np.arange(n), t.shape[1])
+        tgt = t.ravel()
+        ok = tgt >= 0
+        pairs = np.unique(tgt[ok].astype(np.int64) * n + src[ok])  # sorted by target, deduplicated
+        starts = np.searchsorted(pairs // n, np.arange(n + 1))
+        preds.append((starts.tolist(), (pairs % n).tolist()))
+    minlen = [UNREACHABLE] * len(rules)
+    dist: list[list[int]] = []
+    for _ in range(len(rules) + 1):
+        dist = []
+        for r, rule in enumerate(rules):
+            starts, sources = preds[r]
+            d = [UNREACHABLE] * rule.num_states
+            heap = [(0, s) for s in np.flatnonzero(rule.final).tolist()]
+            for _, s in heap:
+                d[s] = 0
+            call_preds: dict[int, list[tuple[int, int]]] = {}
+            for s, calls in enumerate(rule.calls):
+                for callee, ret in calls:
+                    if minlen[callee] < UNREACHABLE:
+                        call_preds.setdefault(ret, []).append((s, minlen[callee]))
+            while heap:
+                ds, s = heapq.heappop(heap)
+                if ds > d[s]:
+                    continue
+                for a in sources[starts[s]:starts[s + 1]]:
+                    if ds + 1 < d[a]:
+                        d[a] = ds + 1
+                        heapq.heappush(heap, (ds + 1, a))
+                for a, cost in call_preds.get(s, ()):
+                    if ds + cost < d[a]:
+                        d[a] = ds + cost
+                        heapq.heappush(heap, (ds + cost, a))
+            dist.append(d)
+        new = [d[0] for d in dist]
+        if new == minlen:
+            break
+        minlen = new
+    return tuple(np.array(d, dtype=np.int64) for d in dist)

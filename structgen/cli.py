@@ -80,9 +80,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     schema = _read_schema(args.schema)
     model, tokenizer = load_model(args.model)
     result = generate_json(model, tokenizer, args.prompt, schema, max_new_tokens=args.max_new_tokens,
-                           do_sample=args.sample, strict=not args.lenient, whitespace=args.whitespace)
+                           do_sample=args.sample, strict=not args.lenient, whitespace=args.whitespace,
+                           budget=args.budget)
     print(result.text)
-    status = "complete" if result.complete else "TRUNCATED (raise --max-new-tokens)"
+    status = ("TRUNCATED (raise --max-new-tokens or pass --budget)" if not result.complete
+              else "complete, but ended by the token limit, not EOS" if result.truncated else "complete")
     valid = "n/a"
     if result.complete:
         errors = [e.message for e in jsonschema.validators.validator_for(schema)(schema).iter_errors(json.loads(result.text))]
@@ -107,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prompt", required=True, help="the user message")
     g.add_argument("--model", help="HF model folder or .gguf file (default: embedded SmolLM2-135M-Instruct)")
     g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--budget", action="store_true",
+                   help="budget-aware: mask tokens after which the value cannot end within --max-new-tokens")
     g.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     g.add_argument("--lenient", action="store_true")
     g.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")

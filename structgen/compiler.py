@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -72,8 +75,24 @@ class CompiledGrammar:
         return GrammarMatcher(self, **kwargs)
 
 
+@contextmanager
+def _deep_recursion(limit: int = 20_000):
+    """Raise the recursion limit while compiling: schema nesting becomes expression depth,
+    walked recursively by the converter, the automaton builder and jsonschema (1,000 nested
+    levels need ~5,000 frames; CPython 3.11+ runs Python-to-Python calls without C stack)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
 class GrammarCompiler:
     """Compiles schemas and grammars for one tokenizer, with an in-memory LRU cache.
+
+    Thread-safe: the cache and the shared vocabulary trie are guarded by a lock; two threads
+    compiling the same input at once may both compile it, and both get the first result.
 
     Args:
         tokenizer_info: the target vocabulary.
@@ -100,17 +119,23 @@ class GrammarCompiler:
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._trie: TokenTrie | None = None
         self._alphabet = None
+        self._lock = threading.RLock()  # compiling itself runs outside it
 
     @property
     def trie(self) -> TokenTrie:
         """The vocabulary trie shared by every grammar of this compiler (built once)."""
-        if self._trie is None:
-            self._trie = TokenTrie.build(self.tokenizer_info)
-        return self._trie
+        with self._lock:
+            if self._trie is None:
+                self._trie = TokenTrie.build(self.tokenizer_info)
+            return self._trie
 
     @property
     def byte_alphabet(self):
         """bool ``(256,)``: bytes that occur in at least one token of the vocabulary."""
+        with self._lock:
+            return self._byte_alphabet()
+
+    def _byte_alphabet(self):
         if self._alphabet is None:
             import numpy as np
 
@@ -149,17 +174,24 @@ class GrammarCompiler:
         from .schema_to_grammar import schema_to_grammar
 
         if isinstance(schema, (str, bytes)):
-            schema = json.loads(schema)
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as exc:
+                raise SchemaError(f"the schema text is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                                  pointer="") from None
         if draft is not None:
             if draft not in DRAFT_URIS:
                 raise SchemaError(f"unknown draft {draft!r}; expected one of {', '.join(DRAFT_URIS)}", pointer="")
             if isinstance(schema, dict) and "$schema" not in schema:
                 schema = {"$schema": DRAFT_URIS[draft], **schema}
-        # key order matters: properties are generated in schema order
-        key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
         try:
-            return self._cached(key, lambda: schema_to_grammar(
-                schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
+            with _deep_recursion():
+                # key order matters: properties are generated in schema order
+                key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
+                return self._cached(key, lambda: schema_to_grammar(
+                    schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
+        except RecursionError:
+            raise SchemaError("the schema nests too deeply to compile", pointer="") from None
         except GrammarError as exc:
             if isinstance(exc, SchemaError) or "matches no string" not in str(exc):
                 raise
@@ -167,10 +199,14 @@ class GrammarCompiler:
 
     def compile_grammar(self, grammar: Grammar | str, *, start: str = "start") -> CompiledGrammar:
         """Compile a :class:`Grammar` or Lark grammar text."""
-        if isinstance(grammar, str):
-            text = grammar
-            return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
-        return self._cached(("grammar", str(grammar), grammar.start), lambda: grammar)
+        try:
+            with _deep_recursion():
+                if isinstance(grammar, str):
+                    text = grammar
+                    return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
+                return self._cached(("grammar", str(grammar), grammar.start), lambda: grammar)
+        except RecursionError:
+            raise GrammarError("the grammar nests too deeply to compile") from None
 
     def compile_builtin_json(self, *, whitespace: Whitespace = "flexible") -> CompiledGrammar:
         """Any JSON value (``grammars/json.lark``), the "JSON mode" of other engines."""
@@ -180,14 +216,16 @@ class GrammarCompiler:
         return self._cached(("builtin", name), lambda: load_grammar(name))
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def _cached(self, key: tuple, make_grammar) -> CompiledGrammar:
         key = key + (self.tokenizer_info.fingerprint, self.max_states, self.precompute)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         t0 = time.perf_counter()
         grammar = make_grammar()
         t1 = time.perf_counter()
@@ -209,7 +247,9 @@ class GrammarCompiler:
         )
         compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats)
         if self._cache_size:
-            self._cache[key] = compiled
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            with self._lock:
+                compiled = self._cache.setdefault(key, compiled)  # a racing thread's result wins
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
         return compiled

@@ -77,17 +77,33 @@ class GrammarSyntaxError(GrammarError):
 
 
 class RegexError(StructgenError, ValueError):
-    """A regular expression structgen cannot compile; ``position`` is the index in ``pattern``."""
+    """A regular expression structgen cannot compile; ``position`` is the index in ``pattern``,
+    ``pointer`` the JSON pointer of the schema keyword holding it (None outside schemas)."""
 
-    def __init__(self, message: str, *, pattern: str, position: int) -> None:
+    def __init__(self, message: str, *, pattern: str, position: int, pointer: str | None = None) -> None:
         self.message = message
         self.pattern = pattern
         self.position = position
-        super().__init__(f"{message} at position {position} in /{pattern}/\n {pattern}\n {' ' * position}^")
+        self.pointer = pointer
+        where = f" (schema location {pointer or '#'})" if pointer is not None else ""
+        super().__init__(f"{message} at position {position} in /{pattern}/{where}\n {pattern}\n {' ' * position}^")
 
 
 class AutomatonSizeError(StructgenError):
-    """Compiling would exceed the configured automaton size limit."""
+    """Compiling would exceed the configured automaton size limit.
+
+    Raised as soon as the limit is crossed, so refusing a huge grammar costs time and memory
+    proportional to the limit, not to the grammar.
+
+    Attributes:
+        limit: the limit crossed (``max_states``), or None.
+        reached: the states built when construction stopped, or None.
+    """
+
+    def __init__(self, message: str, *, limit: int | None = None, reached: int | None = None) -> None:
+        self.limit = limit
+        self.reached = reached
+        super().__init__(message)
 
 
 class TokenizerError(StructgenError, ValueError):

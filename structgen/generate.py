@@ -14,14 +14,17 @@ __all__ = ["GenerationResult", "ConstrainedRun", "generate_json", "generate_cons
 class GenerationResult:
     """Text of one constrained generation and what it cost.
 
-    ``complete`` is True when the output is a complete value of the grammar (it ended with
-    EOS, or the budget ended exactly on a complete value); False means truncated.
+    ``complete``: the output is a complete value of the grammar. ``truncated``: the length
+    limit, not a stop token, ended it — without budget-aware mode the model was cut off
+    (even where the text happens to be complete, e.g. ``12`` of a longer number); with
+    ``budget=True`` the value is complete by construction.
     """
 
     text: str
     new_tokens: int
     seconds: float
     complete: bool
+    truncated: bool
 
 
 def chat_inputs(tokenizer: Any, prompt: str | list[dict]) -> Any:
@@ -42,18 +45,24 @@ def generate_json(
     do_sample: bool = False,
     strict: bool = True,
     whitespace: Literal["compact", "flexible"] = "compact",
+    budget: bool = False,
     **generate_kwargs: Any,
 ) -> GenerationResult:
-    """Generate one JSON value valid under ``schema`` with ``model.generate``."""
+    """Generate one JSON value valid under ``schema`` with ``model.generate``.
+
+    With ``budget=True`` (budget-aware mode) tokens after which the value could not be
+    completed within ``max_new_tokens`` are masked: the result is always complete.
+    """
     from .hf import JSONSchemaLogitsProcessor
 
     inputs = chat_inputs(tokenizer, prompt).to(model.device)
     proc = JSONSchemaLogitsProcessor(schema, tokenizer, strict=strict, whitespace=whitespace,
-                                     vocab_size=getattr(model.config, "vocab_size", None))
+                                     vocab_size=getattr(model.config, "vocab_size", None),
+                                     max_new_tokens=max_new_tokens if budget else None)
     run = generate_constrained(model, tokenizer, inputs, proc, max_new_tokens=max_new_tokens, do_sample=do_sample,
                                **generate_kwargs)
     text = tokenizer.decode(run.body, skip_special_tokens=True)
-    return GenerationResult(text, len(run.new), run.seconds, run.matcher.is_completed())
+    return GenerationResult(text, len(run.new), run.seconds, run.matcher.is_completed(), run.truncated)
 
 
 @dataclass(frozen=True)
@@ -61,13 +70,18 @@ class ConstrainedRun:
     """One ``model.generate`` call under a grammar processor, replayed on a fresh matcher.
 
     ``new``: generated ids; ``body``: those before the stop token; ``matcher``: where the
-    output stands (``is_completed()`` false means truncated by the token budget).
+    output stands (``is_completed()``: a complete value).
     """
 
     new: list[int]
     body: list[int]
     seconds: float
     matcher: Any
+
+    @property
+    def truncated(self) -> bool:
+        """The length limit ended the output before a stop token."""
+        return not self.matcher.is_terminated()
 
 
 def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, max_new_tokens: int,
@@ -84,6 +98,8 @@ def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, 
     out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=max_new_tokens, do_sample=do_sample,
                          pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id, **generate_kwargs)
     seconds = time.perf_counter() - t0
+    if hasattr(proc, "finish"):
+        proc.finish(out)  # the processor's truncated/completed flags become exact
     new = out[0, inputs["input_ids"].shape[1]:].tolist()
     matcher = proc.compiled.matcher()
     body = []

@@ -6,6 +6,13 @@ then at every step advances each row by the token just sampled, fills one CPU bi
 the whole batch, and masks the logits on their device in one pass.
 
 Greedy decoding and sampling are supported; beam search (which reorders rows) is not.
+
+Length limits: ``generate()`` never shows a processor its last token, so after it returns
+call :meth:`GrammarLogitsProcessor.finish` with the output ids; ``truncated`` then says per
+row whether the length limit, not a stop token, ended the output. With
+``max_new_tokens=`` (budget-aware mode, opt-in) the processor also masks every token after
+which the output could no longer be completed within that many tokens, so every row ends
+on a complete value (see ``structgen.budget``).
 """
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import weakref
 from typing import Any, Literal, Sequence
 
 from .bitmask import apply_token_bitmask_inplace, bitmask_words
+from .budget import TokenBudget
 from .compiler import CompiledGrammar, GrammarCompiler
 from .errors import MatcherError
 from .matcher import GrammarMatcher
@@ -48,21 +56,37 @@ class GrammarLogitsProcessor(_Base):
 
     Args:
         compiled: one :class:`CompiledGrammar` for every row, or a sequence with one per row.
+        max_new_tokens: budget-aware mode (opt-in): pass the same ``max_new_tokens`` as to
+            ``generate()``; tokens after which a row could not be completed within it are
+            masked, so every row ends on a complete value. ``None`` (default): no budget;
+            a row cut by the length limit is reported in :attr:`truncated`.
 
     Attributes:
         matchers: the per-row matchers (after the first call).
+        budgets: the per-row :class:`~structgen.budget.TokenBudget` (budget-aware mode).
     """
 
-    def __init__(self, compiled: CompiledGrammar | Sequence[CompiledGrammar]) -> None:
+    def __init__(self, compiled: CompiledGrammar | Sequence[CompiledGrammar], *,
+                 max_new_tokens: int | None = None) -> None:
         self._compiled = compiled
+        self.max_new_tokens = max_new_tokens
+        if max_new_tokens is not None:  # refuse a budget too small for the grammar now, not mid-generate()
+            for g in (compiled if isinstance(compiled, Sequence) else [compiled]):
+                TokenBudget(g, max_new_tokens)
         self.matchers: list[GrammarMatcher] | None = None
+        self.budgets: list[TokenBudget] | None = None
         self._bitmask = None
         self._prompt_len = 0
+        self._consumed = 0
+        self._finished = False
 
     def reset(self) -> None:
         """Forget the batch, so the processor can serve another ``generate()`` call."""
         self.matchers = None
+        self.budgets = None
         self._bitmask = None
+        self._consumed = 0
+        self._finished = False
 
     def _setup(self, input_ids: Any, scores: Any) -> None:
         import torch
@@ -78,6 +102,8 @@ class GrammarLogitsProcessor(_Base):
                 f"this tokenizer does not belong to this model"
             )
         self.matchers = [GrammarMatcher(g) for g in grammars]
+        if self.max_new_tokens is not None:
+            self.budgets = [TokenBudget(g, self.max_new_tokens) for g in grammars]
         words = bitmask_words(max(width, info.vocab_size))
         bitmask = torch.zeros((batch, words), dtype=torch.int32)
         if scores.device.type == "cuda":
@@ -95,30 +121,83 @@ class GrammarLogitsProcessor(_Base):
                     f"the batch changed from {len(self.matchers)} to {input_ids.shape[0]} rows mid-generation; "
                     f"use one processor per generate() call or call reset()"
                 )
-            last = input_ids[:, -1].tolist()
-            for row, (m, tok) in enumerate(zip(self.matchers, last)):
-                if m.is_terminated():
-                    continue  # finished rows are padded by generate(); nothing to check
-                if not m.accept_token(tok):
-                    raise MatcherError(
-                        f"row {row}: token {tok} was generated although the grammar forbids it "
-                        f"(another logits processor or beam search changed the choice?)"
-                    )
+            self._advance(input_ids[:, -1].tolist())
         for row, m in enumerate(self.matchers):
             m.fill_next_token_bitmask(self._bitmask, row)
+            if self.budgets is not None and not m.is_terminated():
+                self.budgets[row].restrict(m.state, self._bitmask, row)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 
+    def _advance(self, tokens: list[int]) -> None:
+        """Advance every row by its next generated token."""
+        self._consumed += 1
+        for row, (m, tok) in enumerate(zip(self.matchers, tokens)):
+            if m.is_terminated():
+                continue  # finished rows are padded by generate(); nothing to check
+            if not m.accept_token(tok):
+                raise MatcherError(
+                    f"row {row}: token {tok} was generated although the grammar forbids it "
+                    f"(another logits processor or beam search changed the choice?)"
+                )
+            if self.budgets is not None:
+                self.budgets[row].advance(tok, m.state, m.is_terminated())
+
+    def finish(self, sequences: Any) -> list[bool]:
+        """Feed the rows the tokens ``generate()`` produced after the processor's last call.
+
+        ``generate()`` never shows a logits processor the token it samples last, so the
+        matchers lag one token behind when it returns. Pass its output (the ids, prompt
+        included, or the ``GenerateOutput``); afterwards :attr:`completed`,
+        :attr:`terminated` and :attr:`truncated` describe the final outputs.
+
+        Returns:
+            :attr:`truncated`.
+
+        Raises:
+            MatcherError: the processor was never called, the batch differs, or a token the
+                grammar forbids is in the output.
+        """
+        if self.matchers is None:
+            raise MatcherError("finish() called before the processor saw a batch")
+        seqs = getattr(sequences, "sequences", sequences)
+        if seqs.shape[0] != len(self.matchers):
+            raise MatcherError(f"finish() got {seqs.shape[0]} rows for a batch of {len(self.matchers)}")
+        start = self._prompt_len + self._consumed
+        for k in range(start, seqs.shape[1]):
+            self._advance(seqs[:, k].tolist())
+        self._finished = True
+        return self.truncated
+
     @property
     def completed(self) -> list[bool]:
-        """Per row: the output is a complete match (EOS was accepted or would be)."""
+        """Per row: the output is a complete match (EOS was accepted or would be).
+
+        Exact after :meth:`finish`; before it, one token behind."""
         return [m.is_completed() for m in self.matchers or []]
 
     @property
     def terminated(self) -> list[bool]:
-        """Per row: a stop token was generated. False with a complete value means the
-        token budget ran out before EOS; False otherwise means the output is truncated."""
+        """Per row: a stop token was generated (exact after :meth:`finish`)."""
         return [m.is_terminated() for m in self.matchers or []]
+
+    @property
+    def truncated(self) -> list[bool]:
+        """Per row: the length limit ended the output before a stop token.
+
+        A truncated row may still hold a complete value (:attr:`completed`: always so in
+        budget-aware mode), but the model did not choose to end there: without budget mode
+        treat it as cut off, never as a finished answer.
+
+        Raises:
+            MatcherError: :meth:`finish` was not called (the last token is unknown).
+        """
+        if not self._finished:
+            raise MatcherError(
+                "truncated is known only after finish(output_ids): generate() never shows "
+                "a logits processor its last token"
+            )
+        return [not m.is_terminated() for m in self.matchers or []]
 
 
 class JSONSchemaLogitsProcessor(GrammarLogitsProcessor):
@@ -130,6 +209,7 @@ class JSONSchemaLogitsProcessor(GrammarLogitsProcessor):
         strict: refuse unsupported keywords (default) or record warnings.
         whitespace: ``"compact"`` or ``"flexible"`` (bounded whitespace).
         vocab_size: the model's logits width, if it differs from ``len(tokenizer)``.
+        max_new_tokens: budget-aware mode (see :class:`GrammarLogitsProcessor`).
     """
 
     def __init__(
@@ -140,8 +220,9 @@ class JSONSchemaLogitsProcessor(GrammarLogitsProcessor):
         strict: bool = True,
         whitespace: Literal["compact", "flexible"] = "compact",
         vocab_size: int | None = None,
+        max_new_tokens: int | None = None,
     ) -> None:
         compiled = compiler_for(tokenizer, vocab_size=vocab_size).compile_json_schema(
             schema, strict=strict, whitespace=whitespace)
-        super().__init__(compiled)
+        super().__init__(compiled, max_new_tokens=max_new_tokens)
         self.compiled = compiled

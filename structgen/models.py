@@ -11,12 +11,17 @@ Nothing here downloads: every ``from_pretrained`` call passes ``local_files_only
 Converting the GGUF file is slow (about 4 s for the tokenizer and 14 s for the model on a
 2-core CPU), so the converted tokenizer (``tokenizer.json`` + config, via
 ``save_pretrained``) and the dequantized model (``model.safetensors`` + ``config.json``) are
-cached on disk and reloaded in well under a second next time. Entries are keyed by the GGUF
-file's size, mtime and the SHA-256 of its first MiB, plus the transformers version, written
-to a temporary folder and renamed into place only when complete, checked against a manifest
-on load, and rebuilt when anything is off. Only JSON and safetensors are read back: nothing
-is unpickled. The cache lives in ``$STRUCTGEN_CACHE_DIR`` or ``~/.cache/structgen``
-(``$XDG_CACHE_HOME/structgen`` when that is set); ``STRUCTGEN_NO_CACHE=1`` turns it off.
+cached on disk and reloaded in about a second next time. Entries are keyed by the cache
+format version, the GGUF file's size, mtime and the SHA-256 of its first MiB, plus the
+transformers version; written to a private temporary folder (mode 0700, files 0600) and
+renamed into place only when complete. On load every file is checked against the entry's
+JSON manifest (size and SHA-256: ~0.5 s for the 540 MB model at ~1 GB/s), and the entry must
+belong to the current user and be writable by nobody else; anything off (stale, corrupt,
+truncated, replaced) and the entry is rebuilt. Only JSON and safetensors are read back:
+nothing is unpickled. Entries of other cache formats are left alone (another structgen
+version may use them; ``clear_cache()`` removes everything). The cache lives in
+``$STRUCTGEN_CACHE_DIR`` or ``~/.cache/structgen`` (``$XDG_CACHE_HOME/structgen`` when that
+is set); ``STRUCTGEN_NO_CACHE=1`` turns it off.
 
 torch and transformers are imported inside the functions, so importing this module is cheap
 and works without them.
@@ -60,7 +65,7 @@ HF_HINT = (
     'install torch first (pip install torch==2.13.0 on a CPU machine), then pip install "structgen[hf]"'
 )
 
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3  # 3: per-file SHA-256 in the manifest, ownership and permission checks
 _MANIFEST = "structgen-cache.json"
 _HEAD_BYTES = 1 << 20
 
@@ -162,17 +167,46 @@ def _entry_dir(gguf_path: str, key: dict[str, Any], kind: str) -> Path:
     return cache_dir() / "gguf" / f"{stem}-{digest}" / kind
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _private(path: Path) -> bool:
+    """Owned by the current user and writable by nobody else (POSIX; always True elsewhere)."""
+    if not hasattr(os, "getuid"):
+        return True
+    st = os.lstat(path)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022 and not os.path.islink(path)
+
+
 def _read_entry(entry: Path, key: dict[str, Any]) -> bool:
-    """True when ``entry`` is a complete cache entry for ``key`` (manifest and file sizes)."""
+    """True when ``entry`` is a complete, intact cache entry for ``key``.
+
+    The manifest must carry ``key``; every file it lists must exist with its recorded size
+    and SHA-256, and no file may be listed that is not there; the folder and every file must
+    be private to the current user (another user could otherwise swap both files and
+    manifest).
+    """
     try:
+        if not _private(entry) or not _private(entry / _MANIFEST):
+            return False
         manifest = json.loads((entry / _MANIFEST).read_text(encoding="utf-8"))
         if manifest.get("key") != key:
             return False
         files = manifest["files"]
-        return bool(files) and all(
-            (entry / name).is_file() and (entry / name).stat().st_size == size
-            for name, size in files.items()
-        )
+        if not files or not isinstance(files, dict):
+            return False
+        for name, meta in files.items():
+            path = entry / name
+            if name != path.name or not path.is_file() or not _private(path):
+                return False
+            if path.stat().st_size != meta["size"] or _file_sha256(path) != meta["sha256"]:
+                return False
+        return True
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
@@ -181,14 +215,17 @@ def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
     """Write a cache entry atomically: ``save(tmpdir)``, a manifest, then rename into place."""
     tmp: str | None = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{entry.name}.tmp-", dir=entry.parent)
+        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{entry.name}.tmp-", dir=entry.parent)  # mode 0700
         save(tmp)
-        files = {
-            p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()
-        }
+        files = {}
+        for p in Path(tmp).iterdir():
+            if p.is_file() and not p.is_symlink():
+                os.chmod(p, 0o600)
+                files[p.name] = {"size": p.stat().st_size, "sha256": _file_sha256(p)}
         with open(os.path.join(tmp, _MANIFEST), "w", encoding="utf-8") as fh:
             json.dump({"key": key, "files": files}, fh, indent=1, sort_keys=True)
+        os.chmod(os.path.join(tmp, _MANIFEST), 0o600)
         if entry.exists():  # stale or broken entry: it failed validation before we got here
             shutil.rmtree(entry, ignore_errors=True)
         try:
@@ -206,10 +243,11 @@ def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
 
 
 def _prune_siblings(entry: Path, key: dict[str, Any]) -> None:
-    """Remove older entries of the same kind for a GGUF file of the same name.
+    """Remove older entries of the same kind and cache format for a GGUF file of the same name.
 
     Reinstalling the model wheel (new mtime) or upgrading transformers changes the key; without
-    this every change would leave another ~0.5 GB behind.
+    this every change would leave another ~0.5 GB behind. Entries of another cache format are
+    another structgen version's, perhaps in use: left alone.
     """
     stem = entry.parent.name.rsplit("-", 1)[0]
     for sibling in entry.parent.parent.glob(f"{glob_escape(stem)}-*"):
@@ -220,12 +258,29 @@ def _prune_siblings(entry: Path, key: dict[str, Any]) -> None:
             old_key = json.loads((old / _MANIFEST).read_text(encoding="utf-8")).get("key", {})
         except (OSError, ValueError, AttributeError):
             continue
-        if isinstance(old_key, dict) and old_key.get("file") == key["file"]:
+        if isinstance(old_key, dict) and old_key.get("file") == key["file"] and old_key.get("format") == key["format"]:
             shutil.rmtree(old, ignore_errors=True)
             try:
                 sibling.rmdir()  # only when now empty
             except OSError:
                 pass
+
+
+def _through_cache(entry: Path | None, key: dict[str, Any], load, build, save) -> Any:
+    """``load(folder)`` from a valid cache entry, else ``build()`` and ``save(obj, folder)`` it.
+
+    ``entry`` None: no caching. An entry that fails :func:`_read_entry` (stale key,
+    corrupt or missing file, foreign owner) or whose ``load`` raises is rebuilt.
+    """
+    if entry is not None and _read_entry(entry, key):
+        try:
+            return load(str(entry))
+        except Exception as exc:  # noqa: BLE001 - any failure: rebuild from the source
+            _drop_entry(entry, exc)
+    obj = build()
+    if entry is not None:
+        _write_entry(entry, key, lambda d: save(obj, d))
+    return obj
 
 
 def _drop_entry(entry: Path, exc: BaseException) -> None:
@@ -328,21 +383,16 @@ def _load_gguf_tokenizer(gguf_path: str, *, cache: bool | None = None) -> Any:
     from transformers import AutoTokenizer
 
     folder, name = os.path.split(os.path.abspath(gguf_path))
-    use_cache = _cache_enabled(cache)
-    if use_cache:
-        key = _gguf_key(gguf_path)
-        entry = _entry_dir(gguf_path, key, "tokenizer")
-        if _read_entry(entry, key):
-            try:
-                return _finish_tokenizer(
-                    AutoTokenizer.from_pretrained(str(entry), local_files_only=True), gguf_path
-                )
-            except Exception as exc:  # noqa: BLE001 - any failure: rebuild from the GGUF
-                _drop_entry(entry, exc)
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    _fix_gguf_specials(tok, gguf_path)
-    if use_cache:
-        _write_entry(entry, key, lambda d: tok.save_pretrained(d))
+    key = _gguf_key(gguf_path) if _cache_enabled(cache) else {}
+    entry = _entry_dir(gguf_path, key, "tokenizer") if key else None
+
+    def build() -> Any:
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+        _fix_gguf_specials(tok, gguf_path)
+        return tok
+
+    tok = _through_cache(entry, key, lambda d: AutoTokenizer.from_pretrained(d, local_files_only=True), build,
+                         lambda t, d: t.save_pretrained(d))
     return _finish_tokenizer(tok, gguf_path)
 
 
@@ -401,25 +451,19 @@ def _load_gguf_model(gguf_path: str, *, cache: bool | None = None) -> Any:
     from transformers import AutoModelForCausalLM
 
     folder, name = os.path.split(os.path.abspath(gguf_path))
-    use_cache = _cache_enabled(cache)
-    if use_cache:
-        key = _gguf_key(gguf_path)
-        entry = _entry_dir(gguf_path, key, "model")
-        if _read_entry(entry, key):
-            try:
-                return AutoModelForCausalLM.from_pretrained(
-                    str(entry), local_files_only=True, use_safetensors=True
-                )
-            except Exception as exc:  # noqa: BLE001 - any failure: rebuild from the GGUF
-                _drop_entry(entry, exc)
-    if importlib.util.find_spec("accelerate") is None:
-        raise StructgenError(
-            f"converting a .gguf model needs the accelerate package (transformers asks for it): {HF_HINT}"
-        )
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    if use_cache:
-        _write_entry(entry, key, lambda d: _save_dequantized(model, d))
-    return model
+    key = _gguf_key(gguf_path) if _cache_enabled(cache) else {}
+    entry = _entry_dir(gguf_path, key, "model") if key else None
+
+    def build() -> Any:
+        if importlib.util.find_spec("accelerate") is None:
+            raise StructgenError(
+                f"converting a .gguf model needs the accelerate package (transformers asks for it): {HF_HINT}"
+            )
+        return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True)
+
+    return _through_cache(
+        entry, key, lambda d: AutoModelForCausalLM.from_pretrained(d, local_files_only=True, use_safetensors=True),
+        build, _save_dequantized)
 
 
 def _save_dequantized(model: Any, folder: str) -> None:

@@ -23,7 +23,7 @@ import warnings
 from typing import Any, Literal
 
 from .canonical import dumps_compact, json_equal
-from .errors import AutomatonSizeError, SchemaError, StructgenWarning, UnsupportedSchemaError
+from .errors import AutomatonSizeError, RegexError, SchemaError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
     NOTHING,
@@ -211,6 +211,22 @@ class _Converter:
             self._validator = cls(self.root)
         return self._validator.evolve(schema=subschema)
 
+    def checker(self, subschema: Any, ptr: str):
+        """``value -> bool`` by jsonschema; a pattern Python's ``re`` cannot compile (which
+        jsonschema meets only now) raises ``RegexError`` located at ``ptr``'s pattern."""
+        is_valid = self.validator(subschema).is_valid
+
+        def check(value: Any) -> bool:
+            try:
+                return is_valid(value)
+            except re.error as exc:
+                pattern = exc.pattern if isinstance(exc.pattern, str) else str(subschema)
+                at = _ptr(ptr, "pattern") if isinstance(subschema, dict) and subschema.get("pattern") == pattern else ptr
+                raise RegexError(f"invalid regular expression: {exc.msg}", pattern=pattern, position=exc.pos or 0,
+                                 pointer=at) from None
+
+        return check
+
     def any_value(self) -> Expr:
         if "json_value" not in self.rules:
             ws = self.ws
@@ -239,19 +255,26 @@ class _Converter:
         self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
 
-    def _check_metaschema(self) -> None:
+    def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
+        """Validate ``node`` (default: the root) against the root's metaschema.
+
+        ``$ref`` targets are checked again on their own: a location the metaschema does not
+        look into (``$defs`` under draft-07, where it is no keyword) is still a schema once
+        referenced, and unchecked it could reach the converter as ``{"enum": null}``.
+        """
         import jsonschema
 
-        if not isinstance(self.root, (dict, bool)):
-            raise SchemaError(f"a schema must be an object or a boolean, not {type(self.root).__name__}", pointer="")
-        if isinstance(self.root, bool):
+        node = self.root if node is None else node
+        if not isinstance(node, (dict, bool)):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(node).__name__}", pointer=ptr)
+        if isinstance(node, bool):
             return
         cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
-        err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(self.root))
+        err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(node))
         if err is not None:
             path = list(err.absolute_path)
             keyword = next((p for p in reversed(path) if isinstance(p, str)), None)
-            raise SchemaError(f"invalid schema: {err.message}", pointer=_ptr("", *path), keyword=keyword)
+            raise SchemaError(f"invalid schema: {err.message}", pointer=_ptr(ptr, *path), keyword=keyword)
 
     # -- nodes --------------------------------------------------------------------
 
@@ -536,8 +559,19 @@ class _Converter:
                 for kw, why in conflicts:
                     self.unsupported(kw, _ptr(ptr, keyword), why)
         self._merging += 1
+        # the merged schema's keywords come from several places: anyOf's siblings and
+        # branches keep their own locations (ptr/kw, ptr/anyOf/i); for allOf and $ref an
+        # error is pointed at the nearest location that exists in the user's schema
+        at = ptr if keyword == "anyOf" else _ptr(ptr, keyword)
         try:
-            return self.node(merged, _ptr(ptr, keyword))
+            return self.node(merged, at)
+        except SchemaError as exc:
+            where = _existing_prefix(self.root, exc.pointer)
+            if isinstance(base, dict) and exc.keyword in base and not where.endswith("/" + str(exc.keyword)):
+                where = _ptr(ptr, exc.keyword)  # a sibling keyword copied into each branch
+            if where == exc.pointer:
+                raise
+            raise type(exc)(exc.message, pointer=where, keyword=exc.keyword) from None
         finally:
             self._merging -= 1
 
@@ -549,6 +583,7 @@ class _Converter:
                 "$ref cycle with no base case: " + " -> ".join("#" + c for c in cycle), pointer=ptr, keyword="$ref")
         if target_ptr not in self.ref_rules:
             target = self.resolve_pointer(target_ptr, ptr)
+            self._check_metaschema(target, target_ptr)
             base = re.sub(r"[^a-z0-9_]", "_", (target_ptr.rsplit("/", 1)[-1] or "root").lower()) or "def"
             name = f"def_{base}"
             k = 2
@@ -601,8 +636,8 @@ class _Converter:
             if not values:
                 raise SchemaError("enum is empty: no value can be valid", pointer=_ptr(ptr, "enum"), keyword="enum")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        check = self.validator(rest)
-        kept = [v for v in values if check.is_valid(v)]
+        check = self.checker(rest, ptr)
+        kept = [v for v in values if check(v)]
         if not kept:
             if self._merging:  # a combination of schemas may legitimately be empty
                 return NOTHING
@@ -665,7 +700,7 @@ class _Converter:
             else:
                 return self._string_pattern(parse_regex(FORMAT_PATTERNS[fmt]), lo, hi, ptr)
         if "pattern" in schema:
-            return self._string_pattern(search_expr(schema["pattern"]), lo, hi, ptr)
+            return self._string_pattern(self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")), lo, hi, ptr)
         return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
 
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
@@ -765,11 +800,15 @@ class _Converter:
             # the elements from position i on; element i carries its comma when i > 0
             if hi is not None and i >= hi:
                 return EMPTY
-            if i >= len(elems) and i >= lo:  # only optional `rest` elements remain
+            if i >= len(elems):  # only `rest` elements remain: one counted repeat, not i..hi
+                # nested expressions (minItems/maxItems of 10**12 once recursed and looped that
+                # often before the automaton's size limit could refuse them)
                 if rest == NOTHING:
-                    return EMPTY
-                more = Repeat(seq(sep, rest), 0, None) if hi is None else _bounded_tail(sep, rest, hi - i - 1)
-                return opt(seq(rest if i == 0 else seq(sep, rest), more))
+                    return EMPTY if i >= lo else NOTHING
+                if i > 0:
+                    return Repeat(seq(sep, rest), max(lo - i, 0), None if hi is None else hi - i)
+                first = seq(rest, Repeat(seq(sep, rest), max(lo - 1, 0), None if hi is None else hi - 1))
+                return first if lo > 0 else opt(first)
             item = at(i) if i == 0 else seq(sep, at(i))
             following = seq(item, body(i + 1))
             return following if i < lo else opt(following)
@@ -838,7 +877,9 @@ class _Converter:
         if len(patterns) > 3:
             self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), "more than 3 patterns")
             patterns = {}
-        name_ok = self.validator(names_schema).is_valid if names_schema is not True else (lambda _: True)
+        for pat in patterns:  # before re.search meets them: refused with their location
+            self.pattern_expr(pat, _ptr(ptr, "patternProperties", pat))
+        name_ok = self.checker(names_schema, _ptr(ptr, "propertyNames")) if names_schema is not True else (lambda _: True)
 
         def value_schema(name: str) -> Any:
             # properties, then every matching patternProperties; additionalProperties only if neither
@@ -851,7 +892,9 @@ class _Converter:
         entries: list[tuple[str, Expr, bool]] = []
         declared = list(dict.fromkeys([*props, *required]))
         for name in declared:
-            where = _ptr(ptr, "properties", name) if name in props else _ptr(ptr, "required")
+            where = (_ptr(ptr, "properties", name) if name in props
+                     else next((_ptr(ptr, "patternProperties", pat) for pat in patterns if re.search(pat, name)), None)
+                     or (_ptr(ptr, "additionalProperties") if "additionalProperties" in schema else _ptr(ptr, "required")))
             value = self.share(self.node(value_schema(name), where))
             if value == NOTHING:
                 if name in required:
@@ -906,6 +949,14 @@ class _Converter:
         return self.container("{", alt(*options) if options else NOTHING, nullable, "}")
 
 
+    def pattern_expr(self, pattern: Any, ptr: str) -> Expr:
+        """A schema pattern as a search expression; a pattern structgen cannot compile raises
+        ``RegexError`` carrying ``ptr``."""
+        try:
+            return search_expr(pattern)
+        except RegexError as exc:
+            raise RegexError(exc.message, pattern=exc.pattern, position=exc.position, pointer=ptr) from None
+
     def merged(self, a: Any, b: Any, ptr: str) -> Any:
         def resolve(ref: str) -> Any:
             try:
@@ -939,7 +990,7 @@ class _Converter:
         if declared:
             any_name = difference(any_name, alt(*(Lit(n) for n in declared)))
         pats = list(patterns)
-        langs = {p: search_expr(p) for p in pats}
+        langs = {p: self.pattern_expr(p, _ptr(ptr, "patternProperties", p)) for p in pats}
         out = []
         for mask in range(1 << len(pats)):
             chosen = [p for i, p in enumerate(pats) if mask >> i & 1]
@@ -987,7 +1038,7 @@ class _Converter:
                 return None
             lang = intersect(lang, parse_regex(FORMAT_PATTERNS[schema["format"]]))
         if "pattern" in schema:
-            lang = intersect(lang, search_expr(schema["pattern"]))
+            lang = intersect(lang, self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
         return lang
 
     def _object_body_rules(self, entries, member, sep, extra_member, counts: tuple[int, int | None] | None = None) -> Expr:
@@ -1149,13 +1200,6 @@ def _size(e: Expr, cap: int) -> int:
     return n
 
 
-def _bounded_tail(sep: Expr, item: Expr, n: int) -> Expr:
-    tail: Expr = EMPTY
-    for _ in range(n):
-        tail = opt(seq(sep, item, tail))
-    return tail
-
-
 TYPE_ALIASES = {
     # written by the Berkeley Function Calling Leaderboard and other tool definitions
     "dict": "object", "float": "number", "tuple": "array", "any": None,
@@ -1168,6 +1212,21 @@ _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "depe
 _SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
                   "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+def _existing_prefix(root: Any, pointer: str) -> str:
+    """The longest prefix of ``pointer`` (whole segments) that names a location in ``root``."""
+    node, good = root, ""
+    for raw in pointer.split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            break
+        good += "/" + raw
+    return good
 
 
 def _normalise(schema: Any) -> Any:

@@ -14,18 +14,28 @@ Two pieces:
   states); they can be precomputed eagerly with :meth:`TokenIndex.precompute`.
 
 The memo tables only grow and never change an answer once given, so sharing one index
-between matchers of the same compiled grammar is safe.
+between matchers of the same compiled grammar is safe, also across threads: every write to
+them happens under one lock, and a lookup that finds an entry needs no lock (entries are
+complete before they are published).
+
+Shortest completions are known from compile time: :func:`~structgen.automaton.completion_distances`
+gives every rule state its fewest bytes to the rule's end, so each interned stack and
+configuration gets its distance in O(1) when it is first seen (:meth:`TokenIndex.completion_length`).
+Budget-aware decoding builds on it (:meth:`TokenIndex.completion_tokens`,
+:meth:`TokenIndex.tokens_exceeding`, and ``structgen.budget``).
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
-from .automaton import PushdownAutomaton
+from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
 from .tokenizer import TokenizerInfo
 
-__all__ = ["DEAD", "TokenIndex", "TokenTrie"]
+__all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie"]
 
 DEAD = 0
 """The configuration id of a rejected prefix (no stack can continue, not complete)."""
@@ -151,6 +161,18 @@ class TokenIndex:
         self.info = info
         self.trie = trie
         self.words = (info.vocab_size + 31) // 32
+        # reentrant: computing a mask computes rows, a budget bound computes completions
+        self._lock = threading.RLock()
+        self._pda = pda
+        dists = completion_distances(pda)  # compile time: per rule state, fewest bytes to its end
+        self._dist = [d.tolist() for d in dists]
+        self._dist_np = [np.append(d, UNREACHABLE) for d in dists]  # index -1 (no edge) -> UNREACHABLE
+        self._stack_dist: list[int] = []
+        self._config_dist: list[int] = []
+        self._completions: dict[int, bytes | None] = {}
+        self._completion_tokens: dict[int, tuple[int, ...] | None] = {}
+        self._succ_bound: dict[int, int] = {}
+        self._succ_costs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._trans = [r.trans for r in pda.rules]
         self._final = [r.final.tolist() for r in pda.rules]
         self._calls = [r.calls for r in pda.rules]
@@ -179,6 +201,9 @@ class TokenIndex:
     def _stack_id(self, frame: tuple[int, int, int]) -> int:
         sid = self._stack_ids.get(frame)
         if sid is None:
+            r, s, p = frame
+            # the parent frame is always interned first, so its distance is known
+            self._stack_dist.append(self._dist[r][s] + (self._stack_dist[p] if p >= 0 else 0))
             sid = self._stack_ids[frame] = len(self._stacks)
             self._stacks.append(frame)
         return sid
@@ -187,13 +212,15 @@ class TokenIndex:
         key = (stacks, accepting)
         cid = self._config_ids.get(key)
         if cid is None:
-            cid = self._config_ids[key] = len(self._configs)
+            cid = len(self._configs)
             self._configs.append(key)
             self._accepting.append(accepting)
+            self._config_dist.append(0 if accepting else min((self._stack_dist[i] for i in stacks), default=UNREACHABLE))
             if cid >= len(self._has_row):
                 grow = len(self._has_row)
                 self._rows = np.concatenate([self._rows, np.zeros((grow, 256), np.int32)])
                 self._has_row = np.concatenate([self._has_row, np.zeros(grow, bool)])
+            self._config_ids[key] = cid  # published last: a reader finding it sees a complete entry
         return cid
 
     def _close(self, raw: list[tuple[int, int, int]]) -> int:
@@ -220,6 +247,11 @@ class TokenIndex:
         return self._intern_config(tuple(sorted(tops)), accepting)
 
     def _compute_row(self, cid: int) -> None:
+        with self._lock:
+            if not self._has_row[cid]:  # another thread may have computed it meanwhile
+                self._compute_row_locked(cid)
+
+    def _compute_row_locked(self, cid: int) -> None:
         stacks = self._configs[cid][0]
         row = np.zeros(256, np.int32)
         if stacks:
@@ -296,8 +328,12 @@ class TokenIndex:
         """
         m = self._masks.get(cid)
         if m is None:
-            m = self._masks[cid] = self._compute_mask(cid)
-            m.setflags(write=False)
+            with self._lock:
+                m = self._masks.get(cid)
+                if m is None:
+                    m = self._compute_mask(cid)
+                    m.setflags(write=False)
+                    self._masks[cid] = m
         return m
 
     def allowed_tokens(self, cid: int) -> np.ndarray:
@@ -307,26 +343,31 @@ class TokenIndex:
 
     def _compute_mask(self, cid: int) -> np.ndarray:
         allowed = np.zeros(self.words * 32, dtype=bool)
-        if cid != DEAD:
-            trie, plain = self.trie, self.trie.plain
-            if plain is not None:
-                if not self._has_row[cid]:
-                    self._compute_row(cid)
-                if (self._rows[cid, PLAIN_BYTES] == cid).all():  # loops over every plain byte
-                    trie = plain.rest
-                    allowed |= plain.tokens
-            self._walk(trie, cid, allowed)
+        trie, plain = self.trie, self.trie.plain
+        if plain is not None and cid != DEAD:
+            if not self._has_row[cid]:
+                self._compute_row(cid)
+            if (self._rows[cid, PLAIN_BYTES] == cid).all():  # loops over every plain byte
+                trie = plain.rest
+                allowed |= plain.tokens
+        for toks, _ in self._walk_trie(cid, trie):
+            allowed[toks] = True
+        if len(trie.dups):
+            allowed[trie.dups[:, 1]] |= allowed[trie.dups[:, 0]]
         if self._accepting[cid]:
             allowed[self._stop] = True
         return np.packbits(allowed, bitorder="little").view("<i4").copy()
 
-    def _walk(self, trie: TokenTrie, cid: int, allowed: np.ndarray) -> None:
-        """Set ``allowed`` for every token of ``trie`` whose bytes ``cid`` can read.
-
-        Breadth-first, one numpy gather per level over the live prefixes: a rejected byte
-        drops the whole subtree below it."""
+    def _walk_trie(self, cid: int, trie: TokenTrie | None = None):
+        """Yield, level by level, ``(token ids, configurations after them)`` of every allowed
+        non-stop token of ``trie`` (default: the whole vocabulary; canonical ids: duplicates
+        are not included). Breadth-first, one numpy gather per level over the live prefixes:
+        a rejected byte drops the whole subtree below it. Call under the lock."""
+        trie = self.trie if trie is None else trie
         alive = np.zeros(1, np.int64)
         cfgs = np.array([cid], np.int64)
+        if cid == DEAD:
+            return
         for d in range(1, len(trie.byte)):
             cnt = trie.child_count[d - 1][alive]
             total = int(cnt.sum())
@@ -342,11 +383,10 @@ class TokenIndex:
             alive = children[keep]
             cfgs = nxt[keep].astype(np.int64)
             toks = trie.tok_at[d][alive]
-            allowed[toks[toks >= 0]] = True
+            ends_here = toks >= 0
+            yield toks[ends_here], cfgs[ends_here]
             if len(alive) == 0:
                 break
-        if len(trie.dups):
-            allowed[trie.dups[:, 1]] |= allowed[trie.dups[:, 0]]
 
     def precompute(self, *, limit: int = 100_000) -> int:
         """Eagerly explore configurations reachable by bytes and compute their masks.
@@ -365,3 +405,178 @@ class TokenIndex:
                 seen.add(nxt)
                 todo.append(nxt)
         return len(self._masks)
+
+    # -- shortest completions and token budgets ------------------------------------------
+
+    def completion_length(self, cid: int) -> int | None:
+        """Fewest bytes that complete the text from configuration ``cid`` (0 when it is
+        complete already; ``None`` for ``DEAD``). Known in O(1): distances are computed at
+        compile time and summed along each stack when the configuration is first seen."""
+        d = self._config_dist[cid]
+        return None if d >= UNREACHABLE else d
+
+    def shortest_completion(self, cid: int) -> bytes | None:
+        """A shortest text (bytes) that completes the output from ``cid``; ``None`` for ``DEAD``.
+
+        The cheapest stack of the configuration is completed frame by frame along strictly
+        decreasing distances, printable ASCII preferred among equally short choices.
+        """
+        if cid in self._completions:
+            return self._completions[cid]
+        with self._lock:
+            out = self._build_completion(cid)
+            self._completions[cid] = out
+        return out
+
+    def completion_tokens(self, cid: int) -> tuple[int, ...] | None:
+        """Token ids spelling :meth:`shortest_completion` in the fewest tokens (a shortest
+        segmentation of that text by the vocabulary): a completion within ``len(result)``
+        tokens always exists, so this is an upper bound on the tokens needed. ``None`` when
+        the vocabulary cannot spell the text (or ``cid`` is ``DEAD``)."""
+        if cid in self._completion_tokens:
+            return self._completion_tokens[cid]
+        text = self.shortest_completion(cid)
+        toks = None if text is None else _segment(text, _token_table(self.info))
+        with self._lock:
+            self._completion_tokens[cid] = toks
+        return toks
+
+    def tokens_exceeding(self, cid: int, limit: int) -> np.ndarray:
+        """Allowed non-stop tokens after which the output cannot be completed within ``limit``
+        more tokens (as far as :meth:`completion_tokens` can tell): sorted int64 token ids.
+
+        Budget-aware decoding masks these. When every byte the grammar can use is also a
+        one-byte token, a completion of ``n`` bytes needs at most ``n`` tokens, so a
+        configuration whose successors all complete within ``limit`` bytes needs no token
+        segmentation at all (the common case while the budget is not tight).
+        """
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        bound = self._succ_bound.get(cid)
+        if bound is None:
+            with self._lock:
+                succ = np.concatenate([c for _, c in self._walk_trie(cid)] or [np.zeros(0, np.int64)])
+                dist = np.array(self._config_dist, dtype=np.int64)[succ] if len(succ) else np.zeros(1, np.int64)
+                bound = int(dist.max()) if _singles_cover_alphabet(self.info) else UNREACHABLE
+                self._succ_bound[cid] = bound
+        if bound <= limit:
+            return np.zeros(0, np.int64)
+        costs = self._succ_costs.get(cid)
+        if costs is None:
+            with self._lock:
+                parts = list(self._walk_trie(cid))
+                toks = np.concatenate([t for t, _ in parts] or [np.zeros(0, np.int64)])
+                succ = np.concatenate([c for _, c in parts] or [np.zeros(0, np.int64)])
+                uniq, inv = np.unique(succ, return_inverse=True)
+                per = np.array([_length(self.completion_tokens(int(u))) for u in uniq.tolist()], dtype=np.int64)
+                cost = per[inv.reshape(-1)]
+                if len(self.trie.dups):  # tokens with the bytes of a canonical one share its cost
+                    where = {t: k for k, t in enumerate(toks.tolist())}
+                    extra = [(dup, where[c]) for c, dup in self.trie.dups.tolist() if c in where]
+                    if extra:
+                        toks = np.concatenate([toks, np.array([d for d, _ in extra], np.int64)])
+                        cost = np.concatenate([cost, cost[[k for _, k in extra]]])
+                order = np.argsort(toks)
+                costs = self._succ_costs[cid] = (toks[order], cost[order])
+        toks, cost = costs
+        return toks[cost > limit]
+
+    def _build_completion(self, cid: int) -> bytes | None:
+        tops = self._configs[cid][0]
+        if cid == DEAD or self._config_dist[cid] >= UNREACHABLE:
+            return None
+        if self._accepting[cid]:
+            return b""
+        sid = min(tops, key=self._stack_dist.__getitem__)
+        out = bytearray()
+        while sid != -1:  # the top frame, then each return state below it
+            r, s, sid = self._stacks[sid]
+            out += self._complete_rule(r, s)
+        text = bytes(out)
+        end = self.step_bytes(cid, text)
+        if end == DEAD or not self._accepting[end]:  # pragma: no cover - distances are exact
+            raise RuntimeError(f"internal: shortest completion {text!r} does not complete configuration {cid}")
+        return text
+
+    def _complete_rule(self, r: int, s: int) -> bytes:
+        """Bytes along a shortest path from state ``s`` of rule ``r`` to the rule's end
+        (iterative: calls are pushed, not recursed into)."""
+        rules = self._pda.rules
+        out = bytearray()
+        work = [(r, s)]
+        while work:
+            r, s = work.pop()
+            d = self._dist[r][s]
+            while d > 0:
+                row = rules[r].trans[s]
+                ok = self._dist_np[r][row] == d - 1  # row == -1 reads the UNREACHABLE sentinel
+                if ok.any():
+                    b = int(np.flatnonzero(ok)[np.argmin(_BYTE_RANK[ok])])
+                    out.append(b)
+                    s, d = int(row[b]), d - 1
+                    continue
+                for callee, ret in rules[r].calls[s]:
+                    if self._dist[callee][0] + self._dist[r][ret] == d:
+                        work.append((r, ret))
+                        work.append((callee, 0))
+                        break
+                else:  # pragma: no cover - distances are consistent by construction
+                    raise RuntimeError("internal: inconsistent completion distances")
+                break
+        return bytes(out)
+
+
+# printable ASCII first, then the rest: completions read naturally ("0", "a", "}")
+_BYTE_RANK = np.array([b - 0x20 if 0x20 <= b < 0x7F else 0x100 + b for b in range(256)], dtype=np.int64)
+
+_TABLES: "weakref.WeakKeyDictionary[TokenizerInfo, tuple[dict[bytes, int], int]]" = weakref.WeakKeyDictionary()
+_SINGLES: "weakref.WeakKeyDictionary[TokenizerInfo, bool]" = weakref.WeakKeyDictionary()
+
+
+def _token_table(info: TokenizerInfo) -> tuple[dict[bytes, int], int]:
+    """Bytes -> a token id spelling them (lowest id), and the longest token length."""
+    table = _TABLES.get(info)
+    if table is None:
+        spell: dict[bytes, int] = {}
+        for i, b in enumerate(info.token_bytes):
+            if b and b not in spell:
+                spell[b] = i
+        table = _TABLES[info] = (spell, max(map(len, spell), default=0))
+    return table
+
+
+def _singles_cover_alphabet(info: TokenizerInfo) -> bool:
+    """Every byte some token contains is also a one-byte token (byte-level BPE, byte fallback)."""
+    ok = _SINGLES.get(info)
+    if ok is None:
+        spell, _ = _token_table(info)
+        used = set().union(*(set(b) for b in spell))
+        ok = _SINGLES[info] = all(bytes([b]) in spell for b in used)
+    return ok
+
+
+def _segment(text: bytes, table: tuple[dict[bytes, int], int]) -> tuple[int, ...] | None:
+    """A fewest-token spelling of ``text`` by the vocabulary (dynamic programming from the end)."""
+    spell, longest = table
+    n = len(text)
+    # best[i]: (tokens needed for text[i:], first token id, its length), None if unspellable
+    best: list[tuple[int, int, int] | None] = [None] * n + [(0, -1, 0)]
+    for i in range(n - 1, -1, -1):
+        for k in range(1, min(longest, n - i) + 1):
+            tok = spell.get(text[i:i + k])
+            rest = best[i + k]
+            if tok is not None and rest is not None and (best[i] is None or rest[0] + 1 < best[i][0]):
+                best[i] = (rest[0] + 1, tok, k)
+    out: list[int] = []
+    i = 0
+    while i < n:
+        step = best[i]
+        if step is None:
+            return None
+        out.append(step[1])
+        i += step[2]
+    return tuple(out)
+
+
+def _length(toks: tuple[int, ...] | None) -> int:
+    return UNREACHABLE if toks is None else len(toks)

@@ -78,3 +78,20 @@ def test_chat_inputs_uses_template(model_and_tokenizer):
     _, tok = model_and_tokenizer
     ids = chat_inputs(tok, "hi")["input_ids"][0].tolist()
     assert "<|im_start|>" in tok.decode(ids)
+
+
+@pytest.mark.parametrize("prompt,schema", SCHEMAS[:4], ids=[f"schema{i}" for i in range(4)])
+def test_budget_mode_completes_under_tight_budgets(model_and_tokenizer, prompt, schema):
+    """Issue 7: with budget=True the value is complete and valid however tight the budget;
+    without it, the same limit leaves it truncated and says so."""
+    model, tok = model_and_tokenizer
+    index = compiler_for(tok).compile_json_schema(schema).index
+    shortest = len(index.completion_tokens(index.initial))
+    torch.manual_seed(0)
+    for budget in (shortest, shortest + 3):
+        result = generate_json(model, tok, prompt, schema, max_new_tokens=budget, budget=True,
+                               do_sample=True, temperature=1.5)
+        assert result.complete and result.new_tokens <= budget, result
+        jsonschema.validate(json.loads(result.text), schema)
+    cut = generate_json(model, tok, prompt, schema, max_new_tokens=max(1, shortest // 2))
+    assert cut.truncated and not cut.complete, cut

@@ -17,7 +17,9 @@ of the 256 single bytes, and Llama-3's 128K vocabulary when ../shared/data is pr
    the kept prefix, and forks are independent;
 6. refused schemas raise a ``StructgenError`` subclass, never anything else; a
    ``SchemaError``'s ``pointer`` names an existing location of the schema;
-7. ``whitespace="flexible"`` outputs validate and keep whitespace runs bounded.
+7. ``whitespace="flexible"`` outputs validate and keep whitespace runs bounded;
+8. termination — every visited state has a finite shortest completion that completes it,
+   and budget-aware walks always end on a complete, valid value within the budget.
 
 Profiles (registered in conftest.py): ``ci`` (default, derandomized, whole file < 90 s on two
 cores) and ``soak`` (``--hypothesis-profile=soak``). Each test's example budget is a share of
@@ -40,12 +42,13 @@ from hypothesis import strategies as st
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from structgen.canonical import canonical_json
-from structgen.errors import MatcherError, SchemaError, StructgenError, StructgenWarning
+from structgen.errors import MatcherError, RegexError, SchemaError, StructgenError, StructgenWarning
+from structgen.schema_to_grammar import _existing_prefix
 from structgen.token_index import DEAD
 
 from . import strategies as S
 from .conftest import DATA, SHARED
-from .walks import random_walk, structural_tokens
+from .walks import budget_walk, random_walk, structural_tokens
 
 STATS: Counter = Counter()
 
@@ -118,20 +121,7 @@ def _validator(schema):
 
 
 def _pointer_exists(schema, pointer: str) -> bool:
-    if pointer == "":
-        return True
-    if not pointer.startswith("/"):
-        return False
-    node = schema
-    for raw in pointer[1:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
+    return pointer == "" or (pointer.startswith("/") and _existing_prefix(schema, pointer) == pointer)
 
 
 def _compile(vocab: Vocab, schema, **kw):
@@ -197,6 +187,11 @@ def _soundness(vocab: Vocab, schema, seed: int, *, walks: int, max_steps: int, r
             STATS["walks terminated"] += 1
             texts.append(_check_output(compiled, schema, out, validator))
     index = compiled.index
+    for state in set(visited):  # termination: a finite shortest completion from every visited state
+        text = index.shortest_completion(state)
+        assert text is not None and len(text) == index.completion_length(state), f"no completion from {state}"
+        assert index.is_accepting(index.step_bytes(state, text)), f"{text!r} does not complete state {state}"
+        STATS["shortest completions checked"] += 1
     for state in rng.choice(visited, size=min(ref_states, len(visited)), replace=False).tolist():
         STATS["reference masks"] += 1
         fast = index.allowed_tokens(state)
@@ -243,6 +238,35 @@ def test_pattern_walks_validate(vocabs, pattern, seed, key):
     if key:
         schema = {"type": "object", "properties": {"p": schema}, "required": ["p"], "additionalProperties": False}
     _soundness(vocabs("bytes"), schema, seed, walks=6, max_steps=60, ref_states=1)
+
+
+# -- 8: budget-aware decoding -------------------------------------------------------------
+
+
+@budget(0.6)
+@given(schema=S.schemas(max_depth=3), seed=st.integers(0, 2**32 - 1), extra=st.integers(0, 12),
+       vocab=st.sampled_from(["smollm2", "smollm2", "bytes"]), ws=st.sampled_from(["compact", "flexible"]))
+def test_budget_walks_complete(vocabs, schema, seed, extra, vocab, ws):
+    """Under a budget of (shortest output's tokens + extra), uniform walks always end on a
+    complete value that validates, within the budget, and the budgeted mask is never empty."""
+    v = vocabs(vocab)
+    compiled = _compile(v, schema, whitespace=ws)
+    if compiled is None:
+        return
+    plan = compiled.index.completion_tokens(compiled.index.initial)
+    assert plan is not None
+    validator = _validator(schema)
+    rng = np.random.default_rng(seed)
+    for _ in range(2):
+        STATS["budget walks"] += 1
+
+        def count() -> None:
+            STATS["budget steps"] += 1
+
+        out, terminated, used, matcher = budget_walk(compiled, v.info, rng, len(plan) + extra, on_step=count)
+        STATS["budget walks ended by the limit"] += not terminated
+        assert matcher.is_completed(), f"budget {len(plan) + extra}: incomplete {out!r}"
+        _check_output(compiled, schema, out, validator)
 
 
 # -- 7: flexible whitespace -------------------------------------------------------------
@@ -505,3 +529,43 @@ def test_bug_deep_nesting_recursion_error(byte_compiler):
         byte_compiler.compile_json_schema(schema)
     except StructgenError:
         pass
+
+
+# -- found by the soak run of issue 7 (all fixed) ---------------------------------------
+
+_D7 = "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    # 9: schema text that is not JSON escaped as json.JSONDecodeError
+    ("", ""),
+    # 10: draft-07 has no $defs keyword, so its metaschema never looked inside; reached by
+    # $ref, {"enum": null} crashed the converter with TypeError
+    ({"$schema": _D7, "$defs": {"node": {"type": "array", "items": {"const": None, "enum": None}}},
+      "$ref": "#/$defs/node"}, "/$defs/node/items/enum"),
+    ({"$schema": _D7, "$defs": {"node": {"type": "array", "items": {"const": [None], "items": None}}},
+      "$ref": "#/$defs/node"}, "/$defs/node/items/items"),
+    # 11: keywords beside anyOf were reported at /anyOf/anyOf/0/... (no such location)
+    ({"anyOf": [True], "minItems": 3, "maxItems": 1, "type": "array"}, "/minItems"),
+    ({"anyOf": [True], "type": "integer", "minimum": 5, "maximum": 4}, "/minimum"),
+    # 12: a required name without a declared property takes additionalProperties, but its
+    # errors pointed at /required/...
+    ({"type": "array", "items": {"properties": {"a": {"type": "null"}}, "required": ["zz"],
+                                 "additionalProperties": {"type": "null", "const": False}}},
+     "/items/additionalProperties/const"),
+    # 19: a pattern Python's re cannot compile, beside enum/const (decided by jsonschema),
+    # escaped as re.error
+    ({"enum": [""], "type": "string", "pattern": "a**"}, "/pattern"),
+    ({"enum": [""], "type": "string", "pattern": "a{2,1}"}, "/pattern"),
+    ({"type": "object", "propertyNames": {"pattern": "[", "maxLength": 3}, "properties": {"ab": {}}},
+     "/propertyNames/pattern"),
+], ids=["not-json", "draft07-defs-enum", "draft07-defs-items", "anyof-sibling-items", "anyof-sibling-minimum",
+        "required-additional", "enum-bad-pattern", "enum-bad-repeat", "property-names-bad-pattern"])
+def test_regression_soak_refusals_located(byte_compiler, schema, pointer):
+    """Bugs 9-12 and 19 (tests/README.md): each a StructgenError at an existing location."""
+    for strict in (True, False):
+        with pytest.raises((SchemaError, RegexError)) as exc:
+            byte_compiler.compile_json_schema(schema, strict=strict)
+        assert exc.value.pointer == pointer, str(exc.value)
+        if isinstance(schema, dict):
+            assert _pointer_exists(schema, exc.value.pointer)

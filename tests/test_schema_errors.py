@@ -1,11 +1,22 @@
 """Bad schemas: each error names the JSON pointer and what was expected; nothing is silent."""
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
 
-from structgen import GrammarCompiler, SchemaError, StructgenWarning, UnsupportedSchemaError
+from structgen import (
+    AutomatonSizeError,
+    GrammarCompiler,
+    RegexError,
+    SchemaError,
+    StructgenError,
+    StructgenWarning,
+    TokenizerError,
+    TokenizerInfo,
+    UnsupportedSchemaError,
+)
 from structgen.schema_to_grammar import schema_to_grammar
 
 from .conftest import toy_info
@@ -144,3 +155,138 @@ def test_draft_given_decides_ref_siblings():
         assert (m.accept_string('{"a":1}') and m.is_completed()) == small_ok, draft
     with pytest.raises(SchemaError, match="unknown draft"):
         compiler.compile_json_schema(schema, draft="draft-99")
+
+
+# -- issue 7: every bad input a located StructgenError -------------------------------------
+
+
+@pytest.mark.parametrize("schema", [42, None, "a string", 1.5], ids=["int", "null", "str", "float"])
+def test_non_schema_values_refused(schema):
+    with pytest.raises(SchemaError, match="must be an object or a boolean") as exc:
+        GrammarCompiler(toy_info([])).compile_json_schema(json.dumps(schema))
+    assert exc.value.pointer == ""
+
+
+@pytest.mark.parametrize("schema,pointer,match", [
+    ({"enum": []}, "/enum", "enum|empty"),
+    ({"type": "object", "properties": {"a": {"enum": []}}}, "/properties/a/enum", "enum|empty"),
+    ({"type": "array", "items": {"type": "integer", "minimum": 3, "maximum": 1}, "minItems": 1}, "/items", "no integer"),
+    ({"type": "object", "properties": {"n": {"type": "number", "exclusiveMinimum": 2, "maximum": 2}}, "required": ["n"]},
+     "/properties/n", "number"),
+])
+def test_unsatisfiable_refused_with_pointer(schema, pointer, match):
+    with pytest.raises(SchemaError, match=match) as exc:
+        GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    assert exc.value.pointer == pointer, str(exc.value)
+
+
+@pytest.mark.parametrize("schema,pointer,match", [
+    ({"type": "string", "pattern": "(?=a)b"}, "/pattern", "lookaround"),
+    ({"type": "string", "pattern": "a(?<!b)"}, "/pattern", "lookaround"),
+    ({"type": "object", "properties": {"x": {"type": "string", "pattern": "(a)\\1"}}}, "/properties/x/pattern",
+     "backreference"),
+    ({"type": "object", "patternProperties": {"(?<=a)b": {}}}, "/patternProperties/(?<=a)b", "lookaround"),
+    ({"type": "object", "patternProperties": {"[": {}}, "properties": {"a": {}}}, "/patternProperties/[",
+     "unterminated"),
+    ({"type": "object", "propertyNames": {"pattern": "(?!x)"}}, "/propertyNames/pattern", "lookaround"),
+])
+def test_unsupported_regexes_refused_with_location_and_caret(schema, pointer, match):
+    for strict in (True, False):
+        with pytest.raises(RegexError, match=match) as exc:
+            GrammarCompiler(toy_info([])).compile_json_schema(schema, strict=strict)
+        assert exc.value.pointer == pointer
+        assert str(exc.value).splitlines()[-1].strip() == "^"  # a caret under the position
+        assert f"schema location {pointer}" in str(exc.value)
+
+
+def test_schema_text_that_is_not_json():
+    with pytest.raises(SchemaError, match="not JSON: Expecting .* at line 2, column [0-9]"):
+        GrammarCompiler(toy_info([])).compile_json_schema('{\n "a": }')
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "maxItems": 10**12, "items": {"type": "integer"}},
+    {"type": "array", "minItems": 10**12},
+    {"type": "string", "maxLength": 10**12},
+    {"type": "string", "minLength": 10**9},
+    {"type": "string", "pattern": "^a{1000000000}$"},
+], ids=["maxItems", "minItems", "maxLength", "minLength", "pattern-repeat"])
+def test_size_limit_refused_in_bounded_work(monkeypatch, schema):
+    """Refused with the size reached and how to raise the limit, after building no more
+    states than the limit allows, whatever the bound (before the fix, maxItems 10**12 looped
+    10**12 times and minItems 10**12 recursed out)."""
+    from structgen import automaton
+
+    built = {"n": 0}
+    new = automaton._NFA.new
+
+    def counting_new(self):
+        built["n"] += 1
+        return new(self)
+
+    monkeypatch.setattr(automaton._NFA, "new", counting_new)
+    compiler = GrammarCompiler(toy_info([]), max_states=3_000)
+    with pytest.raises(AutomatonSizeError) as exc:
+        compiler.compile_json_schema(schema)
+    err = exc.value
+    assert err.limit == 3_000 and err.reached == 3_001
+    assert "3,000" in str(err) and "3,001" in str(err) and "max_states=" in str(err)
+    assert built["n"] <= 3_001, "construction went on past the limit"
+    smaller = {k: (min(v, 20) if isinstance(v, int) else v) for k, v in schema.items()}
+    if "pattern" not in schema:  # the same schema with a small bound compiles
+        compiler.compile_json_schema(smaller)
+
+
+@pytest.mark.parametrize("kind", ["array", "anyOf"])
+def test_thousand_levels_of_schema_nesting(kind):
+    """1,000 nested levels compile (or are refused with a StructgenError), never RecursionError;
+    the 1,000-deep instance is accepted."""
+    schema: dict = {"type": "integer"}
+    for _ in range(1000):
+        schema = {"type": "array", "items": schema} if kind == "array" else {"anyOf": [schema, {"type": "null"}]}
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    m = compiled.matcher()
+    text = "[" * 1000 + "7" + "]" * 1000 if kind == "array" else "7"
+    assert m.accept_string(text) and m.is_completed()
+    assert not compiled.matcher().accept_string("[" * 1001)
+
+
+def test_thousand_nested_objects_refused_not_recursion_error():
+    schema: dict = {"type": "integer"}
+    for _ in range(1000):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    try:
+        compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    except StructgenError as exc:  # the automaton limit: a located, explained refusal
+        assert isinstance(exc, (AutomatonSizeError, SchemaError)), exc
+        return
+    assert compiled.matcher().accept_string('{"a":' * 1000 + "1" + "}" * 1000)
+
+
+def test_recursive_schema_walks_a_thousand_levels_deep():
+    schema = {"$defs": {"t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}}}}, "$ref": "#/$defs/t"}
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    m = compiled.matcher()
+    assert m.accept_string('{"k":' * 1000)
+    tail = compiled.index.shortest_completion(m.state)
+    assert tail == b"{}" + b"}" * 1000
+    assert m.accept_string(tail) and m.is_completed()
+
+
+def test_tokenizer_without_eos_refused():
+    class NoEos:  # the parts of a transformers tokenizer TokenizerInfo reads
+        eos_token_id = None
+        all_special_ids: list = []
+        added_tokens_decoder: dict = {}
+        backend_tokenizer = None
+
+        def get_vocab(self):
+            return {"a": 0, "b": 1}
+
+        def __len__(self):
+            return 2
+
+    with pytest.raises(TokenizerError, match="no stop token"):
+        TokenizerInfo.from_huggingface(NoEos())
+    info = TokenizerInfo.from_huggingface(NoEos(), stop_token_ids=[1])
+    assert info.stop_token_ids == (1,) and info.token_bytes[1] is None

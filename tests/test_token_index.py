@@ -22,7 +22,10 @@ TEXTS = ['{"name":"hello world, \\"quoted\\" caf\\u00e9 ok","tags":["x y","tab\\
 
 def _full_mask(index, full_trie: TokenTrie, cid: int) -> np.ndarray:
     allowed = np.zeros(index.words * 32, bool)
-    index._walk(full_trie, cid, allowed)
+    for toks, _ in index._walk_trie(cid, full_trie):
+        allowed[toks] = True
+    if len(full_trie.dups):
+        allowed[full_trie.dups[:, 1]] |= allowed[full_trie.dups[:, 0]]
     if index.is_accepting(cid):
         allowed[index._stop] = True
     return np.packbits(allowed, bitorder="little").view("<i4")

@@ -45,3 +45,41 @@ def random_walk(matcher, info, rng: np.random.Generator, *, max_steps: int = 300
             return bytes(out), True, states
         out += info.token_bytes[tok]
     return bytes(out), False, states
+
+
+def budget_walk(compiled, info, rng: np.random.Generator, max_new_tokens: int, *, stop_p: float = 0.1,
+                on_step=None):
+    """A walk under budget-aware masking (``structgen.budget.TokenBudget``), at most
+    ``max_new_tokens`` tokens; returns (output bytes, terminated, tokens taken, matcher).
+
+    Checks on the way: the budgeted mask is never empty and only narrows the grammar's mask;
+    the budget's plan always fits in what is left; every allowed token is accepted.
+    Sampling is uniform over allowed tokens (long strings and deep nesting are likely).
+    """
+    from structgen import GrammarMatcher, allocate_token_bitmask
+    from structgen.budget import TokenBudget
+
+    matcher = GrammarMatcher(compiled)
+    budget = TokenBudget(compiled, max_new_tokens)
+    bitmask = allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    stops = set(info.stop_token_ids)
+    out = bytearray()
+    for step in range(max_new_tokens):
+        assert len(budget.plan) <= budget.remaining == max_new_tokens - step
+        matcher.fill_next_token_bitmask(bitmask)
+        full = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
+        budget.restrict(matcher.state, bitmask)
+        bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
+        allowed = np.flatnonzero(bits)
+        assert len(allowed), f"budgeted mask empty after {bytes(out)!r} with {budget.remaining} tokens left"
+        assert not (bits & ~full).any(), "the budget allowed a token the grammar forbids"
+        if on_step is not None:
+            on_step()
+        stop_ok = [t for t in allowed.tolist() if t in stops]
+        tok = stop_ok[0] if stop_ok and rng.random() < stop_p else int(rng.choice(allowed))
+        assert matcher.accept_token(tok), f"allowed token {tok} rejected after {bytes(out)!r}"
+        budget.advance(tok, matcher.state, matcher.is_terminated())
+        if matcher.is_terminated():
+            return bytes(out), True, step + 1, matcher
+        out += info.token_bytes[tok]
+    return bytes(out), False, max_new_tokens, matcher

@@ -1,0 +1,147 @@
+"""On-disk cache of converted models (structgen.models): versioned, checksummed, private,
+rebuilt when stale or corrupt; nothing in it is unpickled.
+
+The cache logic is tested on small files; one test goes through the real tokenizer
+conversion of the default model into a temporary cache folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from structgen import models
+from structgen.models import _MANIFEST, _read_entry, _through_cache
+
+KEY = {"format": models._CACHE_FORMAT, "file": "toy.gguf", "size": 3, "mtime_ns": 1, "head_sha256": "x",
+       "transformers": "0"}
+
+
+class Source:
+    """A toy conversion: counts builds; the cached form is two small files."""
+
+    def __init__(self) -> None:
+        self.builds = 0
+
+    def build(self) -> dict:
+        self.builds += 1
+        return {"vocab": ["a", "b", "c"] * 50}
+
+    @staticmethod
+    def save(obj: dict, folder: str) -> None:
+        Path(folder, "tokenizer.json").write_text(json.dumps(obj), encoding="utf-8")
+        Path(folder, "config.json").write_text('{"n": 150}', encoding="utf-8")
+
+    @staticmethod
+    def load(folder: str) -> dict:
+        return json.loads(Path(folder, "tokenizer.json").read_text(encoding="utf-8"))
+
+    def get(self, entry: Path, key: dict = KEY) -> dict:
+        return _through_cache(entry, key, self.load, self.build, self.save)
+
+
+@pytest.fixture
+def entry(tmp_path):
+    return tmp_path / "gguf" / "toy-0123" / "tokenizer"
+
+
+def _flip_one_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # same size: only a checksum notices
+    path.write_bytes(bytes(data))
+
+
+def test_entry_is_written_once_then_reused(entry):
+    src = Source()
+    first = src.get(entry)
+    assert src.get(entry) == first and src.builds == 1
+    manifest = json.loads((entry / _MANIFEST).read_text())
+    assert manifest["key"] == KEY and manifest["key"]["format"] == models._CACHE_FORMAT
+    assert set(manifest["files"]) == {"tokenizer.json", "config.json"}
+    assert all(len(m["sha256"]) == 64 for m in manifest["files"].values())
+    if hasattr(os, "getuid"):
+        assert (entry.stat().st_mode & 0o777) == 0o700
+        assert all((entry / n).stat().st_mode & 0o777 == 0o600 for n in [*manifest["files"], _MANIFEST])
+
+
+@pytest.mark.parametrize("damage", ["flip-byte", "truncate", "delete-file", "delete-manifest", "garbage-manifest",
+                                    "extra-listed-file", "group-writable", "symlinked-file"])
+def test_corrupt_entry_is_rebuilt(entry, tmp_path, damage):
+    src = Source()
+    good = src.get(entry)
+    target = entry / "tokenizer.json"
+    if damage == "flip-byte":
+        _flip_one_byte(target)
+    elif damage == "truncate":
+        target.write_bytes(target.read_bytes()[:-5])
+    elif damage == "delete-file":
+        target.unlink()
+    elif damage == "delete-manifest":
+        (entry / _MANIFEST).unlink()
+    elif damage == "garbage-manifest":
+        (entry / _MANIFEST).write_text("{not json")
+    elif damage == "extra-listed-file":
+        manifest = json.loads((entry / _MANIFEST).read_text())
+        manifest["files"]["../outside.json"] = {"size": 2, "sha256": "0" * 64}
+        (entry / _MANIFEST).write_text(json.dumps(manifest))
+    elif damage == "group-writable":
+        if not hasattr(os, "getuid"):
+            pytest.skip("POSIX permissions")
+        os.chmod(target, 0o664)  # someone else could have replaced it, manifest and all
+    else:
+        other = tmp_path / "elsewhere.json"
+        other.write_bytes(target.read_bytes())
+        target.unlink()
+        target.symlink_to(other)
+    assert not _read_entry(entry, KEY)
+    assert src.get(entry) == good and src.builds == 2, "a damaged entry must be rebuilt"
+    assert _read_entry(entry, KEY)
+    assert src.get(entry) == good and src.builds == 2, "the rebuilt entry is used again"
+
+
+@pytest.mark.parametrize("field,value", [("format", models._CACHE_FORMAT - 1), ("mtime_ns", 2),
+                                         ("transformers", "9.9")])
+def test_stale_entry_is_rebuilt(entry, field, value):
+    src = Source()
+    src.get(entry)
+    assert not _read_entry(entry, {**KEY, field: value})
+    src.get(entry, {**KEY, field: value})
+    assert src.builds == 2
+
+
+def test_load_failure_drops_the_entry(entry):
+    src = Source()
+    src.get(entry)
+    calls = []
+
+    def bad_load(folder: str) -> dict:
+        calls.append(folder)
+        raise ValueError("unreadable")
+
+    again = _through_cache(entry, KEY, bad_load, src.build, src.save)
+    assert calls and again == src.build() and _read_entry(entry, KEY)
+
+
+def test_nothing_is_unpickled():
+    """The cache reads JSON and safetensors only (the model through use_safetensors=True)."""
+    import inspect
+
+    text = inspect.getsource(models)
+    assert "pickle" not in text.replace("unpickled", "")
+    assert "use_safetensors=True" in text and "torch.load" not in text
+
+
+@pytest.mark.model
+def test_real_tokenizer_cache_rebuilt_when_corrupt(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    tok = models.load_default_tokenizer(cache=True)
+    entries = list(tmp_path.glob("gguf/*/tokenizer"))
+    assert len(entries) == 1
+    files = {p.name for p in entries[0].iterdir()}
+    assert files and all(n.endswith((".json", ".jinja")) for n in files), files  # text only: nothing to unpickle
+    _flip_one_byte(entries[0] / "tokenizer.json")
+    again = models.load_default_tokenizer(cache=True)
+    assert again.get_vocab() == tok.get_vocab() and again.eos_token_id == tok.eos_token_id
+    assert _read_entry(entries[0], json.loads((entries[0] / _MANIFEST).read_text())["key"])
