@@ -6,10 +6,10 @@ text (as canonical, boundary-safe tokens from :mod:`structgen.fast_forward`) in 
 forward pass as the token sampled before it, so a pass costs one *choice*, not one token.
 
 Batches: each row keeps its own matcher and its own chunk of tokens per pass (a sampled
-token plus whatever was forced after it). Chunks are padded to the widest row; the
-padding is masked out of attention and the position ids skip it (chunks are left-padded so
-every row's last token sits in the last column: the model computes one row of logits), so a row sees exactly the
-sequence it would see alone. Finished rows ride along as one masked pad token.
+token plus whatever was forced after it). Chunks are left-padded to the widest row, so every
+row's newest token sits in the last column and the model computes one row of logits
+(``logits_to_keep=1``); padding is masked out of attention and the position ids skip it, so
+a row sees exactly the sequence it would see alone. Finished rows ride along as masked pads.
 
 This module imports torch; ``import structgen`` does not load it (``structgen.generate``
 imports it on first call).
@@ -20,8 +20,9 @@ import codecs
 import inspect
 import json
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -53,6 +54,7 @@ class DecodeResult:
             nothing but one could follow) or ``"truncated"`` (``max_new_tokens`` ran out first;
             the text may not parse).
         token_ids: the output tokens, a sampled stop token included.
+        forced_flags: per output token, whether it was forced (not sampled).
         sampled_tokens: tokens chosen from the model's logits (one forward pass each).
         forced_tokens: tokens appended because the grammar left no choice.
         forward_passes: model calls made for this row's batch (the prompt pass included).
@@ -65,6 +67,7 @@ class DecodeResult:
     value: Any
     status: Literal["complete", "truncated"]
     token_ids: list[int] = field(repr=False)
+    forced_flags: list[bool] = field(repr=False)
     sampled_tokens: int
     forced_tokens: int
     forward_passes: int
@@ -87,6 +90,7 @@ class _Row:
     matcher: GrammarMatcher
     pending: list[int]  # fed at the next pass
     ids: list[int] = field(default_factory=list)
+    flags: list[bool] = field(default_factory=list)
     sampled: int = 0
     forced: int = 0
     done: bool = False
@@ -153,6 +157,7 @@ def _decode(model: Any, tokenizer: Any, compiled: CompiledGrammar, prompts: list
             new += forced
             r.forced += len(forced)
         r.ids += new
+        r.flags += [False] * (sampled is not None) + [True] * (len(new) - (sampled is not None))
         r.pending += [t for t in new if t not in stop_ids]
         if _finished(r.matcher) or len(r.ids) >= max_new_tokens:
             r.done = True
@@ -268,6 +273,7 @@ def generate(
     grammar: Any = None,
     tools: Any = None,
     tool_choice: str = "required",
+    parallel: bool = False,
     max_new_tokens: int = 128,
     do_sample: bool = False,
     temperature: float = 1.0,
@@ -292,7 +298,7 @@ def generate(
             :class:`~structgen.CompiledGrammar` compiled for this tokenizer.
         tools: a :class:`~structgen.tools.ToolSet` (or a list of OpenAI tool definitions);
             the prompt then gets the tools (:meth:`ToolSet.chat_prompt`) and ``value`` the calls.
-        tool_choice: as in :meth:`ToolSet.grammar`.
+        tool_choice, parallel: as in :meth:`ToolSet.grammar`.
         max_new_tokens: output budget in tokens (sampled + forced).
         do_sample, temperature, top_k, top_p, seed: sampling (greedy by default).
         fast_forward: append forced tokens without a forward pass each (``False``: one pass
@@ -327,7 +333,9 @@ def generate(
         if not isinstance(tools, ToolSet):
             tools = ToolSet.from_openai(tools)
         fmt = ToolCallFormat.detect(tokenizer)
-        compiled = tools.compile(compiler, tool_choice, format=fmt, whitespace=whitespace)
+        # max_whitespace as ToolSet.generate: the same grammar, so outputs compare
+        compiled = tools.compile(compiler, tool_choice, parallel=parallel, format=fmt, whitespace=whitespace,
+                                 max_whitespace=2)
     elif isinstance(grammar, CompiledGrammar):
         compiled = grammar
     else:
@@ -354,7 +362,7 @@ def generate(
                 value = tools.parse(text, format=fmt)
             n = len(r.ids)
             ttft = stats["ttft"] or seconds
-            out.append(DecodeResult(text, value, "complete" if complete else "truncated", list(r.ids), r.sampled,
+            out.append(DecodeResult(text, value, "complete" if complete else "truncated", list(r.ids), list(r.flags), r.sampled,
                                     r.forced, stats["passes"], ttft, (seconds - ttft) / (n - 1) if n > 1 else 0.0,
                                     seconds))
         return out
