@@ -168,11 +168,18 @@ def main() -> int:
         print(f"[{i + 1}/{len(tasks)}] {row['id']}: forced {row['ff_forced']}/{row['ff_tokens']}, passes "
               f"{row['ff_passes']} vs {row['hf_passes']}, warm {row['ff_warm_s']:.2f}s vs {row['hf_warm_s']:.2f}s, "
               f"same={row['same_text']}", flush=True)
+        summary = write(args, rows, done=len(rows) == len(tasks))  # after every task: a stopped run keeps its rows
+    print(table(summary))
+    return 0
+
+
+def write(args: argparse.Namespace, rows: list[dict[str, Any]], *, done: bool) -> dict[str, Any]:
     summary = {kind: summarise([r for r in rows if kind == "all" or r["kind"] == kind])
                for kind in ("schema", "bfcl", "all")}
     result = {
         "benchmark": "fast_forward",
         "command": "python bench/fast_forward.py " + " ".join(sys.argv[1:]),
+        "complete_run": done,
         "hardware": {"machine": platform.machine(), "processor": platform.processor() or platform.machine(),
                      "cpus": os.cpu_count(), "torch_threads": __import__("torch").get_num_threads(),
                      "note": "shared 2-core CPU; other jobs ran at the same time, so wall times are noisy"},
@@ -183,8 +190,7 @@ def main() -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(table(summary))
-    return 0
+    return summary
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
