@@ -201,6 +201,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tasks": len(rows),
         "valid_pct": round(100 * sum(r["ff_valid"] for r in rows) / len(rows), 1),
         "complete_pct": round(100 * sum(r["ff_status"] == "complete" for r in rows) / len(rows), 1),
+        "valid_of_complete_pct": round(100 * sum(r["ff_valid"] for r in rows)
+                                       / max(sum(r["ff_status"] == "complete" for r in rows), 1), 1),
+        "hf_complete_pct": round(100 * sum(r["hf_complete"] for r in rows) / len(rows), 1),
         "ff_tokens": tot("ff_tokens"), "ff_forced": tot("ff_forced"),
         "forced_share_pct": round(100 * tot("ff_forced") / max(tot("ff_tokens"), 1), 1),
         "ff_passes": tot("ff_passes"), "hf_passes": tot("hf_passes"),
