@@ -6,7 +6,9 @@ token masks (``token_index``) → :class:`GrammarCompiler` / :class:`CompiledGra
 (``compiler``) → :class:`GrammarMatcher` (``matcher``) → bitmasks (``bitmask``) →
 Hugging Face logits processors (``structgen.hf``).
 
-``import structgen`` loads neither torch nor transformers.
+``structgen.generate(model, tokenizer, prompt, schema=...)`` is the fast-forward decoding
+loop (``structgen.decoding``); it imports torch when called. ``import structgen`` loads
+neither torch nor transformers.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from .errors import (
     ToolSchemaError,
     UnsupportedSchemaError,
 )
+from . import generate  # a callable module: structgen.generate(...) runs structgen.decoding
 from .grammar import Grammar
 from .matcher import GrammarMatcher
 from .schema_to_grammar import schema_to_grammar
@@ -53,6 +56,7 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "bitmask_words",
+    "generate",
     "schema_to_grammar",
     "__version__",
 ]

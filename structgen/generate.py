@@ -1,7 +1,17 @@
-"""One-call constrained generation with a Hugging Face model (used by the CLI and examples)."""
+"""One-call constrained generation with a Hugging Face model (used by the CLI and examples).
+
+This module is also callable: ``structgen.generate(model, tokenizer, prompt, schema=...)``
+runs :func:`structgen.decoding.generate`, the fast-forward decoding loop. (A package
+attribute and a submodule of the same name cannot be two objects: importing the submodule
+rebinds the attribute. So the module itself answers the call, and both
+``structgen.generate(...)`` and ``from structgen.generate import generate_json`` work.)
+torch is imported on the first call, not here.
+"""
 from __future__ import annotations
 
+import sys
 import time
+import types
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -111,3 +121,14 @@ def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, 
         if not matcher.is_terminated():
             body.append(t)
     return ConstrainedRun(new, body, seconds, matcher)
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Fast-forward constrained generation: see :func:`structgen.decoding.generate`."""
+        from .decoding import generate
+
+        return generate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -125,6 +125,27 @@ class GrammarMatcher:
             del self._history[-num_tokens:]
             self._terminated = False
 
+    def find_forced_bytes(self) -> bytes:
+        """The bytes every valid continuation starts with (``b""`` when there is a choice).
+
+        Empty when the text so far is complete (a stop token is then a choice) or the matcher
+        has terminated. Accepting these bytes does not change which outputs are possible,
+        which is what lets a decoder append them without asking the model.
+        """
+        if self._terminated:
+            return b""
+        return self._index.forced_bytes(self._history[-1])[0]
+
+    def forced_string(self) -> str:
+        """:meth:`find_forced_bytes` as text, cut before an incomplete UTF-8 character."""
+        data = self.find_forced_bytes()
+        for cut in range(len(data), max(len(data) - 4, 0) - 1, -1):
+            try:
+                return data[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+        return ""
+
     def fork(self) -> "GrammarMatcher":
         """An independent copy at the same position (for beam or speculative search)."""
         other = GrammarMatcher.__new__(GrammarMatcher)
