@@ -407,6 +407,38 @@ class TokenIndex:
                 todo.append(nxt)
         return len(self._masks)
 
+    # -- forced continuations ---------------------------------------------------------
+
+    def forced_bytes(self, cid: int, *, limit: int = 4096) -> tuple[bytes, int]:
+        """The bytes the grammar forces from ``cid`` on, and the configuration after them.
+
+        A configuration forces a byte when exactly one byte can follow and it is not
+        complete (a stop token is the other choice there). The run ends at the first
+        configuration with a choice, or after ``limit`` bytes (a safety net: a grammar
+        cannot force an infinite run, since it must be able to end). Memoised per
+        configuration: fast-forward decoding asks once per decoding step.
+        """
+        hit = self._forced.get(cid)
+        if hit is None:
+            run = bytearray()
+            cur = cid
+            while cur != DEAD and not self._accepting[cur] and len(run) < limit:
+                if not self._has_row[cur]:
+                    self._compute_row(cur)
+                live = np.flatnonzero(self._rows[cur])
+                if len(live) != 1:
+                    break
+                run.append(int(live[0]))
+                cur = int(self._rows[cur, live[0]])
+            hit = self._forced[cid] = (bytes(run), cur)
+        return hit
+
+    def next_bytes(self, cid: int) -> np.ndarray:
+        """Sorted byte values that may follow configuration ``cid`` (empty if none)."""
+        if not self._has_row[cid]:
+            self._compute_row(cid)
+        return np.flatnonzero(self._rows[cid])
+
     # -- shortest completions and token budgets ------------------------------------------
 
     def completion_length(self, cid: int) -> int | None:
@@ -581,34 +613,3 @@ def _segment(text: bytes, table: tuple[dict[bytes, int], int]) -> tuple[int, ...
 
 def _length(toks: tuple[int, ...] | None) -> int:
     return UNREACHABLE if toks is None else len(toks)
-    # -- forced continuations ---------------------------------------------------------
-
-    def forced_bytes(self, cid: int, *, limit: int = 4096) -> tuple[bytes, int]:
-        """The bytes the grammar forces from ``cid`` on, and the configuration after them.
-
-        A configuration forces a byte when exactly one byte can follow and it is not
-        complete (a stop token is the other choice there). The run ends at the first
-        configuration with a choice, or after ``limit`` bytes (a safety net: a grammar
-        cannot force an infinite run, since it must be able to end). Memoised per
-        configuration: fast-forward decoding asks once per decoding step.
-        """
-        hit = self._forced.get(cid)
-        if hit is None:
-            run = bytearray()
-            cur = cid
-            while cur != DEAD and not self._accepting[cur] and len(run) < limit:
-                if not self._has_row[cur]:
-                    self._compute_row(cur)
-                live = np.flatnonzero(self._rows[cur])
-                if len(live) != 1:
-                    break
-                run.append(int(live[0]))
-                cur = int(self._rows[cur, live[0]])
-            hit = self._forced[cid] = (bytes(run), cur)
-        return hit
-
-    def next_bytes(self, cid: int) -> np.ndarray:
-        """Sorted byte values that may follow configuration ``cid`` (empty if none)."""
-        if not self._has_row[cid]:
-            self._compute_row(cid)
-        return np.flatnonzero(self._rows[cid])
