@@ -184,8 +184,7 @@ def main() -> int:
     for t in bfcl_sample(args.data, args.bfcl, args.seed):
         tasks.append({"id": t["id"], "kind": "bfcl", "prompt": t["messages"][0], "tools": toolset_for(t),
                       "parallel": "parallel" in t["category"]})
-    for t in maskbench_sample(args.data, args.maskbench, compiler_for(tok, vocab_size=model.config.vocab_size)):
-        tasks.append(t)
+    tasks.extend(maskbench_sample(args.data, args.maskbench, compiler_for(tok, vocab_size=model.config.vocab_size)))
     structgen.generate(model, tok, "Hi", schema={"type": "boolean"}, max_new_tokens=4)  # torch warm-up
     rows = []
     for i, task in enumerate(tasks):
