@@ -126,7 +126,9 @@ class GrammarCompiler:
         """The vocabulary trie shared by every grammar of this compiler (built once)."""
         with self._lock:
             if self._trie is None:
-                self._trie = TokenTrie.build(self.tokenizer_info)
+                from .vocab_cache import load_trie
+
+                self._trie = load_trie(self.tokenizer_info)  # disk-cached per vocabulary fingerprint
             return self._trie
 
     @property

@@ -39,6 +39,10 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
+from .disk_cache import MANIFEST as _MANIFEST
+from .disk_cache import cache_dir, through_cache, write_entry
+from .disk_cache import cache_enabled as _cache_enabled
+from .disk_cache import read_entry as _read_entry
 from .errors import StructgenError, TokenizerError
 
 __all__ = [
@@ -66,7 +70,6 @@ HF_HINT = (
 )
 
 _CACHE_FORMAT = 3  # 3: per-file SHA-256 in the manifest, ownership and permission checks
-_MANIFEST = "structgen-cache.json"
 _HEAD_BYTES = 1 << 20
 
 
@@ -123,25 +126,18 @@ def _check_gguf_installed() -> None:
 # --------------------------------------------------------------------------- cache
 
 
-def cache_dir() -> Path:
-    """The root folder of structgen's on-disk cache (it may not exist yet)."""
-    env = os.environ.get("STRUCTGEN_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "structgen"
-
-
 def clear_cache() -> None:
     """Delete structgen's converted-model cache (``cache_dir()/"gguf"``)."""
     shutil.rmtree(cache_dir() / "gguf", ignore_errors=True)
 
 
-def _cache_enabled(cache: bool | None) -> bool:
-    if cache is not None:
-        return cache
-    return os.environ.get("STRUCTGEN_NO_CACHE", "").strip().lower() in ("", "0", "false", "no")
+def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
+    """:func:`structgen.disk_cache.write_entry`, then drop older entries of the same GGUF file."""
+    write_entry(entry, key, save, after=_prune_siblings)
+
+
+def _through_cache(entry: Path | None, key: dict[str, Any], load, build, save) -> Any:
+    return through_cache(entry, key, load, build, save, after=_prune_siblings)
 
 
 def _gguf_key(gguf_path: str) -> dict[str, Any]:
@@ -167,81 +163,6 @@ def _entry_dir(gguf_path: str, key: dict[str, Any], kind: str) -> Path:
     return cache_dir() / "gguf" / f"{stem}-{digest}" / kind
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _private(path: Path) -> bool:
-    """Owned by the current user and writable by nobody else (POSIX; always True elsewhere)."""
-    if not hasattr(os, "getuid"):
-        return True
-    st = os.lstat(path)
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022 and not os.path.islink(path)
-
-
-def _read_entry(entry: Path, key: dict[str, Any]) -> bool:
-    """True when ``entry`` is a complete, intact cache entry for ``key``.
-
-    The manifest must carry ``key``; every file it lists must exist with its recorded size
-    and SHA-256, and no file may be listed that is not there; the folder and every file must
-    be private to the current user (another user could otherwise swap both files and
-    manifest).
-    """
-    try:
-        if not _private(entry) or not _private(entry / _MANIFEST):
-            return False
-        manifest = json.loads((entry / _MANIFEST).read_text(encoding="utf-8"))
-        if manifest.get("key") != key:
-            return False
-        files = manifest["files"]
-        if not files or not isinstance(files, dict):
-            return False
-        for name, meta in files.items():
-            path = entry / name
-            if name != path.name or not path.is_file() or not _private(path):
-                return False
-            if path.stat().st_size != meta["size"] or _file_sha256(path) != meta["sha256"]:
-                return False
-        return True
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
-
-
-def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
-    """Write a cache entry atomically: ``save(tmpdir)``, a manifest, then rename into place."""
-    tmp: str | None = None
-    try:
-        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{entry.name}.tmp-", dir=entry.parent)  # mode 0700
-        save(tmp)
-        files = {}
-        for p in Path(tmp).iterdir():
-            if p.is_file() and not p.is_symlink():
-                os.chmod(p, 0o600)
-                files[p.name] = {"size": p.stat().st_size, "sha256": _file_sha256(p)}
-        with open(os.path.join(tmp, _MANIFEST), "w", encoding="utf-8") as fh:
-            json.dump({"key": key, "files": files}, fh, indent=1, sort_keys=True)
-        os.chmod(os.path.join(tmp, _MANIFEST), 0o600)
-        if entry.exists():  # stale or broken entry: it failed validation before we got here
-            shutil.rmtree(entry, ignore_errors=True)
-        try:
-            os.rename(tmp, entry)
-            tmp = None
-        except OSError:  # another process won the race; its entry is as good as ours
-            pass
-        else:
-            _prune_siblings(entry, key)
-    except Exception as exc:  # noqa: BLE001 - disk full, read-only home...: caching is best effort
-        log.warning("structgen: could not cache converted model files in %s: %s", entry, exc)
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _prune_siblings(entry: Path, key: dict[str, Any]) -> None:
     """Remove older entries of the same kind and cache format for a GGUF file of the same name.
 
@@ -264,28 +185,6 @@ def _prune_siblings(entry: Path, key: dict[str, Any]) -> None:
                 sibling.rmdir()  # only when now empty
             except OSError:
                 pass
-
-
-def _through_cache(entry: Path | None, key: dict[str, Any], load, build, save) -> Any:
-    """``load(folder)`` from a valid cache entry, else ``build()`` and ``save(obj, folder)`` it.
-
-    ``entry`` None: no caching. An entry that fails :func:`_read_entry` (stale key,
-    corrupt or missing file, foreign owner) or whose ``load`` raises is rebuilt.
-    """
-    if entry is not None and _read_entry(entry, key):
-        try:
-            return load(str(entry))
-        except Exception as exc:  # noqa: BLE001 - any failure: rebuild from the source
-            _drop_entry(entry, exc)
-    obj = build()
-    if entry is not None:
-        _write_entry(entry, key, lambda d: save(obj, d))
-    return obj
-
-
-def _drop_entry(entry: Path, exc: BaseException) -> None:
-    log.warning("structgen: ignoring unreadable cache entry %s (%s); rebuilding it", entry, exc)
-    shutil.rmtree(entry, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- tokenizer

@@ -145,3 +145,31 @@ def test_real_tokenizer_cache_rebuilt_when_corrupt(tmp_path, monkeypatch):
     again = models.load_default_tokenizer(cache=True)
     assert again.get_vocab() == tok.get_vocab() and again.eos_token_id == tok.eos_token_id
     assert _read_entry(entries[0], json.loads((entries[0] / _MANIFEST).read_text())["key"])
+
+
+def test_vocabulary_trie_cache_round_trip_and_corruption(tmp_path, monkeypatch, smollm2_info):
+    # the prepared vocabulary is cached as plain arrays (no pickle) and rebuilt when corrupt
+    import numpy as np
+
+    from structgen.token_index import TokenTrie
+    from structgen.vocab_cache import load_trie
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    built = load_trie(smollm2_info)
+    entry = tmp_path / "vocab" / smollm2_info.fingerprint[:32]
+    assert (entry / "trie.npz").is_file() and (entry / _MANIFEST).is_file()
+
+    def same(a: TokenTrie, b: TokenTrie) -> bool:
+        return (a.num_nodes == b.num_nodes and np.array_equal(a.dups, b.dups) and all(
+            np.array_equal(x, y) for f in ("byte", "tok_at", "child_start", "child_count")
+            for x, y in zip(getattr(a, f), getattr(b, f), strict=True)))
+
+    loaded = load_trie(smollm2_info)
+    assert same(loaded, built) and same(loaded.plain.rest, built.plain.rest)
+    assert np.array_equal(loaded.plain.tokens, built.plain.tokens)
+    data = bytearray((entry / "trie.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte flipped: only the checksum can tell
+    (entry / "trie.npz").write_bytes(bytes(data))
+    assert not _read_entry(entry, json.loads((entry / _MANIFEST).read_text())["key"])
+    again = load_trie(smollm2_info)
+    assert same(again, built) and _read_entry(entry, json.loads((entry / _MANIFEST).read_text())["key"])
