@@ -376,3 +376,23 @@ def test_tiny_real_run():
     summary = summarise(rows, list(ARMS))
     assert summary["overall"]["constrained"]["valid_rate"] == 1.0
     assert summary["overall"]["constrained"]["ttft_mean"] > 0
+
+
+
+@pytest.mark.model
+def test_tiny_real_run_fast_forward():
+    # --fast-forward: the constrained arm reports forced tokens and forward passes saved
+    torch = pytest.importorskip("torch")
+    from structgen.compare import HFBackend
+    from structgen.models import load_default
+
+    torch.set_num_threads(1)
+    model, tok = load_default()
+    backend = HFBackend(model, tok, fast_forward=True)
+    rows = run_compare(backend, [BFCL_TASK], max_retries=0, max_new_tokens=40, arm_functions={"constrained": ARMS["constrained"]})
+    (row,) = rows
+    (attempt,) = row["attempt_log"]
+    assert row["valid"] and attempt["forced_tokens"] > 0  # '{"name":"' and friends are forced
+    assert attempt["forward_passes"] < attempt["tokens"] + 1  # fewer passes than token by token
+    figures = summarise(rows, ["constrained"])["overall"]["constrained"]
+    assert 0 < figures["forced_share"] < 1 and 0 < figures["forward_passes_saved"] < 1

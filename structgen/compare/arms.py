@@ -56,6 +56,7 @@ class Generation:
         forced_tokens: tokens the decoder forced without a model step (fast-forward
             decoding); None when the decoder does not report it.
         prompt_tokens: tokens of the prompt (the conversation so far, retries included).
+        forward_passes: model calls of the generation (fast-forward decoding reports them).
     """
 
     text: str
@@ -68,6 +69,7 @@ class Generation:
     closed: bool = False
     forced_tokens: int | None = None
     prompt_tokens: int | None = None
+    forward_passes: int | None = None
 
 
 class Backend(Protocol):
@@ -164,6 +166,7 @@ def run_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings, *
             "fence_tokens": backend.count_tokens(check.fence) if check.fence else 0,
             "seconds": gen.seconds, "wall_seconds": time.perf_counter() - t0, "setup_seconds": gen.setup_seconds,
             "ttft": gen.ttft, "joules": gen.joules, "forced_tokens": gen.forced_tokens, "prompt_tokens": gen.prompt_tokens,
+            "forward_passes": gen.forward_passes,
             "text": gen.text,
         })
         if check.ok:

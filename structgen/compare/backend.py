@@ -64,8 +64,12 @@ class EnergyMeter:
 class HFBackend:
     """A ``transformers`` causal LM and its tokenizer, as the comparison's :class:`Backend`."""
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, fast_forward: bool = False) -> None:
         from ..hf import compiler_for
+
+        # fast_forward: constrained attempts decode with structgen.generate, which appends
+        # grammar-forced tokens without a forward pass each (forced_tokens, forward_passes)
+        self.fast_forward = fast_forward
 
         self.model = model
         self.tokenizer = tokenizer
@@ -119,6 +123,8 @@ class HFBackend:
             s0 = time.perf_counter()
             compiled = self._compile(task, constraint.kind)
             setup = time.perf_counter() - s0
+            if self.fast_forward:
+                return self._fast_forward(compiled, messages, inputs, max_new_tokens, constraint, setup, e0)
             proc = GrammarLogitsProcessor(compiled)
             proc.compiled = compiled
             t0 = time.perf_counter()
@@ -140,3 +146,24 @@ class HFBackend:
         joules = self.meter.read() - e0 if self.meter and e0 is not None else None
         return Generation(text, len(new), finished, seconds, clock.ttft(t0), setup, joules, closed,
                           prompt_tokens=int(inputs["input_ids"].shape[1]))
+
+    def _fast_forward(self, compiled: Any, messages: list[dict[str, Any]], inputs: Any, max_new_tokens: int,
+                      constraint: Constraint, setup: float, e0: float | None) -> Generation:
+        from .. import generate as structgen_generate
+
+        t0 = time.perf_counter()
+        r = structgen_generate(self.model, self.tokenizer, messages, grammar=compiled, max_new_tokens=max_new_tokens)
+        seconds = time.perf_counter() - t0
+        text, finished, closed = r.text, r.status == "complete", False
+        if not finished and constraint.close_truncated:
+            from ..tools import shortest_completion
+
+            matcher = compiled.matcher()
+            if matcher.accept_string(text):
+                tail = shortest_completion(matcher)
+                if tail is not None:
+                    text, closed = (text.encode("utf-8") + tail).decode("utf-8", errors="replace"), True
+        joules = self.meter.read() - e0 if self.meter and e0 is not None else None
+        return Generation(text, len(r.token_ids), finished, seconds, r.ttft, setup, joules, closed,
+                          forced_tokens=r.forced_tokens, prompt_tokens=int(inputs["input_ids"].shape[1]),
+                          forward_passes=r.forward_passes)

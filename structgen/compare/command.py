@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --resume: write the report of the rows in OUT/rows.jsonl, run nothing (tasks left are "
                         "listed as not run)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--fast-forward", action="store_true",
+                   help="the constrained arm decodes with structgen.generate, appending grammar-forced tokens "
+                        "without a forward pass each; reports forced vs sampled tokens and passes saved")
 
 
 def _check_extras() -> None:
@@ -164,7 +167,7 @@ def _generate(args: argparse.Namespace, todo: list[Task], arms: list[str], rows_
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model, tokenizer = load_model(args.model, device=args.device)
-    backend = HFBackend(model, tokenizer)
+    backend = HFBackend(model, tokenizer, fast_forward=args.fast_forward)
 
     def save(task: Task, task_rows: list[dict[str, Any]]) -> None:
         if rows_path:

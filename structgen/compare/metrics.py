@@ -57,7 +57,22 @@ def summarise_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "ttft_mean": _mean(ttfts), "tpot_mean": _mean(tpots),
         "tokens_per_second": total / gen_seconds if gen_seconds else None,
         "joules_per_token": sum(joules) / total if joules and total else None,
+        **_fast_forward_figures(attempts),
     }
+
+
+def _fast_forward_figures(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sampled vs forced tokens and forward passes saved, when the decoder reported them."""
+    ff = [a for a in attempts if a.get("forced_tokens") is not None and a.get("forward_passes") is not None]
+    if not ff:
+        return {}
+    tokens, forced = sum(a["tokens"] for a in ff), sum(a["forced_tokens"] for a in ff)
+    passes = sum(a["forward_passes"] for a in ff)
+    # token by token, every output token costs a pass, plus the prompt's (what passes counts)
+    baseline = sum(a["tokens"] + 1 for a in ff)
+    return {"forced_tokens_total": forced, "sampled_tokens_total": tokens - forced,
+            "forced_share": forced / tokens if tokens else None, "forward_passes_total": passes,
+            "forward_passes_saved": 1 - passes / baseline if baseline else None}
 
 
 def summarise(rows: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:

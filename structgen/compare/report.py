@@ -29,6 +29,8 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("s/token", "tpot_mean", ".3f"),
     ("tok/s", "tokens_per_second", ".1f"),
     ("J/token", "joules_per_token", ".3f"),
+    ("forced share", "forced_share", ".0%"),
+    ("passes saved", "forward_passes_saved", ".0%"),
 ]
 """Table columns: header, figure name, format."""
 
