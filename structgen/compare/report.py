@@ -42,9 +42,10 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def table_rows(per_arm: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Headers and cells of the per-arm table (the J/token column only when measured)."""
-    cols = [c for c in COLUMNS if c[1] != "joules_per_token"
-            or any(s.get("joules_per_token") is not None for s in per_arm.values())]
+    """Headers and cells of the per-arm table (J/token and the fast-forward columns only when measured)."""
+    optional = ("joules_per_token", "forced_share", "forward_passes_saved")
+    cols = [c for c in COLUMNS if c[1] not in optional
+            or any(s.get(c[1]) is not None for s in per_arm.values())]
     rows = [[ARM_LABELS.get(arm, arm)] + [_cell(s.get(key), fmt) for _, key, fmt in cols]
             for arm, s in per_arm.items() if s["n"]]
     return ["arm"] + [c[0] for c in cols], rows
