@@ -37,17 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.compile_mask import load_tokenizer  # noqa: E402
 from bench.engines import ENGINES, load_engine  # noqa: E402
-
-
-def load_tokenizer(name: str, shared: Path):
-    if name == "smollm2":
-        from structgen.models import load_default_tokenizer
-
-        return load_default_tokenizer()
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(shared / "tokenizers" / name), local_files_only=True)
 
 
 def build_corpus(shared: Path, per_subset: int, paths: int) -> list[dict]:

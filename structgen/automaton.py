@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from .errors import AutomatonSizeError, GrammarError
-from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, iter_refs, referenced_names
+from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
 from .regex import parse_regex
 from .utf8 import charset_to_byte_sequences
 
@@ -524,23 +524,9 @@ def _rule_key(rules: Mapping[str, Expr], called: dict[str, int], name: str):
                 calls.add(ref)
             elif ref not in bodies:
                 stack.append(ref)
-    if sum(_expr_size(b, _KEY_LIMIT) for b in bodies.values()) >= _KEY_LIMIT:
+    if sum(expr_size(b, _KEY_LIMIT) for b in bodies.values()) >= _KEY_LIMIT:
         return None
     return name, tuple(sorted(bodies.items(), key=lambda kv: kv[0])), tuple(sorted(calls))
-
-
-def _expr_size(e: Expr, cap: int) -> int:
-    n, stack = 0, [e]
-    while stack and n < cap:
-        x = stack.pop()
-        n += 1
-        if isinstance(x, Seq):
-            stack.extend(x.items)
-        elif isinstance(x, Alt):
-            stack.extend(x.options)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
-    return n
 
 
 def build_automaton(

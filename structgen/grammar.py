@@ -298,14 +298,13 @@ class Grammar:
         return read_lark(text, start=start)
 
 
-def iter_refs(e: Expr):
-    """Every rule name referenced in ``e``, once per occurrence."""
+def iter_nodes(e: Expr):
+    """Every node of an expression tree (depth first; rule references are not followed)."""
     stack = [e]
     while stack:
         x = stack.pop()
-        if isinstance(x, Ref):
-            yield x.name
-        elif isinstance(x, Seq):
+        yield x
+        if isinstance(x, Seq):
             stack.extend(x.items)
         elif isinstance(x, Alt):
             stack.extend(x.options)
@@ -313,9 +312,25 @@ def iter_refs(e: Expr):
             stack.append(x.item)
 
 
+def iter_refs(e: Expr):
+    """Every rule name referenced in ``e``, once per occurrence."""
+    return (x.name for x in iter_nodes(e) if isinstance(x, Ref))
+
+
+def expr_size(e: Expr, cap: int | None = None) -> int:
+    """Nodes of an expression tree, a bounded repeat counted once per copy it will be
+    unrolled into; stops counting at ``cap`` (to test "is it small?" cheaply)."""
+    n = 0
+    for x in iter_nodes(e):
+        if cap is not None and n >= cap:
+            break
+        n += 1 + (x.max or x.min if isinstance(x, Repeat) else 0)
+    return n
+
+
 def referenced_names(e: Expr) -> set[str]:
     return set(iter_refs(e))
 
 
 # re-exported for error construction by readers
-__all__ += ["GrammarSyntaxError", "referenced_names", "iter_refs", "expr_to_lark"]
+__all__ += ["GrammarSyntaxError", "referenced_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]

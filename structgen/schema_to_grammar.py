@@ -35,6 +35,7 @@ from .grammar import (
     Regex,
     Repeat,
     alt,
+    expr_size,
     opt,
     seq,
 )
@@ -499,12 +500,8 @@ class _Converter:
         """The base URI in force at a pointer (the $id of every schema on the way down)."""
         node, base = self.root, self._root_base
         for raw in (ptr[1:].split("/") if ptr else []):
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
+            node = _child(node, raw)
+            if node is _MISSING:
                 break  # a position made by combining schemas: the last real base holds
             if isinstance(node, dict):
                 base = self._own_base(node, base)
@@ -849,7 +846,7 @@ class _Converter:
         """A large expression used in several places of one construct becomes a named rule,
         so nesting does not copy it (nested arrays would otherwise double per level); the
         automaton inlines it again when that is cheap."""
-        if _size(e, 64) < 64:
+        if expr_size(e, 64) < 64:
             return e
         self._shared += 1
         name = f"part{self._shared}"
@@ -1182,22 +1179,6 @@ def _negate(s: Any) -> Any:
     return None
 
 
-def _size(e: Expr, cap: int) -> int:
-    """Number of expression nodes, counting at most ``cap``."""
-    from .grammar import Alt, Seq
-
-    n, stack = 0, [e]
-    while stack and n < cap:
-        x = stack.pop()
-        n += 1
-        if isinstance(x, Seq):
-            stack.extend(x.items)
-        elif isinstance(x, Alt):
-            stack.extend(x.options)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
-            n += (x.max or x.min)
-    return n
 
 
 TYPE_ALIASES = {
@@ -1218,15 +1199,24 @@ def _existing_prefix(root: Any, pointer: str) -> str:
     """The longest prefix of ``pointer`` (whole segments) that names a location in ``root``."""
     node, good = root, ""
     for raw in pointer.split("/")[1:]:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
+        node = _child(node, raw)
+        if node is _MISSING:
             break
         good += "/" + raw
     return good
+
+
+_MISSING = object()
+
+
+def _child(node: Any, raw: str) -> Any:
+    """The member a JSON-pointer segment (escaped) names in ``node``, or ``_MISSING``."""
+    part = raw.replace("~1", "/").replace("~0", "~")
+    if isinstance(node, dict) and part in node:
+        return node[part]
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return node[int(part)]
+    return _MISSING
 
 
 def _normalise(schema: Any) -> Any:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from structgen.grammar import Alt, CharSet, Lit, Repeat
+from structgen.grammar import Alt, CharSet, Lit, Repeat, iter_nodes
 from structgen.regex import ANY_CHAR, parse_regex
 from structgen.regular import difference, intersect
 
@@ -71,19 +71,7 @@ def test_star_minus_literals_equals_the_product_construction(seed):
 
 
 def _tree_size(e) -> int:
-    from structgen.grammar import Alt, Seq
-
-    n, stack = 0, [e]
-    while stack:
-        x = stack.pop()
-        n += 1
-        if isinstance(x, Seq):
-            stack.extend(x.items)
-        elif isinstance(x, Alt):
-            stack.extend(x.options)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
-    return n
+    return sum(1 for _ in iter_nodes(e))
 
 
 def test_products_are_minimised_before_elimination():
@@ -102,21 +90,6 @@ def test_many_declared_names_stay_small():
     # written once, not under every trie node (Github_ultra o12343, Kubernetes kb_0 were refused)
     names = [f"property_name_{i}_with_a_long_suffix" for i in range(40)]
     e = difference(Repeat(ANY_CHAR, 0, None), Alt(tuple(Lit(n) for n in names)))
-    special_sets = [x for x in _walk(e) if isinstance(x, CharSet) and any(hi > 0x7F for _, hi in x.ranges)]
+    special_sets = [x for x in iter_nodes(e) if isinstance(x, CharSet) and any(hi > 0x7F for _, hi in x.ranges)]
     assert len(special_sets) <= 3
     assert not expr_fullmatch(e, names[7]) and expr_fullmatch(e, names[7] + "é") and expr_fullmatch(e, "property_name_")
-
-
-def _walk(e):
-    from structgen.grammar import Alt, Seq
-
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        yield x
-        if isinstance(x, Seq):
-            stack.extend(x.items)
-        elif isinstance(x, Alt):
-            stack.extend(x.options)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
