@@ -46,12 +46,28 @@ def byte_compiler() -> GrammarCompiler:
     return GrammarCompiler(info, cache_size=0)
 
 
-def compile_or_reason(compiler, schema):
+REMOTE_BASE = "http://localhost:1234/"  # where the test suite says its remotes/ folder is served
+
+
+def suite_remotes(suite_root: Path, draft: str) -> dict:
+    """The test suite's remote documents (remotes/) for one draft, by the URI its tests use,
+    read from disk: the draft's own folder and the shared files (not other drafts' folders)."""
+    folder = suite_root / "remotes"
+    if not folder.is_dir():
+        return {}
+    other_drafts = {p.name for p in folder.iterdir() if p.is_dir() and p.name.startswith("draft") and p.name != draft}
+    return {REMOTE_BASE + p.relative_to(folder).as_posix(): json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(folder.rglob("*.json")) if p.relative_to(folder).parts[0] not in other_drafts}
+
+
+def compile_or_reason(compiler, schema, resources=None):
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIME_LIMIT_S)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if resources and REMOTE_BASE in json.dumps(schema):
+                return compiler.compile_json_schema(schema, resources=resources), None
             return compiler.compile_json_schema(schema), None
     except StructgenError as e:
         return None, f"{type(e).__name__}: {getattr(e, 'keyword', None) or str(e)[:60]}"
@@ -81,6 +97,7 @@ def texts_for(value, schema):
 
 def run_suite(shared: Path, draft: str, compiler) -> dict:
     root = shared / "json-schema-test-suite" / "tests" / draft
+    remotes = suite_remotes(shared / "json-schema-test-suite", draft)
     per_file: dict[str, Counter] = {}
     refusals: Counter = Counter()
     examples = defaultdict(list)
@@ -90,7 +107,7 @@ def run_suite(shared: Path, draft: str, compiler) -> dict:
             schema = group["schema"]
             if draft == "draft7" and isinstance(schema, dict) and "$schema" not in schema:
                 schema = {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
-            compiled, reason = compile_or_reason(compiler, schema)
+            compiled, reason = compile_or_reason(compiler, schema, remotes)
             if compiled is None:
                 refusals[reason] += 1
                 c["compile_refused"] += len(group["tests"])

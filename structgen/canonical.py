@@ -47,10 +47,14 @@ class _Canon:
         notes = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "$defs", "definitions"}
         siblings = {k: v for k, v in schema.items() if k not in notes}
         resolve = lambda ref: self._pointer(ref)  # noqa: E731
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            return self.combine(self._plain(schema))
         try:
             if "allOf" in schema:
                 merged = {k: v for k, v in schema.items() if k != "allOf"}
                 for part in schema["allOf"]:
+                    if isinstance(part, dict) and "unevaluated" in json.dumps(part):
+                        part = self._plain(part)
                     merged = merge(merged, part, resolve)
                 return self.combine(merged)
             if "$ref" in schema and len(siblings) > 1 and not self.legacy_ref:
@@ -62,6 +66,14 @@ class _Canon:
         except MergeConflict:
             return schema
         return schema
+
+    def _plain(self, schema: dict) -> Any:
+        """unevaluated* made plain keywords, as the compiler does (:mod:`structgen.unevaluated`)."""
+        from .unevaluated import expand_unevaluated
+
+        return expand_unevaluated(schema, "", resolve_ref=lambda ref, at: (self._pointer(ref), ref[1:]),
+                                  oneof_overlap=lambda branches, at: None, unsupported=lambda *args: None,
+                                  rebase=lambda s, at: s, legacy_items=self.legacy_ref)
 
     def _merge(self, a: Any, b: Any) -> Any:
         from .schema_merge import MergeConflict, merge

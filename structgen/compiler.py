@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -156,6 +157,7 @@ class GrammarCompiler:
         whitespace: Whitespace = "compact",
         max_whitespace: int = 8,
         draft: str | None = None,
+        resources: Mapping[str, Any] | None = None,
     ) -> CompiledGrammar:
         """Compile a JSON Schema (dict, bool, or JSON text).
 
@@ -168,6 +170,8 @@ class GrammarCompiler:
             draft: the dialect of a schema without ``$schema``: ``"2020-12"`` (what such a
                 schema means by default), ``"2019-09"``, ``"draft-07"``, ``"draft-06"`` or
                 ``"draft-04"``. A ``$schema`` in the schema wins.
+            resources: other schema documents the schema's ``$ref``s may name, by absolute
+                URI (``{"https://example.com/address.json": {...}}``); nothing is ever fetched.
 
         Raises:
             SchemaError: invalid or unsatisfiable schema (with the JSON pointer), or an unknown draft.
@@ -186,6 +190,10 @@ class GrammarCompiler:
                 raise SchemaError(f"unknown draft {draft!r}; expected one of {', '.join(DRAFT_URIS)}", pointer="")
             if isinstance(schema, dict) and "$schema" not in schema:
                 schema = {"$schema": DRAFT_URIS[draft], **schema}
+        if resources:
+            from .schema_resources import embed_resources
+
+            schema = embed_resources(schema, resources)
         try:
             with _deep_recursion():
                 # key order matters: properties are generated in schema order

@@ -23,6 +23,9 @@ _DUR_TIME = r"T([0-9]+H([0-9]+M)?([0-9]+S)?|[0-9]+M([0-9]+S)?|[0-9]+S)"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _H16 = r"[0-9a-fA-F]{1,4}"
+# no "--" at all (IDNA reserves it in the 3rd and 4th positions), at most 63 characters
+_IDN_LABEL = r"[A-Za-z0-9](-?[A-Za-z0-9]){0,31}"
+_JSON_POINTER = r"(/([^/~]|~[01])*)*"
 _URI_CHAR = r"([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
 
 FORMAT_PATTERNS: dict[str, str] = {
@@ -38,4 +41,16 @@ FORMAT_PATTERNS: dict[str, str] = {
     "email": rf"[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+){{0,3}}@{_LABEL}(\.{_LABEL}){{1,3}}",
     "uri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}+",
     "uri-reference": rf"{_URI_CHAR}*",
+    # the ASCII forms: every URI is an IRI, every ASCII address and hostname an IDN one
+    "iri": rf"[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}+",
+    "iri-reference": rf"{_URI_CHAR}*",
+    "idn-email": rf"[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+){{0,3}}@{_IDN_LABEL}(\.{_IDN_LABEL}){{1,3}}",
+    "idn-hostname": rf"{_IDN_LABEL}(\.{_IDN_LABEL}){{0,3}}",
+    "json-pointer": _JSON_POINTER,
+    # jsonschema's checker refuses a digit after a 0 ("100"): so no 0 before the last digit
+    "relative-json-pointer": rf"(0|[1-9]+0?)(#|{_JSON_POINTER})",
+    # literals and simple expressions of RFC 6570 ({var}, {+var}, {?x,y}...)
+    "uri-template": r"([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2}|\{[+#./;?&]?[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*\})*",
+    # a subset: patterns of letters, digits, spaces and underscores (valid in every dialect)
+    "regex": r"[A-Za-z0-9 _]*",
 }

@@ -18,6 +18,7 @@ from .canonical import json_equal
 __all__ = ["merge", "merge_lenient", "MergeConflict"]
 
 MAX_DEPTH = 12
+_UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 _LOWER = ("minimum", "exclusiveMinimum", "minItems", "minLength", "minProperties")
 _UPPER = ("maximum", "exclusiveMaximum", "maxItems", "maxLength", "maxProperties")
 _ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "id", "deprecated",
@@ -74,6 +75,19 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     a, b = _expand_ref(a, resolve, depth), _expand_ref(b, resolve, depth)
     if isinstance(a, bool) or isinstance(b, bool):  # a $ref may lead to a boolean schema
         return merge(a, b, resolve, depth + 1)
+    # true-valued additionalProperties / items assert nothing (the unevaluated* expansion
+    # writes them as annotations); dropped so that they do not block patternProperties
+    a, b = (_without_true(s, ("additionalProperties", "items")) for s in (a, b))
+    # an if without then/else, or then/else without if, asserts nothing: dropped before
+    # merging, which could otherwise pair one part's if with another part's then
+    a, b = _without_lonely_conditionals(a), _without_lonely_conditionals(b)
+    for s in (a, b):
+        unevaluated = [k for k in _UNEVALUATED if isinstance(s, dict) and k in s]
+        if unevaluated:
+            # it must not see the other schema's annotations; the converter makes these
+            # keywords plain before merging at the top, not inside nested merges
+            _conflict(unevaluated[0], f"{unevaluated[0]} combined with another schema at the same location "
+                      "(inside properties or items of an allOf)")
     if "anyOf" in a or "anyOf" in b:
         return _distribute(a, b, resolve, depth)
     if "allOf" in a:
@@ -87,7 +101,8 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         if key in _ANNOTATIONS:
             out[key] = a.get(key, b.get(key))
             continue
-        if key in ("properties", "additionalProperties", "items", "prefixItems", "required", "type", "enum", "const"):
+        if key in ("properties", "additionalProperties", "items", "prefixItems", "required", "type", "enum", "const",
+                   "patternProperties"):
             continue  # combined below
         if key not in a or key not in b:
             out[key] = a.get(key, b.get(key))
@@ -96,6 +111,8 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         elif isinstance(a[key], bool) or isinstance(b[key], bool):  # draft-04 exclusive flags
             _conflict(key, f"two different {key!r} values cannot be combined exactly")
             out[key] = a[key]
+        elif key == "x-structgen-not-strings":  # strings excluded by either side
+            out[key] = sorted(set(a[key]) | set(b[key]))
         elif key == "multipleOf" and all(isinstance(x, int) for x in (a[key], b[key])):
             import math
 
@@ -120,6 +137,22 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     _merge_object(a, b, out, resolve, depth)
     _merge_array(a, b, out, resolve, depth)
     return out
+
+
+def _without_lonely_conditionals(s: Any) -> Any:
+    if not isinstance(s, dict):
+        return s
+    if "if" in s and "then" not in s and "else" not in s:
+        return {k: v for k, v in s.items() if k != "if"}
+    if "if" not in s and ("then" in s or "else" in s):
+        return {k: v for k, v in s.items() if k not in ("then", "else")}
+    return s
+
+
+def _without_true(s: Any, keys: tuple[str, ...]) -> Any:
+    if isinstance(s, dict) and any(s.get(k) is True for k in keys):
+        return {k: v for k, v in s.items() if not (k in keys and v is True)}
+    return s
 
 
 def _expand_ref(s: Any, resolve, depth: int) -> Any:
@@ -173,7 +206,7 @@ def _merge_literals(a: dict, b: dict, out: dict) -> None:
     for s in (a, b):
         if "const" in s:
             lits.append([s["const"]])
-        elif "enum" in s:
+        if "enum" in s:  # beside a const too: both apply
             lits.append(list(s["enum"]))
     if not lits:
         return
@@ -184,11 +217,20 @@ def _merge_literals(a: dict, b: dict, out: dict) -> None:
 
 
 def _merge_object(a: dict, b: dict, out: dict, resolve, depth: int) -> None:
+    xa, xb = a.get("patternProperties", {}), b.get("patternProperties", {})
+    if xa or xb:
+        # every matching pattern of either side applies: the union, one schema per pattern
+        out["patternProperties"] = {p: merge(xa.get(p, True), xb.get(p, True), resolve, depth + 1)
+                                    for p in list(xa) + [p for p in xb if p not in xa]}
     pa, pb = a.get("properties", {}), b.get("properties", {})
     if not pa and not pb and "additionalProperties" not in a and "additionalProperties" not in b:
         return
-    if ("patternProperties" in a and "additionalProperties" in b) or ("patternProperties" in b and "additionalProperties" in a):
-        raise MergeConflict("patternProperties", "patternProperties beside another side's additionalProperties")
+    for mine, other in ((a, b), (b, a)):
+        # one side's additionalProperties covers names its own patterns miss: exact when the
+        # other side's patterns are among its own (those names reach neither additionalProperties)
+        if mine.get("patternProperties") and "additionalProperties" in other and (
+                "additionalProperties" in mine or not set(mine["patternProperties"]) <= set(other.get("patternProperties", {}))):
+            raise MergeConflict("patternProperties", "patternProperties beside another side's additionalProperties")
     aa, ab = a.get("additionalProperties", True), b.get("additionalProperties", True)
     props = {}
     for name in list(pa) + [n for n in pb if n not in pa]:

@@ -17,13 +17,14 @@ from __future__ import annotations
 from functools import lru_cache
 
 import json
+import math
 import re
 import sys
 import warnings
 from typing import Any, Literal
 
 from .canonical import dumps_compact, json_equal
-from .errors import AutomatonSizeError, RegexError, SchemaError, StructgenWarning, UnsupportedSchemaError
+from .errors import AutomatonSizeError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
     NOTHING,
@@ -44,6 +45,7 @@ from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_e
 from .regex import ANY_CHAR, parse_regex, search_expr
 from .regular import difference, intersect
 from .schema_merge import MergeConflict, merge, merge_lenient
+from .unevaluated import expand_unevaluated
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
 
@@ -56,9 +58,11 @@ SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
     "pattern", "anyOf", "allOf", "oneOf", "not", "dependentRequired", "dependencies", "dependentSchemas",
-    "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains",
+    "uniqueItems", "patternProperties", "propertyNames", "if", "then", "else", "contains", "minContains", "maxContains",
     "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
-    "minProperties", "maxProperties", "multipleOf", "$anchor",
+    "minProperties", "maxProperties", "multipleOf", "$anchor", "unevaluatedProperties", "unevaluatedItems",
+    "$dynamicRef", "$dynamicAnchor",
+    "x-structgen-not-strings", "x-structgen-fraction",  # written by the converter itself
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -209,7 +213,14 @@ class _Converter:
 
         if self._validator is None:
             cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
+            # the internal keywords negations write (merged into schemas whose literals are
+            # then checked by jsonschema) must be enforced there too
+            cls = jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings})
             self._validator = cls(self.root)
+        if isinstance(subschema, dict) and "$schema" in subschema:
+            # a $schema would make jsonschema switch to its own class of that dialect, which
+            # does not know the internal keywords above
+            subschema = {k: v for k, v in subschema.items() if k != "$schema"}
         return self._validator.evolve(schema=subschema)
 
     def checker(self, subschema: Any, ptr: str):
@@ -290,6 +301,10 @@ class _Converter:
             # a finite set of literals: jsonschema decides every other keyword on each value,
             # exactly, whatever the keyword (not, oneOf, multipleOf, uniqueItems...)
             return self.literals(schema, ptr)
+        if "$dynamicRef" in schema:
+            return self.node(self.dynamic_ref(schema, ptr), ptr)
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            return self.node(self.unevaluated(schema, ptr), ptr)
         unknown = [kw for kw in schema if kw not in SUPPORTED_KEYWORDS and kw not in VALIDATION_KEYWORDS]
         for kw in schema:
             if kw in VALIDATION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
@@ -349,13 +364,15 @@ class _Converter:
         parts: list[Any] = []
         if "oneOf" in rest:
             branches = rest.pop("oneOf")
-            resolved = [self.resolve_shallow(b, ptr) for b in branches]
-            overlap = next(((i, j) for i in range(len(resolved)) for j in range(i + 1, len(resolved))
-                            if not _disjoint(resolved[i], resolved[j])), None)
-            if overlap is not None:
-                self.unsupported("oneOf", _ptr(ptr, "oneOf"), f"branches {overlap[0]} and {overlap[1]} may both match "
-                                 "(exact only when branches are provably disjoint); treated as anyOf")
-            parts.append({"anyOf": branches})  # disjoint: exactly one matches iff at least one does
+            overlap = self.oneof_overlap(branches, ptr)
+            exact = self.oneof_exact(branches, ptr) if overlap is not None else None
+            if exact is not None:
+                parts.append(exact)
+            else:
+                if overlap is not None:
+                    self.unsupported("oneOf", _ptr(ptr, "oneOf"), f"branches {overlap[0]} and {overlap[1]} may both "
+                                     "match (exact only when branches are provably disjoint or negatable); treated as anyOf")
+                parts.append({"anyOf": branches})  # disjoint: exactly one matches iff at least one does
         if "not" in rest:
             negated = _negate(self.resolve_shallow(rest.pop("not"), ptr))
             if negated is None:
@@ -389,6 +406,10 @@ class _Converter:
             if unique is True and not (isinstance(rest.get("maxItems"), int) and rest["maxItems"] <= 1):
                 if self.finite_items(rest, ptr) is not None:
                     rest["uniqueItems"] = True  # array() enforces it over the finite item values
+                elif (arrays := self.finite_arrays({**rest, "uniqueItems": True}, ptr)) is not None:
+                    # a tuple of finitely many values: the valid arrays, listed
+                    others = [t for t in ALL_TYPES if t not in ("array", "integer")]
+                    parts.append({"anyOf": [{"type": others}, {"enum": arrays}]} if arrays else {"type": others})
                 else:
                     self.unsupported("uniqueItems", _ptr(ptr, "uniqueItems"),
                                      "uniqueItems: true is exact only for items with finitely many values "
@@ -398,6 +419,93 @@ class _Converter:
         # keep the schema's own allOf: {**rest, "allOf": parts} replaced it (a false accept:
         # allOf [minimum 10] beside oneOf [maximum 20] accepted 0..9)
         return {**rest, "allOf": [*rest.get("allOf", []), *parts]} if parts else rest
+
+    def dynamic_ref(self, schema: dict, ptr: str) -> dict:
+        """``$dynamicRef`` as the ``$ref`` it statically is, where that is exact: the fragment
+        is a pointer, or names a plain ``$anchor``, or the only ``$dynamicAnchor`` of that
+        name in the whole document (the dynamic scope can then only find that one)."""
+        from urllib.parse import urldefrag
+
+        ref = schema["$dynamicRef"]
+        at = _ptr(ptr, "$dynamicRef")
+        target_ptr = self.to_pointer(ref, at)
+        frag = urldefrag(ref)[1]
+        target = self.resolve_pointer(target_ptr, at)
+        if frag and not frag.startswith("/") and isinstance(target, dict) and target.get("$dynamicAnchor") == frag:
+            holders = self._dynamic_anchors.get(frag, [])
+            if len(holders) > 1:
+                self.unsupported("$dynamicRef", at, f"{len(holders)} schemas declare $dynamicAnchor {frag!r}: which "
+                                 "one applies depends on the dynamic scope of each evaluation")
+        rest = {k: v for k, v in schema.items() if k != "$dynamicRef"}
+        # written against the root's base URI: a bare "#/..." would be read in the resource at ptr
+        return {**rest, "allOf": [*rest.get("allOf", []), {"$ref": f"{self._root_base}#{target_ptr}"}]}
+
+    def oneof_overlap(self, branches: list, ptr: str) -> tuple[int, int] | None:
+        """Two ``oneOf`` branches that may both match (not provably disjoint), or None."""
+        resolved = [self.resolve_shallow(b, ptr) for b in branches]
+        return next(((i, j) for i in range(len(resolved)) for j in range(i + 1, len(resolved))
+                     if not _disjoint(resolved[i], resolved[j])), None)
+
+    def oneof_exact(self, branches: list, ptr: str) -> Any:
+        """``oneOf`` as ``anyOf`` of "branch i and no other branch", when every branch has a
+        decidable negation (and there are few); else None."""
+        negated = self.oneof_negations(branches, ptr)
+        if negated is None:
+            return None
+        return {"anyOf": [{"allOf": [b, *(n for j, n in enumerate(negated) if j != i)]}
+                          for i, b in enumerate(branches)]}
+
+    def oneof_negations(self, branches: list, ptr: str) -> list | None:
+        """``not branch`` for each branch when all are decidable (and there are few), else None."""
+        if len(branches) > 4:
+            return None
+        negated = [_negate(self.resolve_shallow(b, ptr)) for b in branches]
+        return None if any(n is None for n in negated) else negated
+
+    def has_unevaluated(self, schema: Any, ptr: str) -> bool:
+        """Whether an unevaluated* keyword applies to ``schema``'s instance in place: in it, or
+        in its allOf/anyOf/oneOf/if/then/else/dependentSchemas members, following $refs."""
+        seen: set[int] = set()
+
+        def walk(s: Any, at: str) -> bool:
+            if not isinstance(s, dict) or id(s) in seen:
+                return False
+            seen.add(id(s))
+            if "unevaluatedProperties" in s or "unevaluatedItems" in s:
+                return True
+            for key in ("allOf", "anyOf", "oneOf"):
+                if isinstance(s.get(key), list) and any(walk(x, _ptr(at, key, i)) for i, x in enumerate(s[key])):
+                    return True
+            for key in ("if", "then", "else"):
+                if walk(s.get(key), _ptr(at, key)):
+                    return True
+            if isinstance(s.get("dependentSchemas"), dict) and any(
+                    walk(x, _ptr(at, "dependentSchemas", n)) for n, x in s["dependentSchemas"].items()):
+                return True
+            for key in ("$ref", "$dynamicRef"):
+                if isinstance(s.get(key), str):
+                    try:
+                        target = self.to_pointer(s[key], _ptr(at, key))
+                        if walk(self.resolve_pointer(target, at), target):
+                            return True
+                    except StructgenError:
+                        pass  # reported where the reference is compiled
+            return False
+
+        return walk(schema, ptr)
+
+    def unevaluated(self, schema: dict, ptr: str) -> Any:
+        """``schema`` with its unevaluated* keywords turned into plain ones (see :mod:`.unevaluated`)."""
+        def resolve_ref(ref: str, at: str) -> tuple[Any, str]:
+            target = self.to_pointer(ref, at)
+            return self.resolve_pointer(target, at), target
+
+        def unsupported(keyword: str, at: str, why: str) -> None:
+            self.unsupported(keyword, at, why)
+
+        return expand_unevaluated(schema, ptr, resolve_ref=resolve_ref, oneof_overlap=self.oneof_overlap,
+                                  negations=self.oneof_negations,
+                                  unsupported=unsupported, rebase=self.rebased, legacy_items=self.legacy_ref)
 
     def resolve_shallow(self, sub: Any, ptr: str) -> Any:
         seen = 0
@@ -427,9 +535,16 @@ class _Converter:
         if not isinstance(schema, dict):
             return schema
         out = dict(schema)
+        if isinstance(out.get("$dynamicRef"), str):
+            # an absolute URI with the same fragment: an anchor name must stay one
+            from urllib.parse import urljoin
+
+            ref, base = out["$dynamicRef"], self._base_at(at)
+            out["$dynamicRef"] = base + ref if ref.startswith("#") else urljoin(base, ref)
         if isinstance(out.get("$ref"), str):
             try:
-                out["$ref"] = "#" + self.to_pointer(out["$ref"], at)
+                # against the root's base: a bare "#/..." is read in the resource where it is used
+                out["$ref"] = f"{self._root_base}#" + self.to_pointer(out["$ref"], at)
             except (UnsupportedSchemaError, SchemaError):
                 pass  # left as written: using it reports the error where it is used
         for key, value in schema.items():
@@ -451,6 +566,7 @@ class _Converter:
 
         self._resources: dict[str, str] = {}
         self._anchors: dict[tuple[str, str], str] = {}
+        self._dynamic_anchors: dict[str, list[str]] = {}
         self._root_base = self._own_base(self.root, _DEFAULT_BASE) if isinstance(self.root, dict) else _DEFAULT_BASE
         self._resources[self._root_base] = ""
 
@@ -468,6 +584,8 @@ class _Converter:
             for key in ("$anchor", "$dynamicAnchor"):
                 if isinstance(node.get(key), str):
                     self._anchors.setdefault((base, node[key]), ptr)
+            if isinstance(node.get("$dynamicAnchor"), str):
+                self._dynamic_anchors.setdefault(node["$dynamicAnchor"], []).append(ptr)
             for key, value in node.items():
                 if key in _SCHEMA_MAPS or key == "dependencies":
                     if isinstance(value, dict):
@@ -541,6 +659,12 @@ class _Converter:
             except UnsupportedSchemaError as exc:
                 raise MergeConflict("$ref", str(exc)) from exc
 
+        # a part's unevaluated* keywords see only that part's annotations: made plain before
+        # merging, which would otherwise let them see the other parts' properties
+        parts = [self.unevaluated(p, _ptr(ptr, keyword)) if self.has_unevaluated(p, _ptr(ptr, keyword)) else p
+                 for p in parts]
+        if self.has_unevaluated(base, ptr):
+            base = self.unevaluated(base, ptr)
         merged: Any = base
         try:
             for part in parts:
@@ -630,6 +754,8 @@ class _Converter:
                 values = [v for v in values if any(json_equal(v, e) for e in schema["enum"])]
         else:
             values = list(schema["enum"])
+            if not values and self._merging:  # combined schemas whose literals do not meet
+                return NOTHING
             if not values:
                 raise SchemaError("enum is empty: no value can be valid", pointer=_ptr(ptr, "enum"), keyword="enum")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
@@ -643,6 +769,8 @@ class _Converter:
         return alt(*(Lit(dumps_compact(v)) for v in kept))
 
     def integer(self, schema: dict, ptr: str) -> Expr:
+        if schema.get(FRACTION):
+            return NOTHING  # an integer never has a fraction
         lo, hi = _int_bounds(schema, ptr)
         if lo is not None and hi is not None and lo > hi:
             raise SchemaError(f"no integer lies between the bounds ({lo} > {hi})", pointer=ptr, keyword="minimum")
@@ -676,6 +804,10 @@ class _Converter:
                 # a multiple of an integer is an integer: write it as one (exact, see modulus)
                 return self.integer(schema, ptr)
         lo, lo_strict, hi, hi_strict = _decimal_bounds(schema)
+        if schema.get(FRACTION):  # from a negated integer type: numbers with a fraction only
+            if lo is None and hi is None:
+                return Regex(_FRACTION_TEXT)
+            return intersect(number_range_expr(lo, lo_strict, hi, hi_strict), parse_regex(_FRACTION_TEXT))
         if lo is None and hi is None:
             return _NUMBER
         if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
@@ -688,6 +820,7 @@ class _Converter:
         hi = schema.get("maxLength")
         if hi is not None and lo > hi:
             raise SchemaError(f"minLength {lo} > maxLength {hi}", pointer=_ptr(ptr, "minLength"), keyword="minLength")
+        pexpr: Expr | None = None
         if "format" in schema:
             fmt = schema["format"]
             if fmt not in FORMAT_PATTERNS:
@@ -695,9 +828,14 @@ class _Converter:
             elif "pattern" in schema:
                 self.unsupported("format", _ptr(ptr, "format"), "format together with pattern")
             else:
-                return self._string_pattern(parse_regex(FORMAT_PATTERNS[fmt]), lo, hi, ptr)
-        if "pattern" in schema:
-            return self._string_pattern(self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")), lo, hi, ptr)
+                pexpr = parse_regex(FORMAT_PATTERNS[fmt])
+        if pexpr is None and "pattern" in schema:
+            pexpr = self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern"))
+        if NOT_STRINGS in schema:  # from a negated const/enum: the other strings
+            excluded = alt(*(Lit(w) for w in schema[NOT_STRINGS]))
+            pexpr = difference(Repeat(ANY_CHAR, 0, None) if pexpr is None else pexpr, excluded)
+        if pexpr is not None:
+            return self._string_pattern(pexpr, lo, hi, ptr)
         return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
 
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
@@ -732,6 +870,36 @@ class _Converter:
             if check.is_valid(v) and not any(json_equal(v, d) for d in distinct):
                 distinct.append(v)
         return distinct if len(distinct) <= MAX_UNIQUE_VALUES else None
+
+    def finite_arrays(self, schema: dict, ptr: str, limit: int = 256) -> list | None:
+        """Every array ``schema`` accepts, when it only accepts a tuple prefix (no further
+        items) of finitely many values per position and there are at most ``limit``; else None."""
+        if self.legacy_ref:
+            prefix, tail = schema.get("items"), schema.get("additionalItems", True)
+            if not isinstance(prefix, list):
+                return None
+        else:
+            prefix, tail = schema.get("prefixItems"), schema.get("items", True)
+        if not isinstance(prefix, list) or "contains" in schema:
+            return None
+        hi = len(prefix) if tail is False else schema.get("maxItems")
+        if not isinstance(hi, int) or hi > len(prefix):
+            return None
+        lo = schema.get("minItems", 0)
+        choices = []
+        for i in range(hi):
+            values = self.finite_items({"items": prefix[i]}, _ptr(ptr, "prefixItems", i))
+            if values is None:
+                return None
+            choices.append(values)
+        import itertools
+
+        total = sum(math.prod(len(c) for c in choices[:n]) for n in range(lo, hi + 1))
+        if total > limit:
+            return None
+        check = self.validator(schema)
+        return [list(arr) for n in range(lo, hi + 1) for arr in itertools.product(*choices[:n])
+                if check.is_valid(list(arr))]
 
     def unique_array(self, schema: dict, ptr: str) -> Expr:
         """uniqueItems over finitely many item values: one rule per set of values used so far.
@@ -820,27 +988,51 @@ class _Converter:
         return self.container("[", body_expr, False, "]")
 
     def array_contains(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
-        """``contains`` (with ``minContains``): I* C (I* C){m-1} I* where C = items ∧ contains.
+        """``contains`` with ``minContains`` m and ``maxContains`` M.
 
-        Ambiguous as a grammar (which element is "the" match) but exact as a language; the
-        parser keeps every reading. Refused with prefixItems, item counts or maxContains."""
-        for kw in ("minItems", "maxItems", "maxContains"):
-            if kw in schema and not (kw == "minItems" and schema[kw] <= max(1, schema.get("minContains", 1))):
+        When ``contains`` has a decidable negation, every item is either C = items ∧ contains
+        or N = items ∧ not contains (disjoint), and the language is exact and unambiguous:
+        ``(N,)* C ((,N)* ,C){m-1..M-1} (,N)*``. Otherwise (no maxContains allowed then)
+        ``I* C (I* C){m-1} I*``: ambiguous as a grammar but exact as a language.
+        Refused with prefixItems, or with item counts the match count does not imply."""
+        m, big_m = schema.get("minContains", 1), schema.get("maxContains")
+        for kw in ("minItems", "maxItems"):
+            if kw in schema and not (kw == "minItems" and schema[kw] <= m):  # m matches imply m items
                 self.unsupported(kw, _ptr(ptr, kw), "together with contains")
         if prefix:
             self.unsupported("contains", _ptr(ptr, "contains"), "together with prefixItems")
-        m = schema.get("minContains", 1)
+        if big_m is not None and big_m < m:
+            return NOTHING  # no array can match (other types still can)
         item = self.node(items, _ptr(ptr, "items"))
-        if m == 0:  # nothing to find
+        if m == 0 and big_m is None:  # nothing to find
             return self.container("[", seq(item, Repeat(seq(self.sep, item), 0, None)), True, "]")
-        match = self.node(self.merged(items, schema["contains"], _ptr(ptr, "contains")), _ptr(ptr, "contains"))
-        if match == NOTHING:
-            return NOTHING
+        contains = self.resolve_shallow(schema["contains"], _ptr(ptr, "contains"))
+        negated = _negate(contains)
         sep = self.sep
-        before = Repeat(seq(item, sep), 0, None)
-        more = Repeat(seq(sep, before, match), m - 1, m - 1) if m > 1 else EMPTY
-        body = seq(before, match, more, Repeat(seq(sep, item), 0, None))
-        return self.container("[", body, False, "]")
+        if negated is None:
+            if big_m is not None:
+                self.unsupported("maxContains", _ptr(ptr, "maxContains"), "the contains schema has no decidable "
+                                 "negation (needed to count the items that do not match)")
+            match = self.node(self.merged(items, schema["contains"], _ptr(ptr, "contains")), _ptr(ptr, "contains"))
+            if match == NOTHING:
+                return NOTHING
+            before = Repeat(seq(item, sep), 0, None)
+            more = Repeat(seq(sep, before, match), m - 1, m - 1) if m > 1 else EMPTY
+            body = seq(before, match, more, Repeat(seq(sep, item), 0, None))
+            return self.container("[", body, False, "]")
+        match = self.share(self.node(self.merged(items, schema["contains"], _ptr(ptr, "contains")), _ptr(ptr, "contains")))
+        other = self.share(self.node(self.merged(items, negated, _ptr(ptr, "contains")), _ptr(ptr, "contains")))
+        others_only = seq(other, Repeat(seq(sep, other), 0, None)) if other != NOTHING else NOTHING
+        if big_m == 0 or match == NOTHING:
+            return self.container("[", others_only, True, "]") if m == 0 else NOTHING
+        lo = max(m, 1)
+        hi = None if big_m is None else big_m
+        body = seq(Repeat(seq(other, sep), 0, None), match,
+                   Repeat(seq(Repeat(seq(sep, other), 0, None), sep, match), lo - 1, None if hi is None else hi - 1),
+                   Repeat(seq(sep, other), 0, None))
+        if m == 0:
+            body = alt(others_only, body)
+        return self.container("[", body, m == 0, "]")
 
     def share(self, e: Expr) -> Expr:
         """A large expression used in several places of one construct becomes a named rule,
@@ -1093,6 +1285,97 @@ _DEFAULT_BASE = "https://structgen.invalid/root.json"  # base URI of a document 
 MAX_UNIQUE_VALUES = 8
 
 
+# keyword -> (the type it constrains, the keyword and value of its violation)
+_NEGATABLE_BOUNDS: dict[str, tuple[str, Any]] = {
+    "minimum": ("number", lambda v: {"exclusiveMaximum": v}),
+    "maximum": ("number", lambda v: {"exclusiveMinimum": v}),
+    "exclusiveMinimum": ("number", lambda v: {"maximum": v}),
+    "exclusiveMaximum": ("number", lambda v: {"minimum": v}),
+    "minLength": ("string", lambda v: {"maxLength": v - 1} if v > 0 else None),
+    "maxLength": ("string", lambda v: {"minLength": v + 1}),
+    "minItems": ("array", lambda v: {"maxItems": v - 1} if v > 0 else None),
+    "maxItems": ("array", lambda v: {"minItems": v + 1}),
+    "minProperties": ("object", lambda v: {"maxProperties": v - 1} if v > 0 else None),
+    "maxProperties": ("object", lambda v: {"minProperties": v + 1}),
+}
+
+
+def _negate_bounds(s: dict, keys: set[str]) -> Any:
+    """``not s`` for a schema of bounds (and a type): the excluded types, and for each type
+    that ``s`` allows, one option per bound violated. None when not expressible."""
+    if "type" in s and not isinstance(s["type"], (str, list)):
+        return None
+    types = _types_of({"type": s["type"]} if "type" in s else {})
+    options: list[Any] = []
+    integers_only = "integer" in types and "number" not in types
+    # "number" covers the integers: with integers allowed, the other numbers are added below
+    others = [t for t in ALL_TYPES if t != "integer" and t not in types and not (t == "number" and integers_only)]
+    if others:
+        options.append({"type": others})
+    if integers_only:
+        options.append({"type": "number", FRACTION: True})  # the numbers s excludes by type
+    for kw in sorted(keys - {"type"}):
+        family, violation = _NEGATABLE_BOUNDS[kw]
+        value = s[kw]
+        if family == "number" and integers_only:
+            family = "integer"
+        elif family not in types:
+            continue  # the bound never applies: that type is excluded above
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None  # draft-04 boolean exclusive flags
+        v = violation(value)
+        if v is not None:
+            options.append({"type": family, **v})
+    return {"anyOf": options} if options else False
+
+
+FRACTION = "x-structgen-fraction"
+"""Internal keyword: numbers that are not integers (what ``not: {type: integer}`` leaves)."""
+_FRACTION_TEXT = r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9]"  # a non-integral number, as json.dumps writes one
+
+
+def _check_fraction(validator: Any, flag: Any, instance: Any, schema: dict):
+    if flag and validator.is_type(instance, "number") and (validator.is_type(instance, "integer") or instance != instance):
+        yield _jsonschema_error(f"{instance!r} is an integer")
+
+
+def _check_not_strings(validator: Any, words: list, instance: Any, schema: dict):
+    if isinstance(instance, str) and instance in words:
+        yield _jsonschema_error(f"{instance!r} is excluded")
+
+
+def _jsonschema_error(message: str) -> Any:
+    from jsonschema.exceptions import ValidationError
+
+    return ValidationError(message)
+
+
+NOT_STRINGS = "x-structgen-not-strings"
+"""Internal keyword: strings other than those listed (what ``not: {const: "s"}`` leaves)."""
+
+
+def _negate_literals(values: list) -> Any:
+    """``not {enum: values}`` for scalar values, else None: the other types, the other
+    boolean, numbers in the open intervals between the excluded ones, other strings."""
+    if any(isinstance(v, (dict, list)) for v in values):
+        return None
+    options: list[Any] = [{"type": ["object", "array"]}]
+    if not any(v is None for v in values):
+        options.append({"type": "null"})
+    bools = [v for v in values if isinstance(v, bool)]
+    options += [{"const": b} for b in (True, False) if b not in bools]
+    numbers = sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    if not numbers:
+        options.append({"type": "number"})
+    else:
+        options.append({"type": "number", "exclusiveMaximum": numbers[0]})
+        options += [{"type": "number", "exclusiveMinimum": lo, "exclusiveMaximum": hi} for lo, hi in zip(numbers, numbers[1:])]
+        options.append({"type": "number", "exclusiveMinimum": numbers[-1]})
+    strings = sorted({v for v in values if isinstance(v, str)})
+    options.append({"type": "string", NOT_STRINGS: strings} if strings else {"type": "string"})
+    return {"anyOf": options}
+
+
 def _types_of(s: dict) -> set[str]:
     t = s.get("type")
     types = set(ALL_TYPES) if t is None else ({t} if isinstance(t, str) else set(t))
@@ -1151,21 +1434,19 @@ def _negate(s: Any) -> Any:
     if not isinstance(s, dict):
         return None
     keys = set(s) - ANNOTATION_KEYWORDS
-    if keys == {"type"}:
-        t = {s["type"]} if isinstance(s["type"], str) else set(s["type"])
-        if "number" in t:
-            t.add("integer")
-        rest = [x for x in ALL_TYPES if x not in t]
-        if "integer" in t and "number" not in t:
-            return None  # non-integral numbers only: not expressible with types
-        return {"type": rest} if rest else False
     if keys == {"not"}:
         return s["not"]  # double negation
+    if keys and keys <= _NEGATABLE_BOUNDS.keys() | {"type"}:
+        return _negate_bounds(s, keys)
+    if keys in ({"const"}, {"enum"}):
+        return _negate_literals([s["const"]] if "const" in s else list(s["enum"]))
     if keys <= {"properties", "required", "type"} and "properties" in keys and s.get("type") in (None, "object"):
         # not (object with each p satisfying S_p, required R): non-objects, a required name
         # absent, or some present p failing S_p
         props, req = s["properties"], list(s.get("required", []))
-        options: list[Any] = [{"type": [t for t in ALL_TYPES if t not in ("object", "integer")]}]
+        # non-objects satisfy s unless s says "type": "object": only then does not-s admit them
+        options: list[Any] = ([{"type": [t for t in ALL_TYPES if t not in ("object", "integer")]}]
+                              if s.get("type") == "object" else [])
         options += [{"type": "object", "properties": {name: False}} for name in req]
         for name, sub in props.items():
             neg = _negate(sub)
@@ -1173,9 +1454,29 @@ def _negate(s: Any) -> Any:
                 return None
             if neg is not False:
                 options.append({"type": "object", "required": [name], "properties": {name: neg}})
-        return {"anyOf": options}
+        return {"anyOf": options} if options else False
+    if keys <= {"type", "prefixItems", "items"} and keys & {"prefixItems", "items"} and s.get("type") in (None, "array") \
+            and isinstance(s.get("prefixItems", []), list) and not isinstance(s.get("items"), list) \
+            and not ("prefixItems" in s and "items" in s):
+        # not (array whose item i satisfies P_i / whose items satisfy I): non-arrays, or an
+        # array with an item i that fails P_i / some item failing I
+        options = [{"type": [t for t in ALL_TYPES if t not in ("array", "integer")]}] if s.get("type") == "array" else []
+        for i, sub in enumerate(s.get("prefixItems", [])):
+            neg = _negate(sub)
+            if neg is None:
+                return None
+            if neg is not False:
+                options.append({"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [neg]})
+        if "items" in s:
+            neg = _negate(s["items"])
+            if neg is None:
+                return None
+            if neg is not False:
+                options.append({"type": "array", "contains": neg})
+        return {"anyOf": options} if options else False
     if keys == {"required"} and len(s["required"]) >= 1:
-        return {"anyOf": [{"properties": {name: False}} for name in s["required"]]}
+        # not-required holds for objects only (any non-object satisfies "required")
+        return {"anyOf": [{"type": "object", "properties": {name: False}} for name in s["required"]]}
     return None
 
 

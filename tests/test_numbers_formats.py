@@ -87,6 +87,14 @@ FORMAT_SAMPLES = {
     "email": (["a.b+c@example.com", "x@y.io"], ["a@b", "@example.com", "a b@example.com"]),
     "uri": (["https://example.com/a?b=c#d", "urn:isbn:0451450523"], ["example.com", "http://exa mple.com"]),
     "uri-reference": (["/a/b?c", "../x", ""], ["a b"]),
+    "iri": (["https://example.com/a?b=c#d"], ["example.com"]),
+    "iri-reference": (["/a/b?c", ""], ["a b"]),
+    "idn-email": (["a.b+c@example.com"], ["a@b", "@example.com"]),
+    "idn-hostname": (["example.com", "a-b.c.d"], ["-bad.com", "ab--cd.com", "a..b"]),
+    "json-pointer": (["", "/a/b", "/a~0b/~1c", "/"], ["a/b", "/~2", "/a~"]),
+    "relative-json-pointer": (["0", "1/a", "2#", "10"], ["-1", "/a", "01", "100"]),
+    "uri-template": (["http://example.com/{id}", "/search{?q,lang}", "x"], ["{", "a b", "{}"]),
+    "regex": (["abc", "a b_1", ""], ["(", "a[", "\\"]),
 }
 
 
