@@ -396,3 +396,47 @@ def test_tiny_real_run_fast_forward():
     assert attempt["forward_passes"] < attempt["tokens"] + 1  # fewer passes than token by token
     figures = summarise(rows, ["constrained"])["overall"]["constrained"]
     assert 0 < figures["forced_share"] < 1 and 0 < figures["forward_passes_saved"] < 1
+
+
+@pytest.mark.model
+def test_prefix_cache_gives_the_same_attempts():
+    # retries reuse the arm's own prompt KV cache: every attempt's text must be what a run
+    # without the cache produces (greedy), and the retry's prompt is mostly cached
+    torch = pytest.importorskip("torch")
+    from structgen.compare import HFBackend
+    from structgen.models import load_default
+
+    torch.set_num_threads(1)
+    model, tok = load_default()
+    arms = {a: ARMS[a] for a in ("json", "json_mode")}
+
+    class NoCache(HFBackend):
+        def _cache_for(self, ids):
+            self._prefix = None
+            return super()._cache_for(ids)
+
+    cached = run_compare(HFBackend(model, tok), [BFCL_TASK], max_retries=2, max_new_tokens=24, arm_functions=arms)
+    plain = run_compare(NoCache(model, tok), [BFCL_TASK], max_retries=2, max_new_tokens=24, arm_functions=arms)
+    assert any(r["retries"] for r in plain), "the check needs a retry"
+    for a, b in zip(cached, plain):
+        assert [x["text"] for x in a["attempt_log"]] == [x["text"] for x in b["attempt_log"]]
+        assert a["tokens"] == b["tokens"]
+
+
+@pytest.mark.model
+def test_workers_give_the_rows_of_one_process(tmp_path):
+    # --workers 2 spreads tasks over two processes; the attempts are those of one process
+    pytest.importorskip("matplotlib")
+    from structgen.cli import main
+
+    common = ["compare", "--tasks", "default:3", "--arms", "constrained,json", "--max-new-tokens", "12",
+              "--max-retries", "1", "--no-progress"]
+    assert main([*common, "--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    assert main([*common, "--workers", "1", "--out", str(tmp_path / "one")]) == 0
+    two, one = (json.loads((tmp_path / d / "token_waste.json").read_text()) for d in ("two", "one"))
+    assert "2 worker processes" in two["hardware"]
+    assert [(r["task"], r["arm"]) for r in two["rows"]] == [(r["task"], r["arm"]) for r in one["rows"]]
+    assert len(two["rows"]) == 6
+    for a, b in zip(two["rows"], one["rows"]):
+        assert [x["text"] for x in a["attempt_log"]] == [x["text"] for x in b["attempt_log"]]
+    assert len((tmp_path / "two" / "rows.jsonl").read_text().splitlines()) == 6  # saved as tasks finished

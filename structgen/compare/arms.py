@@ -154,6 +154,9 @@ def run_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings, *
     Every completion token of every attempt is counted. Returns the result row of this arm.
     """
     messages = prompt_messages(task, fmt, judge)
+    reset = getattr(backend, "reset_prefix_cache", None)
+    if reset is not None:
+        reset()  # retries may reuse this arm's own prompt, never another arm's
     attempts: list[dict[str, Any]] = []
     check = None
     for _ in range(settings.max_retries + 1):

@@ -78,7 +78,35 @@ class HFBackend:
         self.meter = EnergyMeter.for_device(model.device)
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         self._toolsets: dict[str, Any] = {}  # the current task's tool set only
+        # prefix caching within one arm's retry chain: (token ids the cache holds, cache)
+        self._prefix: tuple[list[int], Any] | None = None
         self.stop_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+
+    def reset_prefix_cache(self) -> None:
+        """Forget the cached prompt: called when an arm starts, so that an arm never reuses
+        another arm's prompt (its time to first token stays its own)."""
+        self._prefix = None
+
+    def _cache_for(self, ids: list[int]) -> Any:
+        """A KV cache holding the longest prefix of ``ids`` the previous attempt computed.
+
+        A retry re-sends the conversation so far (prompt, failed answer) plus the error
+        message; like a serving engine's prefix cache (vLLM's automatic prefix caching),
+        only the tokens after the common prefix are processed again. Greedy outputs are
+        the same as without the cache (tested)."""
+        from transformers import DynamicCache
+
+        if self._prefix is not None:
+            held, cache = self._prefix
+            n, limit = 0, min(len(held), len(ids) - 1, cache.get_seq_length())
+            while n < limit and held[n] == ids[n]:
+                n += 1
+            if n > 0:
+                extra = cache.get_seq_length() - n
+                if extra > 0:
+                    cache.crop(-extra)
+                return cache
+        return DynamicCache(config=self.model.config)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` alone (no special tokens)."""
@@ -105,15 +133,19 @@ class HFBackend:
         from ..generate import chat_inputs
 
         inputs = chat_inputs(self.tokenizer, messages).to(self.model.device)
+        ids = inputs["input_ids"][0].tolist()
         clock = _Clock()
         e0 = self.meter.read() if self.meter else None
         setup = 0.0
         if constraint is None:
+            cache = self._cache_for(ids)
             t0 = time.perf_counter()
             out = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, streamer=clock,
-                                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+                                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                                      cache=cache)
             seconds = time.perf_counter() - t0
             new = out[0, inputs["input_ids"].shape[1]:].tolist()
+            self._prefix = (ids + new[:-1], cache)  # the last token was never fed back
             finished = bool(new) and new[-1] in self.stop_ids
             text, closed = self.tokenizer.decode(new, skip_special_tokens=True), False
         else:
@@ -127,11 +159,13 @@ class HFBackend:
                 return self._fast_forward(compiled, messages, inputs, max_new_tokens, constraint, setup, e0)
             proc = GrammarLogitsProcessor(compiled)
             proc.compiled = compiled
+            cache = self._cache_for(ids)
             t0 = time.perf_counter()
             run = generate_constrained(self.model, self.tokenizer, inputs, proc, max_new_tokens=max_new_tokens,
-                                       streamer=clock)
+                                       streamer=clock, cache=cache)
             seconds = time.perf_counter() - t0
             new = run.new
+            self._prefix = (ids + new[:-1], cache)
             info = compiled.tokenizer_info
             body = bytearray(b"".join(info.token_bytes[t] or b"" for t in run.body))
             finished, closed = run.matcher.is_completed(), False
