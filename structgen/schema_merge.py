@@ -111,7 +111,9 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         elif isinstance(a[key], bool) or isinstance(b[key], bool):  # draft-04 exclusive flags
             _conflict(key, f"two different {key!r} values cannot be combined exactly")
             out[key] = a[key]
-        elif key == "x-structgen-not-strings":  # strings excluded by either side
+        elif key == "not":  # not A and not B: not (A or B)
+            out[key] = {"anyOf": [a[key], b[key]]}
+        elif key in ("x-structgen-not-strings", "x-structgen-not-patterns"):  # excluded by either side
             out[key] = sorted(set(a[key]) | set(b[key]))
         elif key == "multipleOf" and all(isinstance(x, int) for x in (a[key], b[key])):
             import math

@@ -62,7 +62,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
     "minProperties", "maxProperties", "multipleOf", "$anchor", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor",
-    "x-structgen-not-strings", "x-structgen-fraction",  # written by the converter itself
+    "x-structgen-not-strings", "x-structgen-fraction", "x-structgen-not-patterns",  # written by the converter
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -215,7 +215,8 @@ class _Converter:
             cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
             # the internal keywords negations write (merged into schemas whose literals are
             # then checked by jsonschema) must be enforced there too
-            cls = jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings})
+            cls = jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings,
+                                                     NOT_PATTERNS: _check_not_patterns})
             self._validator = cls(self.root)
         if isinstance(subschema, dict) and "$schema" in subschema:
             # a $schema would make jsonschema switch to its own class of that dialect, which
@@ -834,6 +835,12 @@ class _Converter:
         if NOT_STRINGS in schema:  # from a negated const/enum: the other strings
             excluded = alt(*(Lit(w) for w in schema[NOT_STRINGS]))
             pexpr = difference(Repeat(ANY_CHAR, 0, None) if pexpr is None else pexpr, excluded)
+        if NOT_PATTERNS in schema:  # from a negated pattern: strings none of them matches
+            try:
+                excluded = alt(*(self.pattern_expr(p, _ptr(ptr, "not", "pattern")) for p in schema[NOT_PATTERNS]))
+                pexpr = difference(Repeat(ANY_CHAR, 0, None) if pexpr is None else pexpr, excluded)
+            except AutomatonSizeError as exc:
+                self.unsupported("not", _ptr(ptr, "not"), f"the complement of this pattern is too large: {exc}")
         if pexpr is not None:
             return self._string_pattern(pexpr, lo, hi, ptr)
         return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
@@ -1297,6 +1304,7 @@ _NEGATABLE_BOUNDS: dict[str, tuple[str, Any]] = {
     "maxItems": ("array", lambda v: {"minItems": v + 1}),
     "minProperties": ("object", lambda v: {"maxProperties": v - 1} if v > 0 else None),
     "maxProperties": ("object", lambda v: {"minProperties": v + 1}),
+    "pattern": ("string", lambda v: {NOT_PATTERNS: [v]}),
 }
 
 
@@ -1321,7 +1329,9 @@ def _negate_bounds(s: dict, keys: set[str]) -> Any:
             family = "integer"
         elif family not in types:
             continue  # the bound never applies: that type is excluded above
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if kw == "pattern" and not isinstance(value, str):
+            return None
+        if kw != "pattern" and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return None  # draft-04 boolean exclusive flags
         v = violation(value)
         if v is not None:
@@ -1348,6 +1358,15 @@ def _jsonschema_error(message: str) -> Any:
     from jsonschema.exceptions import ValidationError
 
     return ValidationError(message)
+
+
+NOT_PATTERNS = "x-structgen-not-patterns"
+"""Internal keyword: strings that match none of the listed patterns (``not: {pattern: p}``)."""
+
+
+def _check_not_patterns(validator: Any, patterns: list, instance: Any, schema: dict):
+    if isinstance(instance, str) and any(re.search(p, instance) for p in patterns):
+        yield _jsonschema_error(f"{instance!r} matches an excluded pattern")
 
 
 NOT_STRINGS = "x-structgen-not-strings"
@@ -1436,6 +1455,12 @@ def _negate(s: Any) -> Any:
     keys = set(s) - ANNOTATION_KEYWORDS
     if keys == {"not"}:
         return s["not"]  # double negation
+    if keys in ({"anyOf"}, {"allOf"}) and isinstance(s[next(iter(keys))], list) and s[next(iter(keys))]:
+        # De Morgan: not (A or B) = not A and not B; not (A and B) = not A or not B
+        negs = [_negate(x) for x in s[next(iter(keys))]]
+        if any(n is None for n in negs):
+            return None
+        return {"allOf": negs} if keys == {"anyOf"} else {"anyOf": negs}
     if keys and keys <= _NEGATABLE_BOUNDS.keys() | {"type"}:
         return _negate_bounds(s, keys)
     if keys in ({"const"}, {"enum"}):

@@ -54,8 +54,8 @@ def test_unsatisfiable_schemas_refused_at_compile(schema):
 @pytest.mark.parametrize("schema,pointer,keyword", [
     ({"type": "string", "format": "phone"}, "/format", "format"),
     ({"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}, "/properties/x/uniqueItems", "uniqueItems"),
-    ({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}, "/oneOf", "oneOf"),
-    ({"not": {"type": "string", "pattern": "^a"}}, "/not", "not"),
+    ({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "uuid"}]}, "/oneOf", "oneOf"),
+    ({"not": {"type": "string", "format": "date"}}, "/not", "not"),
     ({"type": "number", "multipleOf": 0.5}, "/multipleOf", "multipleOf"),
     ({"allOf": [{"type": "string", "pattern": "^a"}, {"pattern": "b$"}]}, "/allOf", "pattern"),
 ])
