@@ -466,7 +466,71 @@ class _Parser:
 
 
 def _parse_branches(pattern: str, flags: str) -> list[tuple[bool, Expr, bool]]:
-    return _Parser(pattern, flags).parse_top()
+    return _Parser(_hoist_group_anchors(pattern), flags).parse_top()
+
+
+def _top_level_split(text: str) -> list[tuple[int, int]] | None:
+    """Spans of the top-level alternatives of ``text`` (escapes, classes, groups respected),
+    or None when the parentheses do not balance."""
+    spans, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c == "|" and depth == 0:
+            spans.append((start, i))
+            start = i + 1
+        i += 1
+    if depth or in_class:
+        return None
+    return spans + [(start, len(text))]
+
+
+def _hoist_group_anchors(pattern: str) -> str:
+    """``(^x$)`` → ``^(x)$`` and ``^(x$)`` → ``^(x)$``: a group spanning a whole top-level
+    alternative whose body is one alternative that starts with ``^`` / ends with an unescaped
+    ``$`` means the same with the anchors outside (where the parser accepts them). Common in
+    real schemas (``^$|(^...$)``); anything else is left for the parser to judge."""
+    spans = _top_level_split(pattern)
+    if spans is None:
+        return pattern
+    out = []
+    for a, b in spans:
+        branch = pattern[a:b]
+        lead = "^" if branch.startswith("^") else ""
+        tail = "$" if branch.endswith("$") and not _escaped(branch, len(branch) - 1) else ""
+        core = branch[len(lead):len(branch) - len(tail)]
+        opener = "(?:" if core.startswith("(?:") else "(" if core.startswith("(") and not core.startswith("(?") else None
+        inner = core[len(opener):-1] if opener and core.endswith(")") else None
+        if inner is None or _top_level_split(core[1:-1]) != [(0, len(core) - 2)] \
+                or len(_top_level_split(inner) or ()) != 1:
+            out.append(branch)  # not one group spanning the branch, or alternatives inside
+            continue
+        if inner.startswith("^"):
+            inner, lead = inner[1:], "^"
+        if inner.endswith("$") and not _escaped(inner, len(inner) - 1):
+            inner, tail = inner[:-1], "$"
+        out.append(f"{lead}{opener}{inner}){tail}")
+    return "|".join(out)
+
+
+def _escaped(text: str, i: int) -> bool:
+    """Whether ``text[i]`` is preceded by an odd number of backslashes."""
+    n = 0
+    while i - n - 1 >= 0 and text[i - n - 1] == "\\":
+        n += 1
+    return n % 2 == 1
 
 
 def parse_regex(pattern: str, flags: str = "") -> Expr:
