@@ -16,7 +16,7 @@ from typing import Any
 
 from .tasks import Task
 
-__all__ = ["run_in_workers"]
+__all__ = ["default_workers", "run_in_workers"]
 
 _STATE: dict[str, Any] = {}
 
@@ -74,5 +74,3 @@ def default_workers(device: str, cpu_count: int | None) -> int:
     """Two processes on a CPU with at least two cores (see the module docstring), else one."""
     return 1 if device.startswith("cuda") else max(1, min(2, cpu_count or 1))
 
-
-__all__ += ["default_workers"]
