@@ -19,6 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
+from .counters import CounterRule, lift_counters
 from .errors import AutomatonSizeError, GrammarError
 from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
 from .regex import parse_regex
@@ -55,12 +56,13 @@ class RuleDFA:
 class PushdownAutomaton:
     """The rules that remain after inlining; ``root`` is the index of the start rule."""
 
-    rules: tuple[RuleDFA, ...]
+    rules: tuple[RuleDFA | CounterRule, ...]
     root: int
 
     @property
     def num_states(self) -> int:
-        return sum(r.num_states for r in self.rules)
+        """DFA states; a counter counts as one (its states are virtual)."""
+        return sum(1 if isinstance(r, CounterRule) else r.num_states for r in self.rules)
 
 
 # --------------------------------------------------------------------------- NFA
@@ -544,16 +546,28 @@ def build_automaton(
         GrammarError: the language is empty, or a rule is left-recursive.
         AutomatonSizeError: more than ``max_states`` NFA or DFA states would be built.
     """
-    recursive = _recursive_rules(grammar.rules)
-    shared = _large_shared_rules(grammar.rules, recursive)
-    called_names = [grammar.start] + sorted(n for n in recursive | shared if n != grammar.start)
+    rules, counters = lift_counters(grammar.rules)
+    # for the analyses a counter is a rule that refers to its item
+    shape = {**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}}
+    recursive = _recursive_rules(shape)
+    shared = _large_shared_rules(shape, recursive)
+    lifted = set(counters) | {item for item, _, _ in counters.values()}
+    called_names = [grammar.start] + sorted(n for n in recursive | shared | lifted if n != grammar.start)
     called = {n: i for i, n in enumerate(called_names)}
-    builder = _NFABuilder(grammar.rules, called, max_states)
+    builder = _NFABuilder(rules, called, max_states)
     raw = []
     keys = []
     total = 0
     for name in called_names:
-        key = _rule_key(grammar.rules, called, name)
+        if name in counters:
+            # a two-state stand-in with the counter's nullability, productivity and left
+            # calls: "call the item once, then end" (lo == 0: may also end at once)
+            item, lo, _ = counters[name]
+            keys.append(None)
+            raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
+            total += 2
+            continue
+        key = _rule_key(rules, called, name)
         keys.append(key)
         hit = _RAW_CACHE.get(key) if key is not None else None
         if hit is not None:
@@ -562,7 +576,7 @@ def build_automaton(
             dfa = (hit[0].copy(), hit[1], tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2]))
         else:
             s, t = builder.nfa.new(), builder.nfa.new()
-            builder.build(grammar.rules[name], s, t)
+            builder.build(rules[name], s, t)
             dfa = _determinise(builder.nfa, s, t, max_states, total)
             if key is not None:
                 _remember(_RAW_CACHE, key, (dfa[0].copy(), dfa[1], tuple(
@@ -589,6 +603,11 @@ def build_automaton(
     for r, (trans, final, calls) in enumerate(raw):
         if r not in productive:  # unreachable after trimming; keep a placeholder rejecting all
             out.append(RuleDFA(called_names[r], np.full((1, 256), -1, np.int32), np.zeros(1, bool), ((),)))
+            continue
+        if called_names[r] in counters:
+            item, lo, hi = counters[called_names[r]]
+            productive_item = called[item] in productive  # else lo == 0: only the empty match
+            out.append(CounterRule(called_names[r], called[item], lo, hi if productive_item else 0))
             continue
         key = None
         if keys[r] is not None:
@@ -634,6 +653,9 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     rules = pda.rules
     preds = []
     for rule in rules:
+        if isinstance(rule, CounterRule):
+            preds.append(None)
+            continue
         trans = rule.trans
         n = trans.shape[0]
         # one column per class of bytes all states treat alike: typically tens, not 256
@@ -650,6 +672,9 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     for _ in range(len(rules) + 1):
         dist = []
         for r, rule in enumerate(rules):
+            if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
+                dist.append(CounterDistances(rule.lo, minlen[rule.body], rule.num_states))
+                continue
             starts, sources = preds[r]
             d = [UNREACHABLE] * rule.num_states
             heap = [(0, s) for s in np.flatnonzero(rule.final).tolist()]
@@ -677,4 +702,25 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
         if new == minlen:
             break
         minlen = new
-    return tuple(np.array(d, dtype=np.int64) for d in dist)
+    return tuple(d if isinstance(d, CounterDistances) else np.array(d, dtype=np.int64) for d in dist)
+
+
+class CounterDistances:
+    """Completion distances of a counter's virtual states: ``max(lo - k, 0) * item_min``."""
+
+    __slots__ = ("lo", "item_min", "n")
+
+    def __init__(self, lo: int, item_min: int, n: int) -> None:
+        self.lo, self.item_min, self.n = lo, item_min, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k: int) -> int:
+        left = self.lo - k
+        if left <= 0:
+            return 0
+        return UNREACHABLE if self.item_min >= UNREACHABLE else min(left * self.item_min, UNREACHABLE)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CounterDistances) and (self.lo, self.item_min, self.n) == (other.lo, other.item_min, other.n)

@@ -26,7 +26,7 @@ from .grammar import (
     seq,
 )
 
-__all__ = ["intersect", "difference"]
+__all__ = ["intersect", "difference", "bound_length"]
 
 MAX_DFA_STATES = 4000
 
@@ -325,6 +325,82 @@ def _charset_expr(cs: CharSet) -> Expr:
 def intersect(a: Expr, b: Expr) -> Expr:
     """An expression matching exactly the strings both ``a`` and ``b`` match (regular operands)."""
     return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+
+
+def bound_length(e: Expr, lo: int, hi: int | None) -> Expr:
+    """``e`` restricted to strings of ``lo`` to ``hi`` code points (``hi=None``: no maximum).
+
+    Where the length is decided by a single repeat of fixed-length items (``[a-z]+``,
+    ``https?://\\S*``, ``(ab)+``), the bounds are pushed into that repeat, so a large ``maxLength``
+    stays one counted repeat instead of a product automaton with a state per length;
+    otherwise (several variable parts) the regular intersection is computed.
+    """
+    pushed = _push_length(e, lo, hi)
+    return pushed if pushed is not None else intersect(e, Repeat(CharSet(((0, MAX_CODEPOINT),)), lo, hi))
+
+
+def _push_length(e: Expr, lo: int, hi: int | None) -> Expr | None:
+    if isinstance(e, Alt):  # length bounds distribute over alternatives
+        parts = [_push_length(o, lo, hi) for o in e.options]
+        return None if any(p is None for p in parts) else alt(*parts)
+    fixed = _fixed_length(e)
+    if fixed is not None:
+        return e if fixed >= lo and (hi is None or fixed <= hi) else NOTHING
+    items = e.items if isinstance(e, Seq) else (e,)
+    lengths = [_fixed_length(x) for x in items]
+    variable = [i for i, n in enumerate(lengths) if n is None]
+    if len(variable) > 1:  # split a small optional part ("s?") into its fixed-length cases
+        for i in variable:
+            cases = _fixed_cases(items[i])
+            if cases is not None:
+                parts = [_push_length(seq(*items[:i], c, *items[i + 1:]), lo, hi) for c in cases]
+                return None if any(p is None for p in parts) else alt(*parts)
+    if len(variable) != 1:
+        return None
+    i = variable[0]
+    rep = items[i]
+    width = _fixed_length(rep.item) if isinstance(rep, Repeat) else None
+    if not width:  # not a repeat of one fixed, non-zero length: the count does not give the length
+        return None
+    rest = sum(n for n in lengths if n is not None)
+    new_lo = max(rep.min, -(-(lo - rest) // width))  # ceil
+    cap = None if hi is None else (hi - rest) // width
+    new_hi = rep.max if cap is None else (cap if rep.max is None else min(rep.max, cap))
+    if new_hi is not None and new_hi < new_lo:
+        return NOTHING
+    return seq(*items[:i], Repeat(rep.item, new_lo, new_hi), *items[i + 1:])
+
+
+def _fixed_cases(e: Expr, limit: int = 4) -> list[Expr] | None:
+    """``e`` as a few alternatives of one length each (``x?``, ``x{1,3}``, ``a|bc``), or None."""
+    if isinstance(e, Repeat) and e.max is not None and e.max - e.min < limit and _fixed_length(e.item) is not None:
+        return [Repeat(e.item, k, k) for k in range(e.min, e.max + 1)]
+    if isinstance(e, Alt) and len(e.options) <= limit and all(_fixed_length(o) is not None for o in e.options):
+        return list(e.options)
+    return None
+
+
+def _fixed_length(e: Expr) -> int | None:
+    """The one length (in code points) every string of ``e`` has, or None."""
+    if isinstance(e, Lit):
+        return len(e.text)
+    if isinstance(e, CharSet):
+        return 1
+    if isinstance(e, Seq):
+        total = 0
+        for x in e.items:
+            n = _fixed_length(x)
+            if n is None:
+                return None
+            total += n
+        return total
+    if isinstance(e, Alt):
+        ns = {_fixed_length(o) for o in e.options}
+        return ns.pop() if len(ns) == 1 else None
+    if isinstance(e, Repeat) and e.min == e.max:
+        n = _fixed_length(e.item)
+        return None if n is None else n * e.min
+    return None
 
 
 def difference(a: Expr, b: Expr) -> Expr:

@@ -43,7 +43,7 @@ from .grammar import (
 from .formats import FORMAT_PATTERNS
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
-from .regular import difference, intersect
+from .regular import bound_length, difference, intersect
 from .schema_merge import MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
 
@@ -849,7 +849,7 @@ class _Converter:
         plo, phi = _length_range(pexpr)
         if lo > plo or (hi is not None and hi < phi):  # the lengths constrain the pattern further
             try:
-                pexpr = intersect(pexpr, Repeat(ANY_CHAR, lo, hi))
+                pexpr = bound_length(pexpr, lo, hi)
             except AutomatonSizeError as exc:
                 kw = "minLength" if lo > plo else "maxLength"
                 self.unsupported(kw, _ptr(ptr, kw), f"length bounds with this pattern: {exc}")

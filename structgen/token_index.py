@@ -33,12 +33,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
+from .counters import CounterRule, canonical_count
 from .tokenizer import TokenizerInfo
 
 __all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie"]
 
 DEAD = 0
 """The configuration id of a rejected prefix (no stack can continue, not complete)."""
+
+
+class _Never:
+    """``[k] -> False`` for every state: a counter's virtual states read no byte."""
+
+    def __getitem__(self, k: int) -> bool:
+        return False
+
+
+_NEVER = _Never()
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,8 +176,10 @@ class TokenIndex:
         self._lock = threading.RLock()
         self._pda = pda
         dists = completion_distances(pda)  # compile time: per rule state, fewest bytes to its end
-        self._dist = [d.tolist() for d in dists]
-        self._dist_np = [np.append(d, UNREACHABLE) for d in dists]  # index -1 (no edge) -> UNREACHABLE
+        counted = [isinstance(r, CounterRule) for r in pda.rules]
+        self._dist = [d if c else d.tolist() for d, c in zip(dists, counted)]
+        # index -1 (no edge) -> UNREACHABLE; a counter reads no byte, so only that entry is read
+        self._dist_np = [np.array([UNREACHABLE]) if c else np.append(d, UNREACHABLE) for d, c in zip(dists, counted)]
         self._stack_dist: list[int] = []
         self._config_dist: list[int] = []
         self._completions: dict[int, bytes | None] = {}
@@ -174,15 +187,25 @@ class TokenIndex:
         self._succ_bound: dict[int, int] = {}
         self._succ_costs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._trans = [r.trans for r in pda.rules]
-        self._final = [r.final.tolist() for r in pda.rules]
+        self._final = [r.final if c else r.final.tolist() for r, c in zip(pda.rules, counted)]
         self._calls = [r.calls for r in pda.rules]
-        self._has_bytes = [(r.trans >= 0).any(axis=1).tolist() for r in pda.rules]
+        self._has_bytes = [_NEVER if c else (r.trans >= 0).any(axis=1).tolist() for r, c in zip(pda.rules, counted)]
+        # masks are shared between configurations that differ only in counter values far
+        # from the counters' bounds (see structgen.counters); None: no counter, no sharing
+        self._counters = {i: r for i, r in enumerate(pda.rules) if isinstance(r, CounterRule)} or None
+        self._canon_stack: dict[int, int] = {}
+        self._mask_by_canon: dict[tuple, np.ndarray] = {}
+        self._reach: dict[int, int] = {}
+        self._single: dict[tuple[int, int], int] = {}
         self._stack_ids: dict[tuple[int, int, int], int] = {}
         self._stacks: list[tuple[int, int, int]] = []
         self._config_ids: dict[tuple[tuple[int, ...], bool], int] = {}
         self._configs: list[tuple[tuple[int, ...], bool]] = []
+        # byte rows live in a compact table; a configuration's slot is -1 until its row is
+        # computed (most counter configurations never need one: see _step_one)
         self._rows = np.zeros((64, 256), np.int32)
-        self._has_row = np.zeros(64, bool)
+        self._num_rows = 1  # row 0: all DEAD, the row of DEAD
+        self._slot = np.full(64, -1, np.int32)
         self._accepting: list[bool] = []
         self._masks: dict[int, np.ndarray] = {}
         self._token_steps: dict[tuple[int, int], int] = {}
@@ -190,7 +213,7 @@ class TokenIndex:
         self._stop = np.array(info.stop_token_ids, dtype=np.int64)
         self._forced: dict[int, tuple[bytes, int]] = {}
         self._intern_config((), False)  # DEAD == 0
-        self._has_row[DEAD] = True  # all-zero row: dead stays dead
+        self._slot[DEAD] = 0  # all-zero row: dead stays dead
         self.initial = self._close([(pda.root, 0, -1)])
 
     # -- configurations ---------------------------------------------------------------
@@ -217,10 +240,8 @@ class TokenIndex:
             self._configs.append(key)
             self._accepting.append(accepting)
             self._config_dist.append(0 if accepting else min((self._stack_dist[i] for i in stacks), default=UNREACHABLE))
-            if cid >= len(self._has_row):
-                grow = len(self._has_row)
-                self._rows = np.concatenate([self._rows, np.zeros((grow, 256), np.int32)])
-                self._has_row = np.concatenate([self._has_row, np.zeros(grow, bool)])
+            if cid >= len(self._slot):
+                self._slot = np.concatenate([self._slot, np.full(len(self._slot), -1, np.int32)])
             self._config_ids[key] = cid  # published last: a reader finding it sees a complete entry
         return cid
 
@@ -249,7 +270,7 @@ class TokenIndex:
 
     def _compute_row(self, cid: int) -> None:
         with self._lock:
-            if not self._has_row[cid]:  # another thread may have computed it meanwhile
+            if self._slot[cid] < 0:  # another thread may have computed it meanwhile
                 self._compute_row_locked(cid)
 
     def _compute_row_locked(self, cid: int) -> None:
@@ -277,8 +298,18 @@ class TokenIndex:
                     raw = tuple((r, t, p) for (r, _, p), t in zip(frames, targets) if t >= 0)
                     if raw:
                         row[bs] = self._close_memo(*raw)
-        self._rows[cid] = row  # after _close: the table may have been reallocated
-        self._has_row[cid] = True
+        slot = self._num_rows  # after _close: the table may have been reallocated
+        if slot >= len(self._rows):
+            self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+        self._rows[slot] = row
+        self._num_rows += 1
+        self._slot[cid] = slot  # published last: a reader finding it sees the row
+
+    def _row(self, cid: int) -> np.ndarray:
+        """The byte row of ``cid`` (256 successor configurations), computed if needed."""
+        if self._slot[cid] < 0:
+            self._compute_row(cid)
+        return self._rows[self._slot[cid]]
 
     def _close_memo(self, *raw: tuple[int, int, int]) -> int:
         # the same raw frames always close to the same configuration
@@ -288,9 +319,9 @@ class TokenIndex:
         return cid
 
     def _ensure_rows(self, cids: np.ndarray) -> None:
-        missing = cids[~self._has_row[cids]]
+        missing = cids[self._slot[cids] < 0]
         for cid in np.unique(missing).tolist():
-            if not self._has_row[cid]:
+            if self._slot[cid] < 0:
                 self._compute_row(cid)
 
     # -- stepping ---------------------------------------------------------------------
@@ -301,12 +332,34 @@ class TokenIndex:
     def step_bytes(self, cid: int, data: bytes) -> int:
         """The configuration after ``data`` (``DEAD`` if rejected)."""
         for b in data:
-            if not self._has_row[cid]:
-                self._compute_row(cid)
-            cid = int(self._rows[cid, b])
+            slot = self._slot[cid]
+            if slot >= 0:
+                cid = int(self._rows[slot, b])
+            elif self._counters is not None:
+                # each counter value is a configuration of its own: computing whole rows
+                # would create every byte's successor (nine per character of a string)
+                cid = self._step_one(cid, b)
+            else:
+                cid = int(self._row(cid)[b])
             if cid == DEAD:
                 return DEAD
         return cid
+
+    def _step_one(self, cid: int, b: int) -> int:
+        """The configuration after byte ``b`` alone, without computing the whole row."""
+        key = (cid, b)
+        nxt = self._single.get(key)
+        if nxt is None:
+            with self._lock:
+                raw = []
+                for sid in self._configs[cid][0]:
+                    r, s, p = self._stacks[sid]
+                    t = int(self._trans[r][s][b])
+                    if t >= 0:
+                        raw.append((r, t, p))
+                nxt = self._close_memo(*raw) if raw else DEAD
+                self._single[key] = nxt
+        return nxt
 
     def step_token(self, cid: int, token_id: int) -> int:
         """The configuration after a non-stop token (``DEAD`` if it is not allowed)."""
@@ -332,10 +385,49 @@ class TokenIndex:
             with self._lock:
                 m = self._masks.get(cid)
                 if m is None:
-                    m = self._compute_mask(cid)
-                    m.setflags(write=False)
+                    if self._counters is None:
+                        m = self._compute_mask(cid)
+                        m.setflags(write=False)
+                    else:
+                        key = self._canonical_config(cid)
+                        m = self._mask_by_canon.get(key)
+                        if m is None:
+                            m = self._mask_by_canon[key] = self._compute_mask(cid)
+                            m.setflags(write=False)
                     self._masks[cid] = m
         return m
+
+    def _canonical_config(self, cid: int) -> tuple:
+        """The configuration with every counter replaced by its class representative: equal
+        for configurations that allow the same tokens (see :func:`canonical_count`)."""
+        stacks, accepting = self._configs[cid]
+        return tuple(sorted({self._canonical_stack(sid) for sid in stacks})), accepting
+
+    def _canonical_stack(self, sid: int) -> int:
+        out = self._canon_stack.get(sid)
+        if out is None:
+            chain = []  # iterative: recursive grammars build deep stacks
+            while sid >= 0 and sid not in self._canon_stack:
+                chain.append(sid)
+                sid = self._stacks[sid][2]
+            below = self._canon_stack[sid] if sid >= 0 else -1
+            for s in reversed(chain):
+                r, k, _ = self._stacks[s]
+                counter = self._counters.get(r)
+                if counter is not None:
+                    k = canonical_count(k, counter.lo, counter.hi, self._counter_reach(counter))
+                below = self._canon_stack[s] = self._stack_id((r, k, below))
+            out = below
+        return out
+
+    def _counter_reach(self, counter: CounterRule) -> int:
+        """How many items one token can complete at most: its bytes over the item's shortest match."""
+        reach = self._reach.get(counter.body)
+        if reach is None:
+            longest = len(self.trie.byte) - 1
+            shortest = max(1, self._dist[counter.body][0])
+            reach = self._reach[counter.body] = longest // shortest + 1
+        return reach
 
     def allowed_tokens(self, cid: int) -> np.ndarray:
         """Boolean ``(vocab_size,)`` array of allowed tokens (slow path: unpacks the mask)."""
@@ -346,9 +438,7 @@ class TokenIndex:
         allowed = np.zeros(self.words * 32, dtype=bool)
         trie, plain = self.trie, self.trie.plain
         if plain is not None and cid != DEAD:
-            if not self._has_row[cid]:
-                self._compute_row(cid)
-            if (self._rows[cid, PLAIN_BYTES] == cid).all():  # loops over every plain byte
+            if (self._row(cid)[PLAIN_BYTES] == cid).all():  # loops over every plain byte
                 trie = plain.rest
                 allowed |= plain.tokens
         for toks, _ in self._walk_trie(cid, trie):
@@ -379,7 +469,7 @@ class TokenIndex:
             children = np.arange(total) + np.repeat(first - (ends - cnt), cnt)
             parents = np.repeat(cfgs, cnt)
             self._ensure_rows(parents)
-            nxt = self._rows[parents, trie.byte[d][children]]
+            nxt = self._rows[self._slot[parents], trie.byte[d][children]]
             keep = nxt != DEAD
             alive = children[keep]
             cfgs = nxt[keep].astype(np.int64)
@@ -400,9 +490,7 @@ class TokenIndex:
         while todo and len(seen) < limit:
             cid = todo.pop()
             self.mask(cid)
-            if not self._has_row[cid]:
-                self._compute_row(cid)
-            for nxt in set(self._rows[cid].tolist()) - seen - {DEAD}:
+            for nxt in set(self._row(cid).tolist()) - seen - {DEAD}:
                 seen.add(nxt)
                 todo.append(nxt)
         return len(self._masks)
@@ -423,21 +511,18 @@ class TokenIndex:
             run = bytearray()
             cur = cid
             while cur != DEAD and not self._accepting[cur] and len(run) < limit:
-                if not self._has_row[cur]:
-                    self._compute_row(cur)
-                live = np.flatnonzero(self._rows[cur])
+                row = self._row(cur)
+                live = np.flatnonzero(row)
                 if len(live) != 1:
                     break
                 run.append(int(live[0]))
-                cur = int(self._rows[cur, live[0]])
+                cur = int(row[live[0]])
             hit = self._forced[cid] = (bytes(run), cur)
         return hit
 
     def next_bytes(self, cid: int) -> np.ndarray:
         """Sorted byte values that may follow configuration ``cid`` (empty if none)."""
-        if not self._has_row[cid]:
-            self._compute_row(cid)
-        return np.flatnonzero(self._rows[cid])
+        return np.flatnonzero(self._row(cid))
 
     # -- shortest completions and token budgets ------------------------------------------
 

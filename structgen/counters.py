@@ -1,0 +1,222 @@
+"""Counted repetition: ``item{lo,hi}`` with a large bound as a counter, not unrolled states.
+
+``maxLength: 100000`` unrolled is 100,000 copies of the string-character automaton; as a
+counter it is one small rule. Before the automaton is built, every large bounded repeat whose
+item cannot match the empty string is lifted out of its rule: the item becomes a rule of its
+own (a DFA) and the repeat a :class:`CounterRule`, a rule with *virtual* states: state ``k``
+means "``k`` items matched", it reads no byte itself, calls the item and returns to ``k + 1``,
+and may end once ``k >= lo``. The counter is therefore a frame of the matcher's stack, like any
+return state, and costs nothing until the output gets there.
+
+Masks stay shared: a token of at most ``L`` bytes completes at most ``L / m`` items (``m`` the
+item's shortest match), so two counter values that are both that far from ``lo`` and ``hi``
+allow exactly the same tokens. :func:`canonical_count` maps a counter to a representative of
+its class; the token index memoises masks by the canonical configuration, so a string of
+100,000 characters needs a few hundred distinct masks at most, not 100,000.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from .grammar import Alt, CharSet, Expr, Lit, Ref, Regex, Repeat, Seq
+
+__all__ = ["COUNT_THRESHOLD", "CounterRule", "canonical_count", "lift_counters"]
+
+COUNT_THRESHOLD = 64
+"""Repeats whose bound (``max``, or ``min`` when unbounded) exceeds this become counters.
+Smaller ones are unrolled: their states are finite and can be precomputed."""
+
+_NO_BYTES = np.full(256, -1, np.int32)
+_NO_BYTES.setflags(write=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterRule:
+    """Rule ``body`` matched ``lo`` to ``hi`` times (``hi=None``: unbounded), counted.
+
+    Virtual states ``0 .. top`` (``top = hi``, or ``lo`` when unbounded: the count saturates
+    there). The same attribute names as :class:`~structgen.automaton.RuleDFA` are provided as
+    read-only views over the virtual states.
+    """
+
+    name: str
+    body: int
+    lo: int
+    hi: int | None
+
+    @property
+    def top(self) -> int:
+        return self.lo if self.hi is None else self.hi
+
+    @property
+    def num_states(self) -> int:
+        return self.top + 1
+
+    def is_final(self, k: int) -> bool:
+        return k >= self.lo
+
+    def calls_at(self, k: int) -> tuple[tuple[int, int], ...]:
+        if self.hi is None:
+            return ((self.body, min(k + 1, self.lo)),)
+        return ((self.body, k + 1),) if k < self.hi else ()
+
+    @property
+    def trans(self) -> "_Rows":
+        return _Rows(self.num_states)
+
+    @property
+    def final(self) -> "_View":
+        return _View(self.is_final, self.num_states)
+
+    @property
+    def calls(self) -> "_View":
+        return _View(self.calls_at, self.num_states)
+
+
+class _View:
+    """A read-only sequence computed per index (the virtual states of a counter)."""
+
+    __slots__ = ("_get", "_n")
+
+    def __init__(self, get, n: int) -> None:
+        self._get, self._n = get, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k: int):
+        if not 0 <= k < self._n:
+            raise IndexError(k)
+        return self._get(k)
+
+
+class _Rows(_View):
+    """Every virtual state's byte row: all -1 (a counter reads no byte itself)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(lambda k: _NO_BYTES, n)
+
+
+def canonical_count(k: int, lo: int, hi: int | None, reach: int) -> int:
+    """A representative of counter value ``k``: the same for every value from which at most
+    ``reach`` more items cannot tell ``lo`` or ``hi`` apart (exact near either bound)."""
+    if hi is not None and hi - k <= reach:
+        return k
+    if k >= lo:
+        return lo  # past lo and far from hi (or unbounded: saturated at lo already)
+    if lo - k <= reach:
+        return k
+    return lo - reach - 1
+
+
+# --------------------------------------------------------------------------- lifting
+
+
+def nullable_rules(rules: Mapping[str, Expr]) -> set[str]:
+    """Rules that can match the empty string (least fixed point)."""
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in out and nullable(body, out):
+                out.add(name)
+                changed = True
+    return out
+
+
+def nullable(e: Expr, null_rules: set[str]) -> bool:
+    """Whether ``e`` matches the empty string, given the rules known to (``null_rules``)."""
+    if isinstance(e, Lit):
+        return not e.text
+    if isinstance(e, CharSet):
+        return False
+    if isinstance(e, Seq):
+        return all(nullable(x, null_rules) for x in e.items)
+    if isinstance(e, Alt):
+        return any(nullable(x, null_rules) for x in e.options)
+    if isinstance(e, Repeat):
+        return e.min == 0 or nullable(e.item, null_rules)
+    if isinstance(e, Ref):
+        return e.name in null_rules
+    if isinstance(e, Regex):
+        from .regex import parse_regex
+
+        return nullable(parse_regex(e.pattern, e.flags), null_rules)
+    raise TypeError(f"not a grammar expression: {e!r}")
+
+
+def lift_counters(
+    rules: Mapping[str, Expr], threshold: int | None = None
+) -> tuple[dict[str, Expr], dict[str, tuple[str, int, int | None]]]:
+    """Replace large bounded repeats of non-nullable items by references to counter rules.
+
+    Returns the rewritten rules (the items added as rules of their own) and, per counter
+    rule name, ``(item rule name, lo, hi)``. Repeats inside regex terminals are lifted too.
+    Identical repeats share one counter.
+    """
+    threshold = COUNT_THRESHOLD if threshold is None else threshold
+    counters: dict[str, tuple[str, int, int | None]] = {}
+    out: dict[str, Expr] = {}
+    by_repeat: dict[Repeat, str] = {}
+
+    def countable(e: Repeat) -> bool:
+        bound = e.max if e.max is not None else e.min
+        return bound > threshold and not nullable(e.item, null)
+
+    def has_large(e: Expr) -> bool:
+        if isinstance(e, Regex):
+            return "{" in e.pattern  # a counted quantifier: parse it (rare) to find out
+        if isinstance(e, Repeat):
+            return (e.max if e.max is not None else e.min) > threshold or has_large(e.item)
+        if isinstance(e, Seq):
+            return any(has_large(x) for x in e.items)
+        if isinstance(e, Alt):
+            return any(has_large(x) for x in e.options)
+        return False
+
+    def rewrite(e: Expr) -> Expr:
+        if isinstance(e, Seq):
+            items = tuple(rewrite(x) for x in e.items)
+            return e if items == e.items else Seq(items)
+        if isinstance(e, Alt):
+            options = tuple(rewrite(x) for x in e.options)
+            return e if options == e.options else Alt(options)
+        if isinstance(e, Regex):
+            from .regex import parse_regex
+
+            parsed = parse_regex(e.pattern, e.flags)
+            lifted = rewrite(parsed)
+            return e if lifted == parsed else lifted
+        if isinstance(e, Repeat):
+            item = rewrite(e.item)
+            if not countable(e):
+                return e if item is e.item else Repeat(item, e.min, e.max)
+            key = Repeat(item, e.min, e.max)
+            name = by_repeat.get(key)
+            if name is None:
+                name = by_repeat[key] = _fresh(f"__count{len(counters)}", rules, out)
+                item_name = _fresh(f"{name}_item", rules, out)
+                out[item_name] = item
+                counters[name] = (item_name, e.min, e.max)
+            return Ref(name)
+        return e
+
+    large = {name for name, body in rules.items() if has_large(body)}
+    if not large:  # the common case: nothing to lift, no nullability analysis needed
+        return dict(rules), counters
+    null = nullable_rules(rules)
+    for name, body in rules.items():
+        out[name] = rewrite(body) if name in large else body
+    return out, counters
+
+
+def _fresh(name: str, *taken: Mapping[str, Expr]) -> str:
+    base, n = name, 0
+    while any(name in t for t in taken):
+        n += 1
+        name = f"{base}_{n}"
+    return name
