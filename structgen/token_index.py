@@ -34,6 +34,8 @@ import numpy as np
 
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
 from .counters import CounterRule, canonical_count
+from .grammar import CharSet
+from .utf8 import charset_to_byte_sequences
 from .tokenizer import TokenizerInfo
 
 __all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie"]
@@ -78,13 +80,27 @@ class TokenTrie:
         plain = None
         if split_plain:
             is_plain = np.zeros(((info.vocab_size + 31) // 32) * 32, bool)
-            rest = []
+            is_text = np.zeros_like(is_plain)
+            rest, only, other, text = [], [], [], []
             for b, i in toks:
                 if not b.translate(None, _PLAIN_DELETE):  # nothing left once plain bytes are deleted
                     is_plain[i] = True
+                    only.append((b, i))
+                    continue
+                rest.append((b, i))
+                if _is_text(b):
+                    is_text[i] = True
+                    text.append((b, i))
                 else:
-                    rest.append((b, i))
-            plain = PlainSplit(is_plain, cls._from_tokens(rest))
+                    other.append((b, i))
+            ids = np.array([i for _, i in only], np.int64)
+            lengths = np.array([len(b) for b, _ in only], np.int64)
+            by_len = np.argsort(lengths, kind="stable")
+            longest = int(lengths.max()) if len(only) else 0
+            plain = PlainSplit(is_plain, cls._from_tokens(rest), cls._from_tokens(only), *_by_first_byte(only),
+                               ids[by_len], np.searchsorted(lengths[by_len], np.arange(longest + 2)),
+                               is_text, cls._from_tokens(other), cls._from_tokens(text),
+                               *_by_first_byte(text))
         return cls._from_tokens(toks, plain)
 
     @classmethod
@@ -145,6 +161,49 @@ class TokenTrie:
         )
 
 
+# every character from U+0080 up, as UTF-8 byte-range sequences (surrogates excluded)
+_MULTIBYTE = charset_to_byte_sequences(CharSet(((0x80, 0xD7FF), (0xE000, 0x10FFFF))))
+
+
+_NO_CHARS = -2  # _multibyte_target: no token holds a character from U+0080 up
+
+
+def _by_first_byte(toks: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids sorted by first byte, and the offsets of each byte's run (257 entries)."""
+    first = np.array([b[0] for b, _ in toks], np.int64)
+    order = np.argsort(first, kind="stable")
+    ids = np.array([i for _, i in toks], np.int64)[order]
+    return ids, np.searchsorted(first[order], np.arange(257))
+
+
+def _is_text(data: bytes) -> bool:
+    """Whole UTF-8 characters, each plain (see PLAIN_BYTES) or from U+0080 up."""
+    try:
+        chars = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all((0x20 <= ord(c) < 0x7F and c not in '"\\') or ord(c) >= 0x80 for c in chars)
+
+
+_SCALAR_WALK = 48  # trie nodes left below the live prefixes under which the walk goes on node by node
+_SUBTREES: "weakref.WeakKeyDictionary[TokenTrie, tuple[np.ndarray, ...]]" = weakref.WeakKeyDictionary()
+
+
+def _subtree_sizes(trie: TokenTrie) -> tuple[np.ndarray, ...]:
+    """Per level, per node: the nodes of its subtree below it (memoised per trie)."""
+    sizes = _SUBTREES.get(trie)
+    if sizes is None:
+        levels = len(trie.byte)
+        out = [np.zeros(len(trie.byte[d]), np.int64) for d in range(levels)]
+        for d in range(levels - 2, -1, -1):
+            # level d + 1 is ordered by parent: its parents are level d's nodes, repeated
+            parent = np.repeat(np.arange(len(trie.byte[d])), trie.child_count[d])
+            out[d] = np.bincount(parent, weights=out[d + 1] + 1, minlength=len(trie.byte[d])).astype(np.int64)
+        sizes = _SUBTREES[trie] = tuple(out)
+    return sizes
+
+_MIN_LOOPING_FIRST_BYTES = 16  # fewer: the per-byte bookkeeping costs more than the walk saves
+
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
 """Printable ASCII but ``"`` and ``\\``: the bytes a JSON string body takes literally."""
 _PLAIN_DELETE = bytes(PLAIN_BYTES.tolist())
@@ -158,11 +217,28 @@ class PlainSplit:
     every token made only of plain bytes is allowed and stays in that state, so its mask is
     ``tokens`` OR the walk of ``rest``, the trie of the other tokens (those with quotes,
     backslashes, control or non-ASCII bytes: 1,279 of SmolLM2's 49,152). Walking the whole
-    trie for such a state was the costliest mask there is.
+    trie for such a state was the costliest mask there is. A bounded string (``maxLength``,
+    unrolled or counted) is a chain of states that every plain byte advances alike: there the
+    plain tokens up to the length left are allowed (``by_len``). Where only some plain first bytes
+    lead into such a loop (the first character of a property name, beside the declared
+    names' own prefixes), the plain tokens are taken per first byte (``by_first``) and only
+    the other first bytes' subtrees of ``only`` are walked. Where every character from U+0080
+    up loops too (a JSON string body), the ``text`` tokens (28,608 of Llama-3's 128,256: the
+    non-English words) are allowed in whole as well, and only ``other`` is walked.
     """
 
     tokens: np.ndarray  # bool, padded to whole words: token id -> made only of plain bytes
     rest: TokenTrie
+    only: TokenTrie  # the trie of the plain tokens, for the first bytes that need a walk
+    by_first: np.ndarray  # plain token ids sorted by first byte; those of byte b are
+    offsets: np.ndarray  # by_first[offsets[b]:offsets[b + 1]]
+    by_len: np.ndarray  # plain token ids sorted by length; those of length <= n are
+    len_offsets: np.ndarray  # by_len[:len_offsets[n + 1]] (n up to the longest plain token)
+    text: np.ndarray  # bool: not plain, but whole UTF-8 characters, plain or from U+0080 up
+    other: TokenTrie  # the trie of the tokens neither plain nor text
+    text_trie: TokenTrie  # the trie of the text tokens, and their ids by first byte:
+    text_by_first: np.ndarray  # text_by_first[text_offsets[b]:text_offsets[b + 1]]
+    text_offsets: np.ndarray
 
 
 class TokenIndex:
@@ -197,6 +273,9 @@ class TokenIndex:
         self._mask_by_canon: dict[tuple, np.ndarray] = {}
         self._reach: dict[int, int] = {}
         self._single: dict[tuple[int, int], int] = {}
+        self._plain_loop: dict[int, bool] = {}
+        self._mb_targets: dict[int, int | None] = {}
+        self._used: np.ndarray | None = None
         self._stack_ids: dict[tuple[int, int, int], int] = {}
         self._stacks: list[tuple[int, int, int]] = []
         self._config_ids: dict[tuple[tuple[int, ...], bool], int] = {}
@@ -436,24 +515,141 @@ class TokenIndex:
 
     def _compute_mask(self, cid: int) -> np.ndarray:
         allowed = np.zeros(self.words * 32, dtype=bool)
-        trie, plain = self.trie, self.trie.plain
+        plain = self.trie.plain
+        walks: list[tuple[TokenTrie, np.ndarray | None]] = [(self.trie, None)]
         if plain is not None and cid != DEAD:
-            if (self._row(cid)[PLAIN_BYTES] == cid).all():  # loops over every plain byte
-                trie = plain.rest
-                allowed |= plain.tokens
-        for toks, _ in self._walk_trie(cid, trie):
-            allowed[toks] = True
-        if len(trie.dups):
-            allowed[trie.dups[:, 1]] |= allowed[trie.dups[:, 0]]
+            walks = self._split_walks(cid, plain, allowed)
+        for trie, first_bytes in walks:
+            for toks, _ in self._walk_trie(cid, trie, first_bytes):
+                allowed[toks] = True
+        dups = self.trie.dups
+        if len(dups):
+            allowed[dups[:, 1]] |= allowed[dups[:, 0]]
         if self._accepting[cid]:
             allowed[self._stop] = True
         return np.packbits(allowed, bitorder="little").view("<i4").copy()
 
-    def _walk_trie(self, cid: int, trie: TokenTrie | None = None):
+    def _split_walks(self, cid: int, plain: PlainSplit, allowed: np.ndarray) -> list[tuple[TokenTrie, np.ndarray | None]]:
+        """Mark in ``allowed`` the tokens a string body decides in whole (see
+        :class:`PlainSplit`); return the ``(trie, first bytes)`` walks still needed."""
+        into = self._row(cid)[PLAIN_BYTES]
+        longest = len(plain.len_offsets) - 2
+        room = self._plain_room(cid, into, longest)
+        if room is not None:  # every plain byte acts alike, step after step
+            if room < longest:  # a bounded string: the plain tokens that fit
+                allowed[plain.by_len[:plain.len_offsets[room + 1]]] = True
+                return [(plain.rest, None)]
+            allowed |= plain.tokens
+            if self._text_loop(self._char_target(cid)):
+                allowed |= plain.text
+                return [(plain.other, None)]
+            return [(plain.rest, None)]
+        good = np.fromiter((self._loops_plain(int(x)) for x in into.tolist()), bool, len(into))
+        if good.sum() < _MIN_LOOPING_FIRST_BYTES:
+            return [(self.trie, None)]
+        # some first bytes lead into a string body (the first character of a property name
+        # beside the declared names' own prefixes): take their tokens per first byte
+        good_bytes = PLAIN_BYTES[good].tolist()
+        for b in good_bytes:
+            allowed[plain.by_first[plain.offsets[b]:plain.offsets[b + 1]]] = True
+        walk_plain = np.zeros(256, bool)
+        walk_plain[PLAIN_BYTES[~good & (into != DEAD)]] = True
+        walks = [(plain.only, walk_plain)]
+        if all(self._text_loop(t) for t in set(into[good].tolist())):
+            other_first = np.ones(256, bool)
+            whole = good_bytes
+            multi = self._multibyte_target(cid)
+            if multi == _NO_CHARS or self._text_loop(multi):  # non-ASCII first characters too
+                whole = whole + list(range(0x80, 0x100))
+            for b in whole:
+                allowed[plain.text_by_first[plain.text_offsets[b]:plain.text_offsets[b + 1]]] = True
+            other_first[whole] = False
+            walks += [(plain.other, None), (plain.text_trie, other_first)]
+        else:
+            walks.append((plain.rest, None))
+        return walks
+
+    def _text_loop(self, cid: int | None) -> bool:
+        """Whether every plain byte and whole character from U+0080 up keeps ``cid`` in place."""
+        return cid is not None and cid != DEAD and self._char_target(cid) == cid
+
+    def _plain_room(self, cid: int, into: np.ndarray, longest: int) -> int | None:
+        """How many plain bytes may follow ``cid`` when every plain byte acts alike at each
+        step (a string body, bounded or not): plain-only tokens of at most that length are
+        allowed, longer ones are not (``longest``: no plain token is longer). ``None`` when
+        some step tells plain bytes apart."""
+        cur, n = cid, 0
+        while n < longest:
+            nxt = int(into[0])
+            if not (into == nxt).all():
+                return None
+            if nxt == DEAD:
+                return n
+            if nxt == cur:  # a loop: any length
+                return longest
+            cur, n = nxt, n + 1
+            into = self._row(cur)[PLAIN_BYTES]
+        return longest
+
+    def _char_target(self, cid: int) -> int | None:
+        """The one configuration that every plain byte and every whole UTF-8 character from
+        U+0080 up leads to from ``cid``, or None."""
+        into = self._row(cid)[PLAIN_BYTES]
+        target = int(into[0])
+        if target == DEAD or not (into == target).all():
+            return None
+        multi = self._multibyte_target(cid)
+        return target if multi == target or multi == _NO_CHARS else None
+
+    def _multibyte_target(self, cid: int) -> int | None:
+        """The one configuration every whole character from U+0080 up (that some token can
+        hold) leads to from ``cid``; ``None`` when they lead apart or to ``DEAD``;
+        ``_NO_CHARS`` when no token holds any such character (memoised)."""
+        if cid in self._mb_targets:
+            return self._mb_targets[cid]
+        used = self._bytes_used()
+        found: set[int] = set()
+        for seq in _MULTIBYTE:
+            if not all(used[lo:hi + 1].any() for lo, hi in seq):
+                continue  # no token holds such a character: it cannot come next
+            states = {cid}
+            for lo, hi in seq:
+                after: set[int] = set()
+                for c in states:
+                    after.update(np.unique(self._row(c)[lo:hi + 1][used[lo:hi + 1]]).tolist())
+                states = after
+            found |= states
+            if len(found) > 1 or DEAD in found:
+                break
+        if not found:
+            target: int | None = _NO_CHARS
+        else:
+            target = found.pop() if len(found) == 1 and DEAD not in found else None
+        self._mb_targets[cid] = target
+        return target
+
+    def _bytes_used(self) -> np.ndarray:
+        """Bool per byte value: some token contains it (bytes no token has cannot come next)."""
+        if self._used is None:
+            used = np.zeros(256, bool)
+            for level in self.trie.byte[1:]:
+                used[level] = True
+            self._used = used
+        return self._used
+
+    def _loops_plain(self, cid: int) -> bool:
+        """Whether ``cid`` goes back to itself on every plain byte (memoised)."""
+        hit = self._plain_loop.get(cid)
+        if hit is None:
+            hit = self._plain_loop[cid] = cid != DEAD and bool((self._row(cid)[PLAIN_BYTES] == cid).all())
+        return hit
+
+    def _walk_trie(self, cid: int, trie: TokenTrie | None = None, first_bytes: np.ndarray | None = None):
         """Yield, level by level, ``(token ids, configurations after them)`` of every allowed
         non-stop token of ``trie`` (default: the whole vocabulary; canonical ids: duplicates
         are not included). Breadth-first, one numpy gather per level over the live prefixes:
-        a rejected byte drops the whole subtree below it. Call under the lock."""
+        a rejected byte drops the whole subtree below it. ``first_bytes`` (bool per byte) limits
+        the walk to tokens starting with those bytes. Call under the lock."""
         trie = self.trie if trie is None else trie
         alive = np.zeros(1, np.int64)
         cfgs = np.array([cid], np.int64)
@@ -471,6 +667,8 @@ class TokenIndex:
             self._ensure_rows(parents)
             nxt = self._rows[self._slot[parents], trie.byte[d][children]]
             keep = nxt != DEAD
+            if d == 1 and first_bytes is not None:
+                keep &= first_bytes[trie.byte[1][children]]
             alive = children[keep]
             cfgs = nxt[keep].astype(np.int64)
             toks = trie.tok_at[d][alive]
@@ -478,6 +676,38 @@ class TokenIndex:
             yield toks[ends_here], cfgs[ends_here]
             if len(alive) == 0:
                 break
+            if len(alive) <= _SCALAR_WALK and d + 1 < len(trie.byte) and _subtree_sizes(trie)[d][alive].sum() <= _SCALAR_WALK:
+                # a few nodes left below (runs of spaces, long punctuation tokens): a level of
+                # numpy calls costs ~20 µs however few nodes it holds, a node here ~1 µs
+                yield self._walk_scalar(trie, d, alive.tolist(), cfgs.tolist())
+                break
+
+    def _walk_scalar(self, trie: TokenTrie, depth: int, nodes: list[int], cfgs: list[int]):
+        """The rest of :meth:`_walk_trie` below ``nodes`` of level ``depth``, depth first."""
+        toks: list[int] = []
+        after: list[int] = []
+        stack = list(zip([depth] * len(nodes), nodes, cfgs))
+        last = len(trie.byte) - 1
+        while stack:
+            d, node, cfg = stack.pop()
+            if d >= last:
+                continue
+            start = int(trie.child_start[d][node])
+            count = int(trie.child_count[d][node])
+            if not count:
+                continue
+            row = self._row(cfg)
+            kids = trie.byte[d + 1][start:start + count].tolist()
+            ends = trie.tok_at[d + 1][start:start + count].tolist()
+            for k, (b, tok) in enumerate(zip(kids, ends)):
+                nxt = int(row[b])
+                if nxt == DEAD:
+                    continue
+                if tok >= 0:
+                    toks.append(tok)
+                    after.append(nxt)
+                stack.append((d + 1, start + k, nxt))
+        return np.array(toks, np.int64), np.array(after, np.int64)
 
     def precompute(self, *, limit: int = 100_000) -> int:
         """Eagerly explore configurations reachable by bytes and compute their masks.

@@ -20,7 +20,7 @@ from .tokenizer import TokenizerInfo
 
 __all__ = ["load_trie"]
 
-FORMAT = 1
+FORMAT = 2  # 2: the plain split also stores the plain-token trie, its orders, the text tokens
 _FILE = "trie.npz"
 _META = "trie.json"
 
@@ -48,9 +48,18 @@ def _save(trie: TokenTrie, folder: str) -> None:
     arrays = _arrays(trie, "")
     meta = {"levels": len(trie.byte), "num_nodes": trie.num_nodes, "plain": trie.plain is not None}
     if trie.plain is not None:
-        arrays.update(_arrays(trie.plain.rest, "rest_"))
-        arrays["plain_tokens"] = trie.plain.tokens
-        meta.update(rest_levels=len(trie.plain.rest.byte), rest_num_nodes=trie.plain.rest.num_nodes)
+        p = trie.plain
+        arrays.update(_arrays(p.rest, "rest_"))
+        arrays.update(_arrays(p.only, "only_"))
+        arrays.update(_arrays(p.other, "other_"))
+        arrays.update(_arrays(p.text_trie, "text_"))
+        arrays.update(plain_tokens=p.tokens, by_first=p.by_first, offsets=p.offsets, by_len=p.by_len,
+                      len_offsets=p.len_offsets, text_tokens=p.text, text_by_first=p.text_by_first,
+                      text_offsets=p.text_offsets)
+        meta.update(rest_levels=len(p.rest.byte), rest_num_nodes=p.rest.num_nodes,
+                    only_levels=len(p.only.byte), only_num_nodes=p.only.num_nodes,
+                    other_levels=len(p.other.byte), other_num_nodes=p.other.num_nodes,
+                    text_levels=len(p.text_trie.byte), text_num_nodes=p.text_trie.num_nodes)
     np.savez(Path(folder) / _FILE, **arrays)
     (Path(folder) / _META).write_text(json.dumps(meta), encoding="utf-8")
 
@@ -69,5 +78,9 @@ def _load(folder: str) -> TokenTrie:
         plain = None
         if meta["plain"]:
             rest = _trie_from(z, "rest_", meta["rest_levels"], meta["rest_num_nodes"], None)
-            plain = PlainSplit(z["plain_tokens"], rest)
+            only = _trie_from(z, "only_", meta["only_levels"], meta["only_num_nodes"], None)
+            other = _trie_from(z, "other_", meta["other_levels"], meta["other_num_nodes"], None)
+            text = _trie_from(z, "text_", meta["text_levels"], meta["text_num_nodes"], None)
+            plain = PlainSplit(z["plain_tokens"], rest, only, z["by_first"], z["offsets"], z["by_len"],
+                               z["len_offsets"], z["text_tokens"], other, text, z["text_by_first"], z["text_offsets"])
         return _trie_from(z, "", meta["levels"], meta["num_nodes"], plain)

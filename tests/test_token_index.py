@@ -15,9 +15,17 @@ SCHEMAS = [
     {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[a-z ]+$"},
                                       "note": {"type": "string", "maxLength": 12}}, "required": ["code", "note"]},
     {"type": "array", "items": {"enum": ["a b", "c\"d", "é"]}},
+    # additional names beside declared ones (first characters split by byte), a string
+    # bounded below and above (a chain of states), and a counted one (counter frames)
+    {"type": "object", "properties": {"driver": {"type": "string", "minLength": 3, "maxLength": 40},
+                                      "text": {"type": "string", "maxLength": 150}}},
+    # plain bytes loop, characters from U+0080 up do not: the text tokens must stay masked
+    {"type": "object", "properties": {"ascii": {"type": "string", "pattern": "^[ -~]*$"}}},
 ]
-TEXTS = ['{"name":"hello world, \\"quoted\\" caf\\u00e9 ok","tags":["x y","tab\\tz",""]}',
-         '{"code":"abc def","note":"twelve chars"}', '["a b","c\\"d","é"]']
+TEXTS = ['{"name":"hello world, \\"quoted\\" caf\\u00e9 ok naïve 東京 straße 🙂 ñandú","tags":["x y","tab\\tz","日本語"]}',
+         '{"code":"abc def","note":"twelve chars"}', '["a b","c\\"d","é"]',
+         '{"driver":"example driver with a long name","text":"' + "lorem ipsum dolor " * 8 + '","dx":"d","other":1}',
+         '{"ascii":"only ascii here, \\"quoted\\" too"}']
 
 
 def _full_mask(index, full_trie: TokenTrie, cid: int) -> np.ndarray:
@@ -37,21 +45,24 @@ def _check(compiler: GrammarCompiler, schema: dict, text: str) -> int:
     full = TokenTrie.build(compiler.tokenizer_info, split_plain=False)
     assert full.plain is None and compiler.trie.plain is not None
     m = GrammarMatcher(compiled)
-    looping = 0
+    looping = entering = 0
     for ch in text:
         cid = m.state
-        looping += bool((index._row(cid)[PLAIN_BYTES] == cid).all())
+        into = index._row(cid)[PLAIN_BYTES]
+        looping += bool((into == cid).all())
+        # the first character of a string: every plain byte leads into the looping body
+        entering += bool(into[0] != cid and (into == into[0]).all() and (index._row(int(into[0]))[PLAIN_BYTES] == into[0]).all())
         assert np.array_equal(index.mask(cid), _full_mask(index, full, cid)), (schema, text, ch)
         assert m.accept_string(ch)
     assert np.array_equal(index.mask(m.state), _full_mask(index, full, m.state))
-    return looping
+    return looping, entering
 
 
 @pytest.mark.parametrize("case", range(len(SCHEMAS)))
 def test_split_equals_whole_trie_smollm2(smollm2_compiler, case):
-    looping = _check(smollm2_compiler, SCHEMAS[case], TEXTS[case])
+    looping, entering = _check(smollm2_compiler, SCHEMAS[case], TEXTS[case])
     if case == 0:
-        assert looping > 10  # the string bodies did take the split path
+        assert looping > 10 and entering >= 2  # string bodies and their first characters took the split path
 
 
 def test_split_equals_whole_trie_toy():
@@ -138,3 +149,29 @@ def test_shared_rule_automata_equal_fresh_ones(smollm2_info):
         assert [r.name for r in fresh.rules] == [r.name for r in pda.rules]
         for a, b in zip(fresh.rules, pda.rules):
             assert np.array_equal(a.trans, b.trans) and np.array_equal(a.final, b.final) and a.calls == b.calls
+
+
+def _brute_mask(index, info, cid: int) -> np.ndarray:
+    """The slow reference: every token's bytes stepped one by one from ``cid``."""
+    allowed = np.zeros(index.words * 32, bool)
+    for tid, data in enumerate(info.token_bytes):
+        if data and index.step_bytes(cid, data) != 0:
+            allowed[tid] = True
+    if index.is_accepting(cid):
+        allowed[index._stop] = True
+    return np.packbits(allowed, bitorder="little").view("<i4")
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMAS)))
+def test_masks_equal_token_by_token_reference(smollm2_info, case):
+    """Every fast path at once (plain/text splits, per-first-byte and per-length bulk sets,
+    the node-by-node tail of deep walks) against stepping each of the 49,152 tokens."""
+    compiled = GrammarCompiler(smollm2_info).compile_json_schema(SCHEMAS[case])
+    m = GrammarMatcher(compiled)
+    text = TEXTS[case]
+    cuts = sorted({0, 1, 2, len(text) // 3, len(text) // 2, len(text) - 1, len(text)})
+    done = 0
+    for cut in cuts:
+        assert m.accept_string(text[done:cut])
+        done = cut
+        assert np.array_equal(compiled.index.mask(m.state), _brute_mask(compiled.index, smollm2_info, m.state)), cut
