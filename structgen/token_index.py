@@ -35,8 +35,8 @@ import numpy as np
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
 from .counters import CounterRule, canonical_count
 from .grammar import CharSet
-from .utf8 import charset_to_byte_sequences
 from .tokenizer import TokenizerInfo
+from .utf8 import charset_to_byte_sequences
 
 __all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie"]
 
