@@ -49,6 +49,12 @@ class _Canon:
         resolve = lambda ref: self._pointer(ref)  # noqa: E731
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             return self.combine(self._plain(schema))
+        if any(k in schema for k in ("dependentRequired", "dependentSchemas", "dependencies")):
+            from .schema_to_grammar import dependency_alternatives
+
+            rest = dict(schema)
+            parts = dependency_alternatives(rest)  # as the compiler expands them
+            return self.combine({**rest, "allOf": [*rest.get("allOf", []), *parts]})
         try:
             if "allOf" in schema:
                 merged = {k: v for k, v in schema.items() if k != "allOf"}

@@ -392,16 +392,10 @@ class _Converter:
                     parts.append({"anyOf": [{"allOf": [cond, then_]}, {"allOf": [negated, else_]}]})
         else:
             rest.pop("then", None), rest.pop("else", None)  # no effect without "if"
-        deps = dict(rest.pop("dependentRequired", {}))
-        dep_schemas = dict(rest.pop("dependentSchemas", {}))
-        for name, dep in rest.pop("dependencies", {}).items():  # draft-07: both forms in one keyword
-            (deps if isinstance(dep, list) else dep_schemas)[name] = dep
-        if len(deps) + len(dep_schemas) > 6:
+        dep_parts = dependency_alternatives(rest)
+        if len(dep_parts) > 6:
             self.unsupported("dependentRequired", ptr, "more than 6 dependencies (the grammar doubles with each)")
-        for name, req in deps.items():
-            parts.append({"anyOf": [{"properties": {name: False}}, {"required": [name, *req]}]})
-        for name, sub in dep_schemas.items():
-            parts.append({"anyOf": [{"properties": {name: False}}, {"allOf": [{"required": [name]}, sub]}]})
+        parts.extend(dep_parts)
         if "uniqueItems" in rest:
             unique = rest.pop("uniqueItems")
             if unique is True and not (isinstance(rest.get("maxItems"), int) and rest["maxItems"] <= 1):
@@ -1515,6 +1509,21 @@ TYPE_ALIASES = {
 }
 _COUNT_KEYWORDS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties",
                    "minContains", "maxContains")
+def dependency_alternatives(schema: dict) -> list[dict]:
+    """Pop ``dependentRequired``, ``dependentSchemas`` and draft-07 ``dependencies`` from
+    ``schema``; return them as ``anyOf`` parts for its ``allOf``: per trigger name, "absent"
+    or "present (required) with what it brings". The canonical serialiser uses the same
+    rewrite, so both agree on where a required trigger name stands."""
+    deps = dict(schema.pop("dependentRequired", {}))
+    dep_schemas = dict(schema.pop("dependentSchemas", {}))
+    for name, dep in schema.pop("dependencies", {}).items():  # draft-07: both forms in one keyword
+        (deps if isinstance(dep, list) else dep_schemas)[name] = dep
+    parts = [{"anyOf": [{"properties": {name: False}}, {"required": [name, *req]}]} for name, req in deps.items()]
+    parts += [{"anyOf": [{"properties": {name: False}}, {"allOf": [{"required": [name]}, sub]}]}
+              for name, sub in dep_schemas.items()]
+    return parts
+
+
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
                   "propertyNames", "unevaluatedItems", "unevaluatedProperties")

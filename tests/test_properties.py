@@ -47,7 +47,7 @@ from structgen.schema_to_grammar import _existing_prefix
 from structgen.token_index import DEAD
 
 from . import strategies as S
-from .conftest import DATA, SHARED
+from .conftest import DATA, SHARED, toy_info
 from .walks import budget_walk, random_walk, structural_tokens
 
 STATS: Counter = Counter()
@@ -569,3 +569,27 @@ def test_regression_soak_refusals_located(byte_compiler, schema, pointer):
         assert exc.value.pointer == pointer, str(exc.value)
         if isinstance(schema, dict):
             assert _pointer_exists(schema, exc.value.pointer)
+
+
+# -- found by bench/masks.py in session 4 ------------------------------------------------
+
+
+@pytest.mark.parametrize("deps", [
+    {"dependencies": {"b": {"not": {"required": ["c"]}}}},
+    {"dependentSchemas": {"b": {"maxProperties": 2}}},
+    {"dependentRequired": {"b": ["d"]}},
+])
+def test_canonical_order_follows_dependency_expansion(deps):
+    """A dependency's trigger name becomes required in the "present" alternative, so the
+    grammar writes it with the required names; canonical_json expands dependencies the same
+    way (it wrote {"a":...,"b":...} where the grammar writes "b" first: a valid MaskBench
+    instance counted as rejected)."""
+    from structgen.canonical import canonical_json
+
+    schema = {"type": "object", "patternProperties": {"^[a-e]$": True}, "additionalProperties": False, **deps}
+    value = {"a": True, "b": True, "d": 1} if "dependentRequired" in deps else {"a": True, "b": True}
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema(schema)
+    m = compiled.matcher()
+    text = canonical_json(value, schema)
+    assert m.accept_string(text) and m.is_completed(), text
+    assert json.loads(text) == value
