@@ -256,25 +256,46 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0
     return np.stack(rows), final, calls
 
 
+def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
+    """Predecessors by byte edges as CSR lists: the sources of state ``t`` are
+    ``sources[starts[t]:starts[t + 1]]`` (each once).
+
+    The 256 byte columns are first grouped into the distinct ones (typically tens: a DFA
+    treats most bytes alike), so the edge list is built from those, in numpy."""
+    n = trans.shape[0]
+    ids: dict[bytes, int] = {}
+    reps = [b for b, col in enumerate(np.ascontiguousarray(trans.T)) if ids.setdefault(col.tobytes(), b) == b]
+    t = trans[:, reps]
+    src = np.repeat(np.arange(n, dtype=np.int64), t.shape[1])
+    tgt = t.ravel().astype(np.int64)
+    ok = tgt >= 0
+    pairs = np.unique(tgt[ok] * n + src[ok])  # sorted by target, deduplicated
+    starts = np.searchsorted(pairs // n, np.arange(n + 1))
+    return starts.tolist(), (pairs % n).tolist()
+
+
 def _coaccessible(trans, final, calls, productive: set[int]) -> np.ndarray:
     """States from which an accepting state is reachable (calls only into productive rules)."""
-    n = trans.shape[0]
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for s in range(n):
-        for t in set(trans[s][trans[s] >= 0].tolist()):
-            preds[t].append(s)
-        for callee, t in calls[s]:
+    starts, sources = _byte_predecessors(trans)
+    call_preds: dict[int, list[int]] = {}
+    for s, cs in enumerate(calls):
+        for callee, t in cs:
             if callee in productive:
-                preds[t].append(s)
-    ok = final.copy()
-    stack = list(np.flatnonzero(final))
+                call_preds.setdefault(t, []).append(s)
+    ok = np.asarray(final, dtype=bool).copy()
+    seen = ok.tolist()
+    stack = np.flatnonzero(ok).tolist()
     while stack:
         t = stack.pop()
-        for s in preds[t]:
-            if not ok[s]:
-                ok[s] = True
+        for s in sources[starts[t]:starts[t + 1]]:
+            if not seen[s]:
+                seen[s] = True
                 stack.append(s)
-    return ok
+        for s in call_preds.get(t, ()):
+            if not seen[s]:
+                seen[s] = True
+                stack.append(s)
+    return np.array(seen, dtype=bool)
 
 
 _ROW_WEIGHTS = np.random.default_rng(20261130).integers(1, 2**63, size=(2, 260), dtype=np.uint64) | np.uint64(1)
@@ -651,22 +672,7 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     import heapq
 
     rules = pda.rules
-    preds = []
-    for rule in rules:
-        if isinstance(rule, CounterRule):
-            preds.append(None)
-            continue
-        trans = rule.trans
-        n = trans.shape[0]
-        # one column per class of bytes all states treat alike: typically tens, not 256
-        _, cols = np.unique(trans, axis=1, return_index=True)
-        t = trans[:, cols]
-        src = np.repeat(np.arange(n), t.shape[1])
-        tgt = t.ravel()
-        ok = tgt >= 0
-        pairs = np.unique(tgt[ok].astype(np.int64) * n + src[ok])  # sorted by target, deduplicated
-        starts = np.searchsorted(pairs // n, np.arange(n + 1))
-        preds.append((starts.tolist(), (pairs % n).tolist()))
+    preds = [None if isinstance(rule, CounterRule) else _byte_predecessors(rule.trans) for rule in rules]
     minlen = [UNREACHABLE] * len(rules)
     dist: list[list[int]] = []
     for _ in range(len(rules) + 1):
