@@ -202,6 +202,7 @@ def _subtree_sizes(trie: TokenTrie) -> tuple[np.ndarray, ...]:
         sizes = _SUBTREES[trie] = tuple(out)
     return sizes
 
+
 _MIN_LOOPING_FIRST_BYTES = 16  # fewer: the per-byte bookkeeping costs more than the walk saves
 
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
@@ -676,9 +677,10 @@ class TokenIndex:
             yield toks[ends_here], cfgs[ends_here]
             if len(alive) == 0:
                 break
-            if len(alive) <= _SCALAR_WALK and d + 1 < len(trie.byte) and _subtree_sizes(trie)[d][alive].sum() <= _SCALAR_WALK:
-                # a few nodes left below (runs of spaces, long punctuation tokens): a level of
-                # numpy calls costs ~20 µs however few nodes it holds, a node here ~1 µs
+            # a few nodes left below (runs of spaces, long punctuation tokens): a level of
+            # numpy calls costs ~20 µs however few nodes it holds, a node here ~1 µs
+            few = len(alive) <= _SCALAR_WALK and d + 1 < len(trie.byte)
+            if few and _subtree_sizes(trie)[d][alive].sum() <= _SCALAR_WALK:
                 yield self._walk_scalar(trie, d, alive.tolist(), cfgs.tolist())
                 break
 
