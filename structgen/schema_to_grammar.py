@@ -277,12 +277,16 @@ class _Converter:
         """
         import jsonschema
 
+        from .metaschema import fast_check
+
         node = self.root if node is None else node
         if not isinstance(node, (dict, bool)):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(node).__name__}", pointer=ptr)
         if isinstance(node, bool):
             return
         cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
+        if fast_check(node, cls.META_SCHEMA):
+            return
         err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(node))
         if err is not None:
             path = list(err.absolute_path)

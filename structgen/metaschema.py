@@ -1,0 +1,227 @@
+"""Fast metaschema check: the draft metaschemas compiled into Python predicates.
+
+jsonschema validates a schema against its metaschema in about half of a typical schema's
+conversion time (``$dynamicRef`` resolution through ``referencing`` on every subschema).
+The metaschemas themselves use a dozen simple keywords, so they are compiled once into
+closures that answer only "valid or not". The answer is trusted only when it is *valid*;
+anything else (an invalid schema, a keyword or value this module does not model) goes to
+jsonschema, which finds and words the error. So this can only make the check faster, never
+let through a schema jsonschema rejects, provided ``True`` is never returned wrongly: that
+is what ``tests/test_metaschema.py`` checks against jsonschema on the test corpora and on
+mutated schemas.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from importlib import resources
+from typing import Any, Callable
+from urllib.parse import urldefrag, urljoin
+
+__all__ = ["fast_check"]
+
+Check = Callable[[Any], bool]
+
+_IGNORED = frozenset({
+    "$schema", "$id", "id", "$vocabulary", "$dynamicAnchor", "$recursiveAnchor", "$anchor", "$comment",
+    "title", "description", "default", "deprecated", "format", "$defs", "definitions", "examples",
+})
+"""Metaschema keywords that assert nothing about an instance (``format`` is an annotation
+for jsonschema's metaschema validators: no format checker is attached)."""
+
+
+class _Unsupported(Exception):
+    """A metaschema construct this compiler does not model (that draft falls back to jsonschema)."""
+
+
+def _documents() -> dict[str, Any]:
+    """The metaschemas and vocabulary metaschemas jsonschema ships, by ``$id`` (no fragment)."""
+    docs: dict[str, Any] = {}
+    root = resources.files("jsonschema_specifications") / "schemas"
+    for draft in root.iterdir():
+        if not draft.is_dir():
+            continue
+        files = [draft / "metaschema.json"]
+        vocab = draft / "vocabularies"
+        if vocab.is_dir():
+            files.extend(f for f in vocab.iterdir() if f.is_file())
+        for f in files:
+            if f.is_file():
+                doc = json.loads(f.read_text(encoding="utf-8"))
+                uri = doc.get("$id", doc.get("id"))
+                if isinstance(uri, str):
+                    docs[urldefrag(uri)[0]] = doc
+    return docs
+
+
+def _pointer(doc: Any, fragment: str) -> Any:
+    if not fragment:
+        return doc
+    if not fragment.startswith("/"):
+        raise _Unsupported(f"anchor fragment {fragment!r}")
+    for part in fragment[1:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+class _Compiler:
+    """Compiles one metaschema (and what it references) into predicates."""
+
+    def __init__(self, docs: dict[str, Any], root_uri: str, floats_are_integers: bool) -> None:
+        self.docs = docs
+        self.root_uri = root_uri
+        self.floats_are_integers = floats_are_integers
+        self.compiled: dict[tuple[str, str], Check] = {}
+
+    def ref(self, base: str, ref: str) -> Check:
+        uri, fragment = urldefrag(urljoin(base, ref))
+        uri = uri or base
+        key = (uri, fragment)
+        if key not in self.compiled:
+            if uri not in self.docs:
+                raise _Unsupported(f"unknown metaschema {uri}")
+            cell: list[Check] = []
+            self.compiled[key] = lambda x: cell[0](x)  # a cycle reaches this before it is built
+            cell.append(self.schema(_pointer(self.docs[uri], fragment), uri))
+            self.compiled[key] = cell[0]
+        return self.compiled[key]
+
+    def type_check(self, name: str) -> Check:
+        if name == "integer":
+            if self.floats_are_integers:
+                return lambda x: (isinstance(x, int) and not isinstance(x, bool)) or (
+                    isinstance(x, float) and x.is_integer())
+            return lambda x: isinstance(x, int) and not isinstance(x, bool)
+        return {
+            "object": lambda x: isinstance(x, dict),
+            "array": lambda x: isinstance(x, list),
+            "string": lambda x: isinstance(x, str),
+            "boolean": lambda x: isinstance(x, bool),
+            "null": lambda x: x is None,
+            "number": _is_number,
+        }[name]
+
+    def schema(self, s: Any, base: str) -> Check:
+        if s is True or s == {}:
+            return lambda x: True
+        if not isinstance(s, dict):
+            raise _Unsupported(f"metaschema node {s!r}")
+        base = urljoin(base, s["$id"]) if isinstance(s.get("$id"), str) else base
+        checks: list[Check] = []
+        for kw, v in s.items():
+            if kw in _IGNORED:
+                continue
+            checks.append(self.keyword(kw, v, s, base))
+        if len(checks) == 1:
+            return checks[0]
+        return lambda x: all(c(x) for c in checks)
+
+    def keyword(self, kw: str, v: Any, s: dict, base: str) -> Check:  # noqa: C901 - one branch per keyword
+        if kw == "$ref":
+            return self.ref(base, v)
+        if kw in ("$dynamicRef", "$recursiveRef"):
+            # validating against a draft's own metaschema, the dynamic scope's outermost
+            # "meta" anchor (or recursive root) is that metaschema's root
+            return self.ref(self.root_uri, "")
+        if kw == "type":
+            names = [v] if isinstance(v, str) else list(v)
+            tests = [self.type_check(n) for n in names]
+            return lambda x: any(t(x) for t in tests)
+        if kw in ("allOf", "anyOf"):
+            subs = [self.schema(sub, base) for sub in v]
+            if kw == "allOf":
+                return lambda x: all(c(x) for c in subs)
+            return lambda x: any(c(x) for c in subs)
+        if kw == "enum":
+            if not all(isinstance(e, str) for e in v):
+                raise _Unsupported("non-string enum")
+            values = frozenset(v)
+            return lambda x: isinstance(x, str) and x in values
+        if kw == "pattern":
+            rx = re.compile(v)
+            return lambda x: not isinstance(x, str) or rx.search(x) is not None
+        if kw == "minimum":
+            strict = s.get("exclusiveMinimum") is True  # draft-04 spelling
+            return (lambda x: not _is_number(x) or x > v) if strict else (lambda x: not _is_number(x) or x >= v)
+        if kw == "exclusiveMinimum":
+            if isinstance(v, bool):
+                if "minimum" not in s:
+                    raise _Unsupported("exclusiveMinimum without minimum")
+                return lambda x: True  # applied by "minimum"
+            return lambda x: not _is_number(x) or x > v
+        if kw == "minItems":
+            return lambda x: not isinstance(x, list) or len(x) >= v
+        if kw == "uniqueItems":
+            if not v:
+                return lambda x: True
+            # strings only: other items would need jsonschema's equality (1 vs True vs 1.0)
+            return lambda x: not isinstance(x, list) or (
+                all(isinstance(i, str) for i in x) and len(set(x)) == len(x))
+        if kw == "items":
+            if isinstance(v, list):
+                raise _Unsupported("tuple items in a metaschema")
+            item = self.schema(v, base)
+            return lambda x: not isinstance(x, list) or all(item(i) for i in x)
+        if kw == "properties":
+            props = {k: self.schema(sub, base) for k, sub in v.items()}
+            return lambda x: not isinstance(x, dict) or all(
+                props[k](val) for k, val in x.items() if k in props)
+        if kw == "additionalProperties":
+            if s.get("patternProperties"):
+                raise _Unsupported("patternProperties beside additionalProperties")
+            declared = frozenset(s.get("properties", {}))
+            extra = self.schema(v, base)
+            return lambda x: not isinstance(x, dict) or all(
+                extra(val) for k, val in x.items() if k not in declared)
+        if kw == "propertyNames":
+            name = self.schema(v, base)
+            return lambda x: not isinstance(x, dict) or all(name(k) for k in x)
+        if kw == "dependencies":
+            if not all(isinstance(d, list) for d in v.values()):
+                raise _Unsupported("schema dependencies in a metaschema")
+            deps = {k: tuple(d) for k, d in v.items()}
+            return lambda x: not isinstance(x, dict) or all(
+                all(r in x for r in deps[k]) for k in x if k in deps)
+        raise _Unsupported(f"metaschema keyword {kw!r}")
+
+
+_CACHE: dict[str, Check | None] = {}
+_LOCK = threading.Lock()
+_DOCS: dict[str, Any] | None = None
+
+
+def _checker(meta_schema: dict) -> Check | None:
+    """The compiled predicate of one metaschema (None when a construct is not modelled)."""
+    global _DOCS
+    uri = urldefrag(meta_schema.get("$id", meta_schema.get("id", "")))[0]
+    with _LOCK:
+        if uri in _CACHE:
+            return _CACHE[uri]
+        if _DOCS is None:
+            _DOCS = _documents()
+        check: Check | None
+        try:
+            # draft-04 and draft-03 count 1.0 as a number but not an integer
+            floats = uri not in ("http://json-schema.org/draft-04/schema", "http://json-schema.org/draft-03/schema")
+            check = _Compiler(_DOCS, uri, floats).ref(uri, "") if uri in _DOCS else None
+        except Exception:  # noqa: BLE001 - _Unsupported or a shape not modelled (draft-03): use jsonschema
+            check = None
+        _CACHE[uri] = check
+        return check
+
+
+def fast_check(node: Any, meta_schema: dict) -> bool:
+    """True if ``node`` certainly validates against ``meta_schema``; False means "ask jsonschema"."""
+    check = _checker(meta_schema)
+    try:
+        return check is not None and bool(check(node))
+    except RecursionError:
+        raise
+    except Exception:  # noqa: BLE001 - an unmodelled value shape: let jsonschema decide
+        return False
