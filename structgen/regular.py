@@ -440,47 +440,53 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
             for c in name:
                 node = node.setdefault(c, {})
             node[None] = True
-    children = lambda node: sorted((k, v) for k, v in node.items() if k is not None)
     plain, special = chars.minus(_NOT_PLAIN), intersect_charsets(chars, _NOT_PLAIN)
+    plain_codes = {ord(c) for c in _BMP_ASCII if ord(c) in plain}
 
-    def taken(node: dict) -> CharSet:
-        return CharSet.of([(ord(c), ord(c)) for c, _ in children(node)])
-
-    def own_special(node: dict) -> bool:  # a name continues with a special character here
-        return bool(intersect_charsets(taken(node), _NOT_PLAIN).ranges)
-
-    def leaving(node: dict) -> Expr:  # a trie path, then a plain character no name continues with
-        options: list[Expr] = []
-        leave = plain.minus(taken(node))
-        if leave.ranges:
-            options.append(leave)
-        if own_special(node) and special.minus(taken(node)).ranges:
-            options.append(special.minus(taken(node)))
-        options.extend(seq(Lit(c), leaving(child)) for c, child in children(node))
-        return alt(*options)
-
-    def shared_special(node: dict) -> Expr:  # trie paths that may leave by any special character
-        options: list[Expr] = [] if own_special(node) else [EMPTY]
-        options.extend(seq(Lit(c), shared_special(child)) for c, child in children(node))
-        return alt(*options)
-
-    def unfinished(node: dict) -> Expr:  # trie paths at which no name ends
-        options = [] if node.get(None) else [EMPTY]
-        for c, child in children(node):
-            sub = unfinished(child)
-            if sub != NOTHING:
-                options.append(seq(Lit(c), sub))
-        return alt(*options)
+    def walk(node: dict) -> tuple[Expr, Expr, Expr]:
+        """(leaving, shared_special, unfinished) of one trie node, children visited once:
+        leaving = a trie path, then a plain character no name continues with;
+        shared_special = trie paths that may leave by any special character;
+        unfinished = trie paths at which no name ends."""
+        kids = sorted((k, v) for k, v in node.items() if k is not None)
+        codes = [ord(c) for c, _ in kids]
+        taken = CharSet.of([(o, o) for o in codes])
+        # the plain characters no name continues with (fast when every child is plain ASCII)
+        if all(o in plain_codes for o in codes):
+            leave = plain.minus(taken) if codes else plain
+            own_special = False
+        else:
+            leave = plain.minus(taken)
+            own_special = bool(intersect_charsets(taken, _NOT_PLAIN).ranges)
+        leaving: list[Expr] = [leave] if leave.ranges else []
+        if own_special:
+            rest = special.minus(taken)
+            if rest.ranges:
+                leaving.append(rest)
+        shared: list[Expr] = [] if own_special else [EMPTY]
+        unfinished: list[Expr] = [] if node.get(None) else [EMPTY]
+        for c, child in kids:
+            sub_leaving, sub_shared, sub_unfinished = walk(child)
+            head = Lit(c)
+            leaving.append(seq(head, sub_leaving))
+            shared.append(seq(head, sub_shared))
+            if sub_unfinished != NOTHING:
+                unfinished.append(seq(head, sub_unfinished))
+        return alt(*leaving), alt(*shared), alt(*unfinished)
 
     # Names are mostly plain ASCII, so leaving by a special character (control, quote,
     # backslash, non-ASCII: a large UTF-8 automaton, JSON escapes) is the same set at every
     # trie node: it appears once, after the alternation of paths, not under every node; and
     # the tail chars* appears twice in all, not once per node.
+    leaving, shared_special, unfinished = walk(trie)
     tail = Repeat(chars, 0, None)
-    options = [seq(leaving(trie), tail), unfinished(trie)]
+    options = [seq(leaving, tail), unfinished]
     if special.ranges:
-        options.append(seq(shared_special(trie), special, tail))
+        options.append(seq(shared_special, special, tail))
     return alt(*options)
+
+
+_BMP_ASCII = "".join(chr(i) for i in range(0x20, 0x7F))
 
 
 _ = (MAX_CODEPOINT,)  # the interval sweep works on the whole code-point range
