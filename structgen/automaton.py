@@ -214,13 +214,13 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0
     init = closure([start])
     ids = {init: 0}
     order = [init]
-    rows: list[np.ndarray] = []
+    runs: list[tuple[int, int, int]] = []  # (first flat index, length, target): filled in numpy at the end
     calls: list[tuple[tuple[int, int], ...]] = []
     i = 0
     while i < len(order):
         cur = order[i]
         i += 1
-        row = np.full(256, -1, dtype=np.int32)
+        base = (i - 1) * 256
         edges = [e for s in cur for e in nfa.bytes[s]]
         if edges:
             points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
@@ -238,7 +238,7 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0
                         raise _too_large("DFA", used + len(order) + 1, max_states)
                     ids[tgt] = len(order)
                     order.append(tgt)
-                row[p:q] = ids[tgt]
+                runs.append((base + p, q - p, ids[tgt]))
         by_callee: dict[int, list[int]] = {}
         for s in cur:
             for callee, t in nfa.calls[s]:
@@ -250,22 +250,31 @@ def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0
                 ids[tgt] = len(order)
                 order.append(tgt)
             state_calls.append((callee, ids[tgt]))
-        rows.append(row)
         calls.append(tuple(state_calls))
     final = np.array([end in st for st in order], dtype=bool)
-    return np.stack(rows), final, calls
+    flat = np.full(len(order) * 256, -1, dtype=np.int32)
+    if runs:
+        first, length, target = np.array(runs, dtype=np.int64).T
+        ends = np.cumsum(length)
+        # index k of the concatenated runs lies in run r: first[r] + (k - start of run r)
+        pos = np.arange(ends[-1]) + np.repeat(first - (ends - length), length)
+        flat[pos] = np.repeat(target, length)
+    return flat.reshape(len(order), 256), final, calls
+
+
+def _distinct_columns(trans: np.ndarray) -> list[int]:
+    """The first byte of each distinct column of ``trans``, ascending (a DFA treats most bytes
+    alike: typically tens of distinct columns). A dict of column bytes measured faster than
+    ``np.unique(axis=1)`` and than random linear hashes in numpy (integer matmul)."""
+    ids: dict[bytes, int] = {}
+    return [b for b, col in enumerate(np.ascontiguousarray(trans.T)) if ids.setdefault(col.tobytes(), b) == b]
 
 
 def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
     """Predecessors by byte edges as CSR lists: the sources of state ``t`` are
-    ``sources[starts[t]:starts[t + 1]]`` (each once).
-
-    The 256 byte columns are first grouped into the distinct ones (typically tens: a DFA
-    treats most bytes alike), so the edge list is built from those, in numpy."""
+    ``sources[starts[t]:starts[t + 1]]`` (each once), built in numpy from the distinct columns."""
     n = trans.shape[0]
-    ids: dict[bytes, int] = {}
-    reps = [b for b, col in enumerate(np.ascontiguousarray(trans.T)) if ids.setdefault(col.tobytes(), b) == b]
-    t = trans[:, reps]
+    t = trans[:, _distinct_columns(trans)]
     src = np.repeat(np.arange(n, dtype=np.int64), t.shape[1])
     tgt = t.ravel().astype(np.int64)
     ok = tgt >= 0
@@ -274,9 +283,11 @@ def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
     return starts.tolist(), (pairs % n).tolist()
 
 
-def _coaccessible(trans, final, calls, productive: set[int]) -> np.ndarray:
-    """States from which an accepting state is reachable (calls only into productive rules)."""
-    starts, sources = _byte_predecessors(trans)
+def _coaccessible(trans, final, calls, productive: set[int], preds=None) -> np.ndarray:
+    """States from which an accepting state is reachable (calls only into productive rules).
+
+    ``preds``: ``_byte_predecessors(trans)`` when the caller already has it."""
+    starts, sources = preds if preds is not None else _byte_predecessors(trans)
     call_preds: dict[int, list[int]] = {}
     for s, cs in enumerate(calls):
         for callee, t in cs:
@@ -327,22 +338,33 @@ def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[in
     """Drop dead states, then merge equivalent ones (Moore refinement); start stays 0."""
     n = trans.shape[0]
     trans = np.where((trans >= 0) & keep[np.clip(trans, 0, None)], trans, -1)
+    byte_cols = _distinct_columns(trans)
+    dropped_call = any(c not in productive for s, cs in enumerate(calls) if keep[s] for c, _ in cs)
     calls = [
         tuple((c, t) for c, t in cs if c in productive and keep[t]) if keep[s] else ()
         for s, cs in enumerate(calls)
     ]
-    # reachable from start
-    reach = np.zeros(n, dtype=bool)
-    reach[0] = True
-    stack = [0]
-    while stack:
-        s = stack.pop()
-        nxt = set(trans[s][trans[s] >= 0].tolist()) | {t for _, t in calls[s]}
-        for t in nxt:
-            if not reach[t]:
-                reach[t] = True
-                stack.append(t)
-    live = np.flatnonzero(reach)
+    if dropped_call:
+        # a state reached only through a call into a rule that matches nothing is unreachable
+        # now; without such calls every kept state still is reachable (a path from the start to
+        # a state that can reach an end only passes states that can too), so no search
+        succ = trans[:, byte_cols].tolist()
+        reach = [False] * n
+        reach[0] = True
+        stack = [0]
+        while stack:
+            s = stack.pop()
+            for t in succ[s]:
+                if t >= 0 and not reach[t]:
+                    reach[t] = True
+                    stack.append(t)
+            for _, t in calls[s]:
+                if not reach[t]:
+                    reach[t] = True
+                    stack.append(t)
+        live = np.flatnonzero(reach)
+    else:
+        live = np.flatnonzero(keep)
     remap = np.full(n + 1, -1, dtype=np.int64)
     remap[live] = np.arange(len(live))
     trans = remap[trans[live]]  # -1 maps through remap[-1] == -1
@@ -352,8 +374,7 @@ def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[in
     block = final.astype(np.int64)
     nblocks = len(np.unique(block))
     # bytes every state treats alike (e.g. all UTF-8 continuation bytes) need one column
-    _, byte_cols = np.unique(trans, axis=1, return_index=True)
-    class_trans = trans[:, np.sort(byte_cols)]
+    class_trans = trans[:, byte_cols]  # still the distinct columns: dropping states merges none
     with_calls = [s for s, cs in enumerate(calls) if cs]
     call_col = np.zeros(len(calls), np.int64)
     while True:
@@ -611,11 +632,16 @@ def build_automaton(
     _check_left_recursion(raw, called_names)
     # productive rules: fixpoint over "start state can reach a final state"
     productive: set[int] = set()
+    preds: list = [None] * len(raw)  # per rule, built on first use: the fixpoint and trimming share them
     changed = True
     while changed:
         changed = False
         for r, (trans, final, calls) in enumerate(raw):
-            if r not in productive and _coaccessible(trans, final, calls, productive)[0]:
+            if r in productive:
+                continue
+            if preds[r] is None:
+                preds[r] = _byte_predecessors(trans)
+            if _coaccessible(trans, final, calls, productive, preds[r])[0]:
                 productive.add(r)
                 changed = True
     if 0 not in productive:
@@ -640,7 +666,7 @@ def build_automaton(
             m_trans, m_final = hit[0], hit[1]
             m_calls = tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2])
         else:
-            keep = _coaccessible(trans, final, calls, productive)
+            keep = _coaccessible(trans, final, calls, productive, preds[r])
             m_trans, m_final, m_calls = _trim_and_minimise(trans, final, calls, keep, productive)
             if key is not None:
                 m_trans.setflags(write=False)
