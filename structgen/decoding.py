@@ -196,13 +196,16 @@ def _decode(model: Any, tokenizer: Any, compiled: CompiledGrammar, prompts: list
         stats["passes"] += 1
         past = getattr(out, cache_arg)
         seen += real.sum(1)
-        logits = out.logits[:, -1].float().cpu()
+        # the matchers already stand after this pass's tokens (advance() accepted them), so
+        # the masks are filled while an accelerator still runs the pass just launched: the
+        # copy of the logits below is where the CPU waits for it
         for i, r in enumerate(rows):
             r.pending = []
             if not r.done:
                 r.matcher.fill_next_token_bitmask(bitmask, i)
             else:
                 bitmask[i] = -1
+        logits = out.logits[:, -1].float().cpu()
         apply_token_bitmask_inplace(logits, bitmask)
         choice = sampler(logits)
         if not stats["ttft"]:
