@@ -203,14 +203,6 @@ def _subtree_sizes(trie: TokenTrie) -> tuple[np.ndarray, ...]:
     return sizes
 
 
-_FRAME_WEIGHTS = np.random.default_rng(20261130).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
-
-
-def _frame_weights(n: int) -> np.ndarray:
-    """Odd random uint64 weights, one per frame (cycled past 64: a collision is checked anyway)."""
-    return _FRAME_WEIGHTS[np.arange(n) % len(_FRAME_WEIGHTS)] * np.uint64(1 + n // len(_FRAME_WEIGHTS))
-
-
 _MIN_LOOPING_FIRST_BYTES = 16  # fewer: the per-byte bookkeeping costs more than the walk saves
 
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
@@ -378,24 +370,14 @@ class TokenIndex:
                 for t, bs in groups.items():
                     row[bs] = self._close_memo((r, t, p),)
             else:
-                # bytes with the same targets in every frame close alike: group the 256
-                # columns of the (frames, 256) target matrix by a random linear hash in
-                # numpy (checked against the columns), then close each group once
-                cols = np.stack([self._trans[r][s] for r, s, _ in frames])
-                w = _frame_weights(len(frames))
-                h = ((cols.astype(np.int64) + 1).astype(np.uint64) * w[:, None]).sum(axis=0)
-                _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-                inverse = inverse.reshape(-1)
-                if not np.array_equal(cols, cols[:, first[inverse]]):  # a collision (never seen)
-                    ids: dict[bytes, int] = {}
-                    inverse = np.fromiter((ids.setdefault(c.tobytes(), len(ids)) for c in cols.T), np.int64, 256)
-                    first = np.unique(inverse, return_index=True)[1]
-                group_cid = np.zeros(len(first), np.int32)
-                for g, b in enumerate(first.tolist()):
-                    raw = tuple((r, int(t), p) for (r, _, p), t in zip(frames, cols[:, b].tolist()) if t >= 0)
+                cols = [self._trans[r][s].tolist() for r, s, _ in frames]
+                groups = {}
+                for b, targets in enumerate(zip(*cols)):
+                    groups.setdefault(targets, []).append(b)
+                for targets, bs in groups.items():
+                    raw = tuple((r, t, p) for (r, _, p), t in zip(frames, targets) if t >= 0)
                     if raw:
-                        group_cid[g] = self._close_memo(*raw)
-                row = group_cid[inverse]
+                        row[bs] = self._close_memo(*raw)
         slot = self._num_rows  # after _close: the table may have been reallocated
         if slot >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])

@@ -175,29 +175,3 @@ def test_masks_equal_token_by_token_reference(smollm2_info, case):
         assert m.accept_string(text[done:cut])
         done = cut
         assert np.array_equal(compiled.index.mask(m.state), _brute_mask(compiled.index, smollm2_info, m.state)), cut
-
-
-def test_multi_frame_rows_exact_even_when_hashes_collide(smollm2_info, monkeypatch):
-    """Rows of configurations with several stack tops group bytes by a hash of their target
-    columns; with every hash equal (all-zero weights) the exact fallback must give the same masks."""
-    from structgen import token_index
-
-    schema = {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
-                                                                  "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
-              "$ref": "#/$defs/node"}
-    text = '{"v":12,"kids":[{"v":3,"kids":[]},{"v":-4,"x":[1,{"y":null}]}]}'
-
-    def masks() -> tuple[list[np.ndarray], int]:
-        compiled = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(schema)
-        m, out = GrammarMatcher(compiled), []
-        for ch in text:
-            out.append(compiled.index.mask(m.state).copy())
-            assert m.accept_string(ch)
-        out.append(compiled.index.mask(m.state).copy())
-        return out, sum(len(stacks) > 1 for stacks, _ in compiled.index._configs)
-
-    expect, multi = masks()
-    assert multi > 0  # the grouped path ran
-    monkeypatch.setattr(token_index, "_frame_weights", lambda n: np.zeros(n, np.uint64))
-    got, _ = masks()
-    assert all(np.array_equal(a, b) for a, b in zip(expect, got))
