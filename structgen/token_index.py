@@ -203,6 +203,8 @@ def _subtree_sizes(trie: TokenTrie) -> tuple[np.ndarray, ...]:
     return sizes
 
 
+_TABLE_CELLS = 1 << 22  # entries of all frame tables of one index (16 MB): past it, rows group bytes in Python
+
 _MIN_LOOPING_FIRST_BYTES = 16  # fewer: the per-byte bookkeeping costs more than the walk saves
 
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
@@ -276,6 +278,8 @@ class TokenIndex:
         self._single: dict[tuple[int, int], int] = {}
         self._plain_loop: dict[int, bool] = {}
         self._mb_targets: dict[int, int | None] = {}
+        self._frame_tables: dict[tuple[int, int], np.ndarray] = {}
+        self._table_cells = 0
         self._used: np.ndarray | None = None
         self._stack_ids: dict[tuple[int, int, int], int] = {}
         self._stacks: list[tuple[int, int, int]] = []
@@ -358,18 +362,34 @@ class TokenIndex:
         row = np.zeros(256, np.int32)
         if stacks:
             frames = [self._stacks[i] for i in stacks]
-            # group the 256 bytes by the tuple of per-frame targets (usually a handful of
-            # groups), then close each group once; np.unique(axis=0) cost ms per row here
-            if len(frames) == 1:
-                keys = self._trans[frames[0][0]][frames[0][1]].tolist()
+            r, s, p = frames[0]
+            table = self._frame_tables.get((r, p)) if len(frames) == 1 else None
+            if table is None and len(frames) == 1 and self._table_cells + len(self._trans[r]) <= _TABLE_CELLS:
+                table = self._frame_tables[(r, p)] = np.full(len(self._trans[r]) + 1, -1, np.int32)
+                table[-1] = DEAD  # a rejected byte (-1) reads the last entry
+                self._table_cells += len(table)
+            if table is not None:
+                # one frame: the row is the DFA row mapped through "state t of this rule under
+                # this parent -> configuration", a table per (rule, parent) filled on demand
+                # (one gather; grouping the 256 bytes in Python cost a third more per row)
+                targets = self._trans[r][s]
+                row = table[targets]
+                missing = row < 0
+                if missing.any():
+                    for t in set(targets[missing].tolist()):
+                        table[t] = self._close_memo((r, t, p),)
+                    row = table[targets]
+            elif len(frames) == 1:  # past the tables' budget
+                keys = self._trans[r][s].tolist()
                 groups: dict = {}
                 for b, t in enumerate(keys):
                     if t >= 0:
                         groups.setdefault(t, []).append(b)
-                r, _, p = frames[0]
                 for t, bs in groups.items():
                     row[bs] = self._close_memo((r, t, p),)
             else:
+                # group the 256 bytes by the tuple of per-frame targets (usually a handful of
+                # groups), then close each group once; np.unique(axis=0) cost ms per row here
                 cols = [self._trans[r][s].tolist() for r, s, _ in frames]
                 groups = {}
                 for b, targets in enumerate(zip(*cols)):

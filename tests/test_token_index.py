@@ -175,3 +175,32 @@ def test_masks_equal_token_by_token_reference(smollm2_info, case):
         assert m.accept_string(text[done:cut])
         done = cut
         assert np.array_equal(compiled.index.mask(m.state), _brute_mask(compiled.index, smollm2_info, m.state)), cut
+
+
+@pytest.mark.parametrize("case", [0, 3])
+def test_rows_without_frame_tables_give_the_same_masks(smollm2_info, monkeypatch, case):
+    """Single-frame rows read a per-(rule, parent) table; past its memory budget they group
+    bytes in Python instead. Both must give the same masks (recursion and counters included)."""
+    from structgen import token_index
+
+    schema = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "string", "maxLength": 100}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+        "$ref": "#/$defs/node"} if case == 0 else SCHEMAS[case]
+    text = ('{"v":"' + "ab " * 30 + '","kids":[{"v":"x","kids":[]},{"v":"z","kids":[{"v":"y"}]}]}' if case == 0
+            else TEXTS[case])
+
+    def masks() -> tuple[list[np.ndarray], int]:
+        compiled = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(schema)
+        m, out = GrammarMatcher(compiled), []
+        for ch in text:
+            out.append(compiled.index.mask(m.state).copy())
+            assert m.accept_string(ch)
+        out.append(compiled.index.mask(m.state).copy())
+        return out, len(compiled.index._frame_tables)
+
+    expect, tables = masks()
+    assert tables > (1 if case == 0 else 0)  # the table path ran (several parents when recursive)
+    monkeypatch.setattr(token_index, "_TABLE_CELLS", 0)
+    got, tables = masks()
+    assert tables == 0
+    assert len(got) == len(expect) and all(np.array_equal(a, b) for a, b in zip(expect, got))
