@@ -279,6 +279,7 @@ class TokenIndex:
         self._plain_loop: dict[int, bool] = {}
         self._mb_targets: dict[int, int | None] = {}
         self._frame_tables: dict[tuple[int, int], np.ndarray] = {}
+        self._mb_seqs: list[tuple[tuple[int, int, np.ndarray], ...]] | None = None
         self._table_cells = 0
         self._used: np.ndarray | None = None
         self._stack_ids: dict[tuple[int, int, int], int] = {}
@@ -628,16 +629,24 @@ class TokenIndex:
         ``_NO_CHARS`` when no token holds any such character (memoised)."""
         if cid in self._mb_targets:
             return self._mb_targets[cid]
-        used = self._bytes_used()
+        if self._mb_seqs is None:
+            used = self._bytes_used()
+            # the byte-range sequences some token can hold (no token holds the others: they
+            # cannot come next), with each range's usable bytes
+            self._mb_seqs = [tuple((lo, hi + 1, used[lo:hi + 1]) for lo, hi in seq) for seq in _MULTIBYTE
+                             if all(used[lo:hi + 1].any() for lo, hi in seq)]
         found: set[int] = set()
-        for seq in _MULTIBYTE:
-            if not all(used[lo:hi + 1].any() for lo, hi in seq):
-                continue  # no token holds such a character: it cannot come next
+        for seq in self._mb_seqs:
             states = {cid}
-            for lo, hi in seq:
+            for lo, end, usable in seq:
                 after: set[int] = set()
                 for c in states:
-                    after.update(np.unique(self._row(c)[lo:hi + 1][used[lo:hi + 1]]).tolist())
+                    targets = self._row(c)[lo:end][usable]
+                    first = int(targets[0])
+                    if (targets == first).all():  # the usual case: one target, no sort
+                        after.add(first)
+                    else:
+                        after.update(np.unique(targets).tolist())
                 states = after
             found |= states
             if len(found) > 1 or DEAD in found:
