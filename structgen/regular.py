@@ -441,7 +441,7 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
                 node = node.setdefault(c, {})
             node[None] = True
     plain, special = chars.minus(_NOT_PLAIN), intersect_charsets(chars, _NOT_PLAIN)
-    plain_codes = {ord(c) for c in _BMP_ASCII if ord(c) in plain}
+    plain_codes = {o for o in range(0x20, 0x7F) if o in plain}  # plain is ASCII only
 
     def walk(node: dict) -> tuple[Expr, Expr, Expr]:
         """(leaving, shared_special, unfinished) of one trie node, children visited once:
@@ -451,13 +451,8 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
         kids = sorted((k, v) for k, v in node.items() if k is not None)
         codes = [ord(c) for c, _ in kids]
         taken = CharSet.of([(o, o) for o in codes])
-        # the plain characters no name continues with (fast when every child is plain ASCII)
-        if all(o in plain_codes for o in codes):
-            leave = plain.minus(taken) if codes else plain
-            own_special = False
-        else:
-            leave = plain.minus(taken)
-            own_special = bool(intersect_charsets(taken, _NOT_PLAIN).ranges)
+        leave = plain.minus(taken)
+        own_special = any(o not in plain_codes for o in codes)  # a name goes on with a special character
         leaving: list[Expr] = [leave] if leave.ranges else []
         if own_special:
             rest = special.minus(taken)
@@ -484,9 +479,6 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
     if special.ranges:
         options.append(seq(shared_special, special, tail))
     return alt(*options)
-
-
-_BMP_ASCII = "".join(chr(i) for i in range(0x20, 0x7F))
 
 
 _ = (MAX_CODEPOINT,)  # the interval sweep works on the whole code-point range

@@ -363,31 +363,27 @@ class TokenIndex:
         row = np.zeros(256, np.int32)
         if stacks:
             frames = [self._stacks[i] for i in stacks]
-            r, s, p = frames[0]
-            table = self._frame_tables.get((r, p)) if len(frames) == 1 else None
-            if table is None and len(frames) == 1 and self._table_cells + len(self._trans[r]) <= _TABLE_CELLS:
-                table = self._frame_tables[(r, p)] = np.full(len(self._trans[r]) + 1, -1, np.int32)
-                table[-1] = DEAD  # a rejected byte (-1) reads the last entry
-                self._table_cells += len(table)
-            if table is not None:
-                # one frame: the row is the DFA row mapped through "state t of this rule under
-                # this parent -> configuration", a table per (rule, parent) filled on demand
-                # (one gather; grouping the 256 bytes in Python cost a third more per row)
-                targets = self._trans[r][s]
-                row = table[targets]
-                missing = row < 0
-                if missing.any():
-                    for t in set(targets[missing].tolist()):
-                        table[t] = self._close_memo((r, t, p),)
+            if len(frames) == 1:
+                r, s, p = frames[0]
+                table = self._frame_table(r, p)
+                if table is not None:
+                    # the row is the DFA row mapped through "state t of this rule under this
+                    # parent -> configuration", filled on demand (one gather; grouping the 256
+                    # bytes in Python cost a third more per row)
+                    targets = self._trans[r][s]
                     row = table[targets]
-            elif len(frames) == 1:  # past the tables' budget
-                keys = self._trans[r][s].tolist()
-                groups: dict = {}
-                for b, t in enumerate(keys):
-                    if t >= 0:
-                        groups.setdefault(t, []).append(b)
-                for t, bs in groups.items():
-                    row[bs] = self._close_memo((r, t, p),)
+                    missing = row < 0
+                    if missing.any():
+                        for t in set(targets[missing].tolist()):
+                            table[t] = self._close_memo((r, t, p),)
+                        row = table[targets]
+                else:  # past the tables' budget: group the bytes by target
+                    groups: dict = {}
+                    for b, t in enumerate(self._trans[r][s].tolist()):
+                        if t >= 0:
+                            groups.setdefault(t, []).append(b)
+                    for t, bs in groups.items():
+                        row[bs] = self._close_memo((r, t, p),)
             else:
                 # group the 256 bytes by the tuple of per-frame targets (usually a handful of
                 # groups), then close each group once; np.unique(axis=0) cost ms per row here
@@ -405,6 +401,16 @@ class TokenIndex:
         self._rows[slot] = row
         self._num_rows += 1
         self._slot[cid] = slot  # published last: a reader finding it sees the row
+
+    def _frame_table(self, r: int, p: int) -> np.ndarray | None:
+        """Successor configuration per state of rule ``r`` under parent stack ``p`` (-1: not yet
+        known; the last entry, read for a rejected byte, is DEAD); None past ``_TABLE_CELLS``."""
+        table = self._frame_tables.get((r, p))
+        if table is None and self._table_cells + len(self._trans[r]) < _TABLE_CELLS:
+            table = self._frame_tables[(r, p)] = np.full(len(self._trans[r]) + 1, -1, np.int32)
+            table[-1] = DEAD
+            self._table_cells += len(table)
+        return table
 
     def _row(self, cid: int) -> np.ndarray:
         """The byte row of ``cid`` (256 successor configurations), computed if needed."""
