@@ -15,6 +15,7 @@ from .grammar import (
     NOTHING,
     Alt,
     CharSet,
+    Dfa,
     Expr,
     Lit,
     Ref,
@@ -26,7 +27,7 @@ from .grammar import (
     seq,
 )
 
-__all__ = ["intersect", "difference", "bound_length"]
+__all__ = ["intersect", "intersect_automaton", "difference", "bound_length"]
 
 MAX_DFA_STATES = 4000
 
@@ -70,6 +71,13 @@ class _CharNFA:
         elif isinstance(e, Alt):
             for o in e.options:
                 self.build(o, a, b)
+        elif isinstance(e, Dfa):
+            states = [self.new() for _ in e.trans]
+            self.eps[a].append(states[0])
+            for src, row in enumerate(e.trans):
+                if e.final[src]:
+                    self.eps[states[src]].append(b)
+                self.edges[states[src]].extend((lo, hi, states[dst]) for lo, hi, dst in row)
         elif isinstance(e, Repeat):
             cur = a
             for _ in range(e.min):
@@ -325,6 +333,31 @@ def _charset_expr(cs: CharSet) -> Expr:
 def intersect(a: Expr, b: Expr) -> Expr:
     """An expression matching exactly the strings both ``a`` and ``b`` match (regular operands)."""
     return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+
+
+def intersect_automaton(a: Expr, b: Expr, label: str) -> Expr:
+    """:func:`intersect` as a :class:`~structgen.grammar.Dfa` node (minimal, trimmed), for
+    products whose expression would be much larger than the automaton (a counted repeat
+    against a numeric range). ``label`` must name the language; NOTHING when empty."""
+    trans, final = _minimise(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+    n = len(trans)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(trans):
+        for _, _, t in row:
+            preds[t].append(s)
+    live = {s for s in range(n) if final[s]}
+    stack = list(live)
+    while stack:
+        for p in preds[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    if 0 not in live:
+        return NOTHING
+    keep = sorted(live)  # 0 stays first
+    new = {s: i for i, s in enumerate(keep)}
+    return Dfa(label, tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[s] if t in new) for s in keep),
+               tuple(bool(final[s]) for s in keep))
 
 
 def bound_length(e: Expr, lo: int, hi: int | None) -> Expr:

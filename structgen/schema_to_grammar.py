@@ -43,7 +43,7 @@ from .grammar import (
 from .formats import FORMAT_PATTERNS
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
-from .regular import bound_length, difference, intersect
+from .regular import bound_length, difference, intersect, intersect_automaton
 from .schema_merge import MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
 
@@ -796,7 +796,10 @@ class _Converter:
         k = self.modulus(schema, ptr)
         if k is not None:
             # integers written without fraction or exponent, so jsonschema checks them exactly
-            return intersect(int_range_expr(lo, hi), multiples_expr(k))
+            try:
+                return multiples_expr(k, lo, hi)
+            except AutomatonSizeError as exc:
+                self.unsupported("multipleOf", _ptr(ptr, "multipleOf"), str(exc))
         if lo is None and hi is None:
             return _INTEGER
         return int_range_expr(lo, hi)
@@ -826,7 +829,9 @@ class _Converter:
         if schema.get(FRACTION):  # from a negated integer type: numbers with a fraction only
             if lo is None and hi is None:
                 return Regex(_FRACTION_TEXT)
-            return intersect(number_range_expr(lo, lo_strict, hi, hi_strict), parse_regex(_FRACTION_TEXT))
+            return intersect_automaton(number_range_expr(lo, lo_strict, hi, hi_strict), parse_regex(_FRACTION_TEXT),
+                                       f"non-integral numbers of at most 15 digits in {lo}{'<' if lo_strict else '<='}"
+                                       f"x{'<' if hi_strict else '<='}{hi}")
         if lo is None and hi is None:
             return _NUMBER
         if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
