@@ -181,3 +181,139 @@ def test_multiple_of_above_limit_refused_with_pointer(schema, pointer):
     with pytest.raises(UnsupportedSchemaError) as exc:
         schema_to_grammar(schema)
     assert exc.value.pointer == pointer
+
+
+# -- formats: exactly the RFC grammars (uri, uri-reference, iri, iri-reference, ipv6) -----
+
+from .rfc_abnf import full_match  # noqa: E402
+
+_URI_SEEDS = [
+    # RFC 3986 section 1.1.2 and the section 5.4 reference-resolution examples
+    "ftp://ftp.is.co.za/rfc/rfc1808.txt", "http://www.ietf.org/rfc/rfc2396.txt",
+    "ldap://[2001:db8::7]/c=GB?objectClass?one", "mailto:John.Doe@example.com",
+    "news:comp.infosystems.www.servers.unix", "tel:+1-816-555-1212", "telnet://192.0.2.16:80/",
+    "urn:oasis:names:specification:docbook:dtd:xml:4.1.2", "http://a/b/c/d;p?q", "g:h", "g", "./g", "g/", "/g",
+    "//g", "?y", "g?y", "#s", "g#s", "g?y#s", ";x", "g;x", "g;x?y#s", "", ".", "./", "..", "../", "../g", "../..",
+    "../../g", "g.", ".g", "g..", "..g", "./../g", "g;x=1/./y", "g?y/./x", "g#s/../x", "http:g",
+    # the reported false accepts and their neighbours
+    "http://example.com:abc/", "http://[:::]/", "http://user@@example.com/", ":", "http://example.com:80/",
+    "http://[::1]/", "http://[v7.abc:d]/x", "http://[V7.]/", "http://user:pw@host:8080/p/a/t/h?query=1#frag",
+    "http://1.2.3.256/", "http://01.2.3.4/", "http://[1:2:3:4:5:6:7:8:9]/", "http://[1::2::3]/", "s://h/%zz",
+    "s://h/%4a%4A", "a+b-c.d:x", "1a:x", "-a:x", "a:", "a:/", "a://", "a:///", "a:b:c", "a b:c", "http://h/ a",
+    "http://h/\\", "http://h/{}", "http://h/^", "http://h/|", "http://h/`", "http://h/\"", "http://h/<>", "http://h/%",
+    "//[::ffff:1.2.3.4]", "//[::ffff:1.2.3]", "//h:", "//@h", "//h?#", "a:#", "//h/p//q", "/a:b", "a:b/c:d", "x/a:b",
+    "http://ex.com/ü", "http://ex.com/?q=\ue000", "http://ex.com/#\ue000", "http://ü.example/", "ü:x", "x:\U00010000",
+]
+_URI_ALPHABET = "a:/?#[]@!$&'()*+,;=%0F.-_~1v ü\ue000\\{}\"<>^`|"
+
+
+def _mutations(seeds, alphabet, n, seed):
+    rng = random.Random(seed)
+    out = set(seeds)
+    while len(out) < n:
+        s = list(rng.choice(seeds))
+        for _ in range(rng.randint(1, 3)):
+            op, pos = rng.random(), rng.randint(0, len(s))
+            if op < 0.4:
+                s.insert(pos, rng.choice(alphabet))
+            elif op < 0.7 and s:
+                del s[min(pos, len(s) - 1)]
+            elif s:
+                s[min(pos, len(s) - 1)] = rng.choice(alphabet)
+        out.add("".join(s))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("fmt,rule,iri", [
+    ("uri", "uri", False), ("uri-reference", "uri-reference", False),
+    ("iri", "uri", True), ("iri-reference", "uri-reference", True),
+])
+def test_format_uri_follows_rfc3986_grammar(compiler, fmt, rule, iri):
+    g = compiler.compile_json_schema({"type": "string", "format": fmt})
+    wrong = []
+    for text in _mutations(_URI_SEEDS, _URI_ALPHABET, 1500, seed=len(fmt)):
+        expected = full_match(rule, text, iri=iri)
+        if _accepts(g, json.dumps(text, ensure_ascii=False)) != expected:
+            wrong.append((text, expected))
+    assert wrong == []
+    for text in ("http://example.com:abc/", "http://[:::]/", "http://user@@example.com/"):
+        assert not _accepts(g, json.dumps(text))
+    assert _accepts(g, json.dumps("http://[1111::2222:2222]:8080/a?b#c"))
+
+
+def _ipv6_candidates(n, seed):
+    import ipaddress
+
+    rng = random.Random(seed)
+    seeds = ["::", "::1", "1111::2222:2222", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4", "1::1.2.3.4", "fe80::1%eth0",
+             "1:2:3:4:5:6:1.2.3.4", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9", ":::", "1::2::3",
+             "12345::", "::1.2.3", "::1.2.3.04", "::256.1.1.1", "1:2:3:4:5:6:7:1.2.3.4", "0000:0:0:0:0:0:0:0"]
+    for _ in range(300):  # random addresses, compressed at random, mixed case, IPv4 tails
+        addr = ipaddress.IPv6Address(rng.getrandbits(128) & ~((1 << rng.randint(0, 112)) - 1))
+        text = rng.choice([addr.compressed, addr.exploded, str(addr).upper()])
+        if rng.random() < 0.2:
+            text = text.rsplit(":", 2)[0] + ":" + str(ipaddress.IPv4Address(rng.getrandbits(32))) \
+                if text.count(":") >= 3 and not text.endswith("::") else text
+        seeds.append(text)
+    return _mutations(seeds, "0123456789abcdefABCDEF:.%g", n, seed)
+
+
+def test_format_ipv6_rfc4291_text_forms(compiler):
+    import ipaddress
+
+    g = compiler.compile_json_schema({"type": "string", "format": "ipv6"})
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    wrong = []
+    for text in _ipv6_candidates(3000, 6):
+        expected = full_match("ipv6", text)
+        if _accepts(g, json.dumps(text)) != expected:
+            wrong.append((text, expected))
+        if expected:  # the RFC grammar and Python's parser (jsonschema's checker) agree
+            assert checker.conforms(text, "ipv6"), text
+            ipaddress.IPv6Address(text)
+    assert wrong == []
+    for text in ("1111::2222:2222", "::", "::ffff:192.168.0.1", "2001:DB8::8:800:200C:417A"):
+        assert _accepts(g, json.dumps(text)), text
+
+
+def test_format_date_exact_including_leap_days(compiler):
+    g = compiler.compile_json_schema({"type": "string", "format": "date"})
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    years = ["0000", "0001", "0004", "0100", "0400", "1900", "1996", "1999", "2000", "2023", "2024", "2100", "9996", "9999"]
+    wrong = [t for t in (f"{y}-{m:02d}-{d:02d}" for y in years for m in range(0, 14) for d in range(0, 33))
+             if _accepts(g, json.dumps(t)) != checker.conforms(t, "date")]
+    assert wrong == []
+
+
+def test_format_duration_follows_rfc3339_appendix_a(compiler):
+    g = compiler.compile_json_schema({"type": "string", "format": "duration"})
+    valid = ["P1Y", "P1Y2M", "P1Y2M3D", "P2M3D", "P3D", "PT1H", "PT1H2M", "PT1H2M3S", "PT2M3S", "PT3S", "P1W",
+             "P1Y2M3DT4H5M6S", "P1DT1S"]
+    invalid = ["P", "PT", "P1Y2D", "PT1H2S", "P1W2D", "P1D2M", "1Y", "P1.5Y", "P1YT", "PT1S2M"]
+    assert [t for t in valid if not _accepts(g, json.dumps(t))] == []
+    assert [t for t in invalid if _accepts(g, json.dumps(t))] == []
+
+
+@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "ipv4", "ipv6", "uuid", "email", "idn-email",
+                                 "idn-hostname", "hostname", "json-pointer", "relative-json-pointer", "regex"])
+def test_format_generated_strings_pass_the_checker(compiler, fmt):
+    """Random walks through each format's grammar: every string written passes jsonschema's
+    checker (where one is installed) and, for host names, RFC 1123's length rules."""
+    import numpy as np
+
+    from .walks import random_walk
+
+    g = compiler.compile_json_schema({"type": "string", "format": fmt})
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    rng = np.random.default_rng(7)
+    written = 0
+    for _ in range(60):
+        out, done, _ = random_walk(g.matcher(), g.tokenizer_info, rng, max_steps=400, stop_p=0.3)
+        if not done:
+            continue
+        text = json.loads(out.decode("utf-8"))
+        written += 1
+        assert checker.conforms(text, fmt), (fmt, text)
+        if fmt in ("hostname", "idn-hostname"):
+            assert len(text) <= 253 and all(0 < len(label) <= 63 for label in text.split(".")), text
+    assert written > 10
