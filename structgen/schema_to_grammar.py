@@ -29,6 +29,7 @@ from .grammar import (
     EMPTY,
     NOTHING,
     CharSet,
+    Dfa,
     Expr,
     Grammar,
     Lit,
@@ -43,7 +44,7 @@ from .grammar import (
 from .formats import FORMAT_PATTERNS
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
-from .regular import bound_length, difference, intersect, intersect_automaton
+from .regular import automaton_lengths, bound_length, difference, intersect, intersect_automaton, map_automaton
 from .schema_merge import MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
 
@@ -150,6 +151,8 @@ def _json_encode_expr(e: Expr) -> Expr:
         return alt(*(_json_encode_expr(x) for x in e.options))
     if isinstance(e, Repeat):
         return Repeat(_json_encode_expr(e.item), e.min, e.max)
+    if isinstance(e, Dfa):
+        return map_automaton(e, _encode_json_charset)
     raise TypeError(f"unexpected regex node {e!r}")
 
 
@@ -173,6 +176,8 @@ def _length_range(e: Expr) -> tuple[int, float]:
     if isinstance(e, Repeat):
         a, b = _length_range(e.item)
         return a * e.min, (float("inf") if e.max is None and b > 0 else b * (e.max or 0))
+    if isinstance(e, Dfa):
+        return automaton_lengths(e)
     raise TypeError(e)
 
 
