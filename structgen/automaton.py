@@ -21,7 +21,7 @@ import numpy as np
 
 from .counters import CounterRule, lift_counters
 from .errors import AutomatonSizeError, GrammarError
-from .grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
+from .grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
 from .regex import parse_regex
 from .utf8 import charset_to_byte_sequences
 
@@ -153,6 +153,18 @@ class _NFABuilder:
                     self.build(e.item, cur, nxt)
                     cur = nxt
                 nfa.eps[cur].append(b)
+        elif isinstance(e, Dfa):
+            # one NFA state per automaton state; accepting states step to b without a byte
+            states = [nfa.new() for _ in e.trans]
+            nfa.eps[a].append(states[0])
+            for src, row in enumerate(e.trans):
+                if e.final[src]:
+                    nfa.eps[states[src]].append(b)
+                for lo, hi, dst in row:
+                    if hi < 0x80:  # ASCII: one byte (the digits of a multiple-of-k automaton)
+                        nfa.bytes[states[src]].append((lo, hi, states[dst]))
+                    else:
+                        self.build(CharSet(((lo, hi),)), states[src], states[dst])
         elif isinstance(e, Ref):
             if e.name in self.called:
                 self.nfa.calls[a].append((self.called[e.name], b))

@@ -21,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .grammar import Alt, CharSet, Expr, Lit, Ref, Regex, Repeat, Seq
+from .grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
 
 __all__ = ["COUNT_THRESHOLD", "CounterRule", "canonical_count", "lift_counters"]
 
@@ -146,6 +146,8 @@ def nullable(e: Expr, null_rules: set[str]) -> bool:
         from .regex import parse_regex
 
         return nullable(parse_regex(e.pattern, e.flags), null_rules)
+    if isinstance(e, Dfa):
+        return e.final[0]
     raise TypeError(f"not a grammar expression: {e!r}")
 
 

@@ -106,7 +106,23 @@ class Ref:
     name: str
 
 
-Expr = Union[Lit, Regex, CharSet, Seq, Alt, Repeat, Ref]
+@dataclass(frozen=True, slots=True)
+class Dfa:
+    """A deterministic automaton over code points, for regular languages whose expressions
+    are exponentially larger than their automata (the decimal multiples of 997: 997 states,
+    no small regular expression).
+
+    ``trans[s]`` lists state ``s``'s transitions as sorted, disjoint ``(lo, hi, target)``
+    code-point ranges; state 0 starts; ``final[s]`` says whether ``s`` accepts. ``label``
+    names the language and must identify it: equality, hashing and printing use it alone.
+    """
+
+    label: str
+    trans: tuple[tuple[tuple[int, int, int], ...], ...] = field(compare=False, repr=False)
+    final: tuple[bool, ...] = field(compare=False, repr=False)
+
+
+Expr = Union[Lit, Regex, CharSet, Seq, Alt, Repeat, Ref, Dfa]
 
 EMPTY: Expr = Seq(())
 """The empty string."""
@@ -255,6 +271,9 @@ def expr_to_lark(e: Expr, prec: int = 0) -> str:
             return f"({inner} ~ {e.min} {inner}*)" if prec >= 2 else f"{inner} ~ {e.min} {inner}*"
         rep = f"{inner} ~ {e.min}" if e.min == e.max else f"{inner} ~ {e.min}..{e.max}"
         return f"({rep})" if prec >= 2 else rep
+    if isinstance(e, Dfa):
+        # Lark has no notation for an automaton; the placeholder is not readable back
+        return f"%dfa<{e.label}>"
     raise TypeError(f"not a grammar expression: {e!r}")
 
 
@@ -324,7 +343,7 @@ def expr_size(e: Expr, cap: int | None = None) -> int:
     for x in iter_nodes(e):
         if cap is not None and n >= cap:
             break
-        n += 1 + (x.max or x.min if isinstance(x, Repeat) else 0)
+        n += 1 + (x.max or x.min if isinstance(x, Repeat) else len(x.trans) if isinstance(x, Dfa) else 0)
     return n
 
 

@@ -15,6 +15,7 @@ from .grammar import (
     NOTHING,
     Alt,
     CharSet,
+    Dfa,
     Expr,
     Lit,
     Ref,
@@ -22,11 +23,12 @@ from .grammar import (
     Repeat,
     Seq,
     alt,
+    expr_size,
     intersect_charsets,
     seq,
 )
 
-__all__ = ["intersect", "difference", "bound_length"]
+__all__ = ["intersect", "intersect_automaton", "difference", "bound_length"]
 
 MAX_DFA_STATES = 4000
 
@@ -70,6 +72,13 @@ class _CharNFA:
         elif isinstance(e, Alt):
             for o in e.options:
                 self.build(o, a, b)
+        elif isinstance(e, Dfa):
+            states = [self.new() for _ in e.trans]
+            self.eps[a].append(states[0])
+            for src, row in enumerate(e.trans):
+                if e.final[src]:
+                    self.eps[states[src]].append(b)
+                self.edges[states[src]].extend((lo, hi, states[dst]) for lo, hi, dst in row)
         elif isinstance(e, Repeat):
             cur = a
             for _ in range(e.min):
@@ -108,6 +117,11 @@ def _dfa(e: Expr) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
     nfa = _CharNFA()
     s, t = nfa.new(), nfa.new()
     nfa.build(e, s, t)
+    return _subsets(nfa, s, t)
+
+
+def _subsets(nfa: _CharNFA, s: int, t: int) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
+    """Subset construction of ``nfa`` from ``s``, accepting where ``t`` is reached."""
     start = nfa.closure([s])
     ids, order, trans = {start: 0}, [start], []
     i = 0
@@ -245,6 +259,8 @@ def _to_expr(trans, final) -> Expr:
                 stack.append(p)
     if 0 not in live:
         return NOTHING
+    if len(live) > ELIMINATION_STATES:
+        return _automaton(trans, final, live)
     # edges as CharSets between live states; S = n (new start), F = n + 1 (new final)
     S, F = n, n + 1
     R: dict[tuple[int, int], Expr] = {}
@@ -313,7 +329,83 @@ def _to_expr(trans, final) -> Expr:
         for i, ei in ins:
             for j, ej in outs:
                 add(i, j, seq(ei, star, ej))
-    return R.get((S, F), NOTHING)
+    out = R.get((S, F), NOTHING)
+    if expr_size(out, ELIMINATION_NODES) >= ELIMINATION_NODES:
+        return _automaton(trans, final, live)
+    return out
+
+
+ELIMINATION_STATES = 48
+ELIMINATION_NODES = 4000
+"""Above these (trimmed minimal DFA states, nodes of the eliminated expression) a boolean
+operation's result stays an automaton (:class:`~structgen.grammar.Dfa`): state elimination
+can be exponential (``format: uri`` with ``minLength: 7`` took minutes), the automaton is
+linear."""
+
+
+def _automaton(trans, final, live) -> Expr:
+    """The live states of a DFA (start state 0 among them) as a Dfa node, labelled by a hash
+    of its table: equal labels mean equal tables, hence equal languages."""
+    import hashlib
+
+    keep = [0] + sorted(live - {0})
+    new = {q: i for i, q in enumerate(keep)}
+    table = tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[q] if t in new) for q in keep)
+    fin = tuple(bool(final[q]) for q in keep)
+    digest = hashlib.sha256(repr((table, fin)).encode()).hexdigest()[:24]
+    return Dfa(f"automaton {len(keep)} states {digest}", table, fin)
+
+
+def map_automaton(e: Dfa, encode) -> Expr:
+    """The automaton whose strings are those of ``e`` with each character ``c`` replaced by
+    any string of ``encode(CharSet of c)`` (JSON escapes of a decoded-string automaton)."""
+    nfa = _CharNFA()
+    states = [nfa.new() for _ in e.trans]
+    end = nfa.new()
+    for q, row in enumerate(e.trans):
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            by_target.setdefault(t, []).append((lo, hi))
+        for t, ranges in by_target.items():
+            nfa.build(encode(CharSet.of(ranges)), states[q], states[t])
+        if e.final[q]:
+            nfa.eps[states[q]].append(end)
+    return _to_expr(*_subsets(nfa, states[0], end))
+
+
+def automaton_lengths(e: Dfa) -> tuple[int, float]:
+    """Fewest and most characters of a string of ``e`` (``inf`` when unbounded); ``e`` trimmed."""
+    n = len(e.trans)
+    dist = {0: 0}
+    frontier = [0]
+    while frontier:  # breadth first: the shortest distance to each state
+        nxt = []
+        for q in frontier:
+            for _, _, t in e.trans[q]:
+                if t not in dist:
+                    dist[t] = dist[q] + 1
+                    nxt.append(t)
+        frontier = nxt
+    lo = min((d for q, d in dist.items() if e.final[q]), default=0)
+    # longest: a cycle among live states makes it unbounded; else the longest path (DAG)
+    longest: dict[int, float] = {}
+    on_path: set[int] = set()
+
+    def walk(q: int) -> float:
+        if q in longest:
+            return longest[q]
+        if q in on_path:
+            return float("inf")
+        on_path.add(q)
+        best = 0.0 if e.final[q] else float("-inf")
+        for _, _, t in e.trans[q]:
+            best = max(best, 1 + walk(t))
+        on_path.discard(q)
+        longest[q] = best
+        return best
+
+    hi = walk(0) if n < 800 else float("inf")  # deep recursion: the bound is only a hint
+    return lo, hi
 
 
 def _charset_expr(cs: CharSet) -> Expr:
@@ -325,6 +417,31 @@ def _charset_expr(cs: CharSet) -> Expr:
 def intersect(a: Expr, b: Expr) -> Expr:
     """An expression matching exactly the strings both ``a`` and ``b`` match (regular operands)."""
     return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+
+
+def intersect_automaton(a: Expr, b: Expr, label: str) -> Expr:
+    """:func:`intersect` as a :class:`~structgen.grammar.Dfa` node (minimal, trimmed), for
+    products whose expression would be much larger than the automaton (a counted repeat
+    against a numeric range). ``label`` must name the language; NOTHING when empty."""
+    trans, final = _minimise(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+    n = len(trans)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(trans):
+        for _, _, t in row:
+            preds[t].append(s)
+    live = {s for s in range(n) if final[s]}
+    stack = list(live)
+    while stack:
+        for p in preds[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    if 0 not in live:
+        return NOTHING
+    keep = sorted(live)  # 0 stays first
+    new = {s: i for i, s in enumerate(keep)}
+    return Dfa(label, tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[s] if t in new) for s in keep),
+               tuple(bool(final[s]) for s in keep))
 
 
 def bound_length(e: Expr, lo: int, hi: int | None) -> Expr:

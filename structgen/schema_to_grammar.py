@@ -29,6 +29,7 @@ from .grammar import (
     EMPTY,
     NOTHING,
     CharSet,
+    Dfa,
     Expr,
     Grammar,
     Lit,
@@ -43,7 +44,7 @@ from .grammar import (
 from .formats import FORMAT_PATTERNS
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
 from .regex import ANY_CHAR, parse_regex, search_expr
-from .regular import bound_length, difference, intersect
+from .regular import automaton_lengths, bound_length, difference, intersect, intersect_automaton, map_automaton
 from .schema_merge import MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
 
@@ -78,6 +79,17 @@ VALIDATION_KEYWORDS = frozenset({
 """Keywords that can reject an instance; any other key is an annotation to validators."""
 
 ALL_TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
+
+# propertyNames: keywords that string_language enforces on a name...
+_NAME_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength", "format", "enum", "const", "$ref",
+                            "allOf", "anyOf", "oneOf", "not"})
+# ...and those that constrain other types only, so every name satisfies them
+_NON_STRING_KEYWORDS = frozenset({
+    "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxItems", "minItems",
+    "uniqueItems", "maxContains", "minContains", "contains", "items", "prefixItems", "additionalItems",
+    "unevaluatedItems", "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
+    "properties", "patternProperties", "additionalProperties", "propertyNames", "dependentSchemas",
+    "unevaluatedProperties", "$anchor", "$dynamicAnchor"})
 
 # One JSON string character (one code point), as json.dumps(ensure_ascii=False) writes it
 # and as any JSON text may write it. Surrogate \u escapes are excluded so that one grammar
@@ -139,6 +151,8 @@ def _json_encode_expr(e: Expr) -> Expr:
         return alt(*(_json_encode_expr(x) for x in e.options))
     if isinstance(e, Repeat):
         return Repeat(_json_encode_expr(e.item), e.min, e.max)
+    if isinstance(e, Dfa):
+        return map_automaton(e, _encode_json_charset)
     raise TypeError(f"unexpected regex node {e!r}")
 
 
@@ -162,6 +176,8 @@ def _length_range(e: Expr) -> tuple[int, float]:
     if isinstance(e, Repeat):
         a, b = _length_range(e.item)
         return a * e.min, (float("inf") if e.max is None and b > 0 else b * (e.max or 0))
+    if isinstance(e, Dfa):
+        return automaton_lengths(e)
     raise TypeError(e)
 
 
@@ -195,10 +211,21 @@ class _Converter:
         self._objects = 0
         self._shared = 0
         self._merging = 0  # > 0 while building a schema combined from several (allOf, ...)
+        # why subschemas turned out empty, first first: an empty branch just drops out of its
+        # anyOf, and only a whole schema that is empty is refused, with the first reason
+        self.empty_reasons: list[SchemaError] = []
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
 
     # -- helpers ------------------------------------------------------------------
+
+    def empty(self, message: str, ptr: str, keyword: str) -> Expr:
+        """A subschema that no value satisfies: NOTHING, with the reason kept for the error
+        raised if the whole schema ends up empty (a branch of anyOf may be empty)."""
+        # inside a merged schema (allOf, $ref with siblings) ptr may name no place in the
+        # user's schema: the nearest one that exists
+        self.empty_reasons.append(SchemaError(message, pointer=_existing_prefix(self.root, ptr), keyword=keyword))
+        return NOTHING
 
     def unsupported(self, keyword: str, ptr: str, why: str = "") -> None:
         msg = f"keyword {keyword!r} is not supported{': ' + why if why else ''}"
@@ -265,6 +292,8 @@ class _Converter:
         self.root = _normalise(self.root)
         self._check_metaschema()
         body = self.node(self.root, "")
+        if body == NOTHING and self.empty_reasons:
+            raise self.empty_reasons[0]
         self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
 
@@ -753,18 +782,14 @@ class _Converter:
                 values = [v for v in values if any(json_equal(v, e) for e in schema["enum"])]
         else:
             values = list(schema["enum"])
-            if not values and self._merging:  # combined schemas whose literals do not meet
-                return NOTHING
             if not values:
-                raise SchemaError("enum is empty: no value can be valid", pointer=_ptr(ptr, "enum"), keyword="enum")
+                return self.empty("enum is empty: no value can be valid", _ptr(ptr, "enum"), "enum")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         check = self.checker(rest, ptr)
         kept = [v for v in values if check(v)]
         if not kept:
-            if self._merging:  # a combination of schemas may legitimately be empty
-                return NOTHING
             kw = "const" if "const" in schema else "enum"
-            raise SchemaError(f"no {kw} value satisfies the other keywords of this schema", pointer=_ptr(ptr, kw), keyword=kw)
+            return self.empty(f"no {kw} value satisfies the other keywords of this schema", _ptr(ptr, kw), kw)
         return alt(*(Lit(dumps_compact(v)) for v in kept))
 
     def integer(self, schema: dict, ptr: str) -> Expr:
@@ -772,11 +797,14 @@ class _Converter:
             return NOTHING  # an integer never has a fraction
         lo, hi = _int_bounds(schema, ptr)
         if lo is not None and hi is not None and lo > hi:
-            raise SchemaError(f"no integer lies between the bounds ({lo} > {hi})", pointer=ptr, keyword="minimum")
+            return self.empty(f"no integer lies between the bounds ({lo} > {hi})", ptr, "minimum")
         k = self.modulus(schema, ptr)
         if k is not None:
             # integers written without fraction or exponent, so jsonschema checks them exactly
-            return intersect(int_range_expr(lo, hi), multiples_expr(k))
+            try:
+                return multiples_expr(k, lo, hi)
+            except AutomatonSizeError as exc:
+                self.unsupported("multipleOf", _ptr(ptr, "multipleOf"), str(exc))
         if lo is None and hi is None:
             return _INTEGER
         return int_range_expr(lo, hi)
@@ -806,11 +834,13 @@ class _Converter:
         if schema.get(FRACTION):  # from a negated integer type: numbers with a fraction only
             if lo is None and hi is None:
                 return Regex(_FRACTION_TEXT)
-            return intersect(number_range_expr(lo, lo_strict, hi, hi_strict), parse_regex(_FRACTION_TEXT))
+            return intersect_automaton(number_range_expr(lo, lo_strict, hi, hi_strict), parse_regex(_FRACTION_TEXT),
+                                       f"non-integral numbers of at most 15 digits in {lo}{'<' if lo_strict else '<='}"
+                                       f"x{'<' if hi_strict else '<='}{hi}")
         if lo is None and hi is None:
             return _NUMBER
         if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
-            raise SchemaError(f"no number lies between the bounds ({lo}, {hi})", pointer=ptr, keyword="minimum")
+            return self.empty(f"no number lies between the bounds ({lo}, {hi})", ptr, "minimum")
         # bounded numbers are written without exponent: exact digit-level comparison
         return number_range_expr(lo, lo_strict, hi, hi_strict)
 
@@ -818,7 +848,7 @@ class _Converter:
         lo = schema.get("minLength", 0)
         hi = schema.get("maxLength")
         if hi is not None and lo > hi:
-            raise SchemaError(f"minLength {lo} > maxLength {hi}", pointer=_ptr(ptr, "minLength"), keyword="minLength")
+            return self.empty(f"minLength {lo} > maxLength {hi}", _ptr(ptr, "minLength"), "minLength")
         pexpr: Expr | None = None
         if "format" in schema:
             fmt = schema["format"]
@@ -954,7 +984,7 @@ class _Converter:
         lo = schema.get("minItems", 0)
         hi = schema.get("maxItems")
         if hi is not None and lo > hi:
-            raise SchemaError(f"minItems {lo} > maxItems {hi}", pointer=_ptr(ptr, "minItems"), keyword="minItems")
+            return self.empty(f"minItems {lo} > maxItems {hi}", _ptr(ptr, "minItems"), "minItems")
         elems = [self.share(self.node(s, _ptr(prefix_ptr, i))) for i, s in enumerate(prefix)]
         rest = self.share(self.node(items, rest_ptr))
         if rest == NOTHING:
@@ -1210,29 +1240,69 @@ class _Converter:
         return out or None
 
     def string_language(self, schema: Any, ptr: str) -> Expr | None:
-        """The decoded strings a string schema accepts (for propertyNames), or None (unsupported)."""
+        """The decoded strings that ``schema`` accepts as a string instance (propertyNames
+        applies its subschema to each name), or None (unsupported, recorded as such).
+
+        A schema that cannot match a string (a ``type`` without "string", ``false``, an enum
+        without strings) gives NOTHING: no property may exist. Keywords of other types
+        (``minimum``, ``items``, ``required``...) hold for every string.
+        """
         if schema is False:
             return NOTHING
         if schema is True:
             return Repeat(ANY_CHAR, 0, None)
         schema = self.resolve_shallow(schema, ptr)
-        keys = set(schema) - ANNOTATION_KEYWORDS
-        if not keys <= {"type", "pattern", "minLength", "maxLength", "format", "enum", "const"}:
-            self.unsupported(sorted(keys - {"type", "pattern", "minLength", "maxLength", "format", "enum", "const"})[0],
-                             ptr, "only string keywords are supported in propertyNames")
+        if not isinstance(schema, dict):
+            return NOTHING if schema is False else Repeat(ANY_CHAR, 0, None)
+        keys = {k for k in schema if k in VALIDATION_KEYWORDS or k in SUPPORTED_KEYWORDS} - ANNOTATION_KEYWORDS
+        unhandled = keys - _NAME_KEYWORDS - _NON_STRING_KEYWORDS
+        if unhandled:
+            kw = sorted(unhandled)[0]
+            self.unsupported(kw, _ptr(ptr, kw), "this keyword is not supported in propertyNames")
             return None
+        types = schema.get("type", "string")
+        if "string" not in ([types] if isinstance(types, str) else types):
+            return NOTHING
         if "enum" in schema or "const" in schema:
             values = [schema["const"]] if "const" in schema else schema["enum"]
             check = self.validator(schema)
             return alt(*(Lit(v) for v in values if isinstance(v, str) and check.is_valid(v)))
         lang: Expr = Repeat(ANY_CHAR, schema.get("minLength", 0), schema.get("maxLength"))
+        parts: list[Expr] = []
         if "format" in schema:
             if schema["format"] not in FORMAT_PATTERNS:
                 self.unsupported("format", _ptr(ptr, "format"), f"format {schema['format']!r} is not enforced")
                 return None
-            lang = intersect(lang, parse_regex(FORMAT_PATTERNS[schema["format"]]))
+            parts.append(parse_regex(FORMAT_PATTERNS[schema["format"]]))
         if "pattern" in schema:
-            lang = intersect(lang, self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
+            parts.append(self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
+        if "$ref" in schema:
+            target = self.to_pointer(schema["$ref"], _ptr(ptr, "$ref"))
+            parts.append(self.string_language(self.resolve_pointer(target, _ptr(ptr, "$ref")), target))
+        for i, sub in enumerate(schema.get("allOf", [])):
+            parts.append(self.string_language(sub, _ptr(ptr, "allOf", i)))
+        if "anyOf" in schema:
+            options = [self.string_language(sub, _ptr(ptr, "anyOf", i)) for i, sub in enumerate(schema["anyOf"])]
+            parts.append(None if any(o is None for o in options) else alt(*options))
+        if any(p is None for p in parts):
+            return None
+        try:
+            if "oneOf" in schema:  # exactly one branch: each branch minus all the others
+                options = [self.string_language(sub, _ptr(ptr, "oneOf", i)) for i, sub in enumerate(schema["oneOf"])]
+                if any(o is None for o in options):
+                    return None
+                parts.append(alt(*(difference(o, alt(*(p for j, p in enumerate(options) if j != i)))
+                                   for i, o in enumerate(options))))
+            if "not" in schema:
+                negated = self.string_language(schema["not"], _ptr(ptr, "not"))
+                if negated is None:
+                    return None
+                parts.append(difference(Repeat(ANY_CHAR, 0, None), negated))
+            for p in parts:
+                lang = intersect(lang, p)
+        except AutomatonSizeError as exc:
+            self.unsupported("propertyNames", ptr, f"the language of these names is too large: {exc}")
+            return None
         return lang
 
     def _object_body_rules(self, entries, member, sep, extra_member, counts: tuple[int, int | None] | None = None) -> Expr:
@@ -1339,7 +1409,15 @@ def _negate_bounds(s: dict, keys: set[str]) -> Any:
 
 FRACTION = "x-structgen-fraction"
 """Internal keyword: numbers that are not integers (what ``not: {type: integer}`` leaves)."""
-_FRACTION_TEXT = r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9]"  # a non-integral number, as json.dumps writes one
+# A number with a fraction that jsonschema (draft 6+: ``float.is_integer()`` after
+# ``json.loads``) does not read as an integer. A decimal with at most 15 significant digits
+# (DBL_DIG) survives the round trip through a double, so its double is not a whole number
+# either; longer ones may round to one (1.0000000000000001 is 1.0, and every double of
+# 2**53 or more is whole), and very small ones may underflow to 0.0: neither is written.
+_FRACTION_TEXT = "-?(" + "|".join(
+    [r"0\.0{0,30}([1-9][0-9]{0,13})?[1-9]"]
+    + [rf"[1-9][0-9]{{{i - 1}}}\.[0-9]{{0,{14 - i}}}[1-9]" for i in range(1, 15)]) + ")"
+
 
 
 def _check_fraction(validator: Any, flag: Any, instance: Any, schema: dict):

@@ -1,7 +1,7 @@
 """A slow reference matcher for regular expression trees (test helper)."""
 from __future__ import annotations
 
-from structgen.grammar import Alt, CharSet, Expr, Lit, Repeat, Seq
+from structgen.grammar import Alt, CharSet, Dfa, Expr, Lit, Repeat, Seq
 
 
 def _ends(e: Expr, s: str, starts: frozenset[int]) -> frozenset[int]:
@@ -39,6 +39,19 @@ def _ends(e: Expr, s: str, starts: frozenset[int]) -> frozenset[int]:
             seen.add(cur)
             result |= cur
         return frozenset(result)
+    if isinstance(e, Dfa):  # run the automaton (as an NFA: rows may overlap) from each start
+        ends = set()
+        for i in starts:
+            states, j = {0}, i
+            while True:
+                if any(e.final[q] for q in states):
+                    ends.add(j)
+                if j == len(s) or not states:
+                    break
+                cp = ord(s[j])
+                states = {t for q in states for lo, hi, t in e.trans[q] if lo <= cp <= hi}
+                j += 1
+        return frozenset(ends)
     raise TypeError(f"not a regular expression node: {e!r}")
 
 

@@ -169,7 +169,7 @@ def test_non_schema_values_refused(schema):
 
 @pytest.mark.parametrize("schema,pointer,match", [
     ({"enum": []}, "/enum", "enum|empty"),
-    ({"type": "object", "properties": {"a": {"enum": []}}}, "/properties/a/enum", "enum|empty"),
+    ({"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}, "/properties/a/enum", "enum|empty"),
     ({"type": "array", "items": {"type": "integer", "minimum": 3, "maximum": 1}, "minItems": 1}, "/items", "no integer"),
     ({"type": "object", "properties": {"n": {"type": "number", "exclusiveMinimum": 2, "maximum": 2}}, "required": ["n"]},
      "/properties/n", "number"),
