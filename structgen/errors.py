@@ -14,8 +14,10 @@ __all__ = [
     "GrammarSyntaxError",
     "RegexError",
     "AutomatonSizeError",
+    "LimitError",
     "TokenizerError",
     "MatcherError",
+    "StructgenTypeError",
     "StructgenWarning",
 ]
 
@@ -106,12 +108,40 @@ class AutomatonSizeError(StructgenError):
         super().__init__(message)
 
 
+class LimitError(SchemaError, AutomatonSizeError):
+    """A construct of the input would cost more than a documented limit allows.
+
+    Raised while the work grows, as soon as the limit is crossed, with the JSON pointer of
+    the construct that grew (or a line and column into schema text). Both a
+    :class:`SchemaError` (the input is refused, ``ValueError``) and an
+    :class:`AutomatonSizeError` (the size limit family). ``docs/limits.md`` lists every limit.
+
+    Attributes:
+        limit_name: the limit crossed (e.g. ``"max_grammar_rules"``).
+        limit: its value.
+        reached: how far the work got when it stopped, or None.
+        pointer: JSON pointer of the construct ("" = root).
+        keyword: the keyword at fault, or None.
+    """
+
+    def __init__(self, message: str, *, limit_name: str, limit: int, reached: int | None = None,
+                 pointer: str = "", keyword: str | None = None) -> None:
+        self.limit_name = limit_name
+        self.limit = limit
+        self.reached = reached
+        SchemaError.__init__(self, f"{message} (limit {limit_name}={limit})", pointer=pointer, keyword=keyword)
+
+
 class TokenizerError(StructgenError, ValueError):
     """The tokenizer cannot be adapted (unknown vocabulary format, missing EOS...)."""
 
 
 class MatcherError(StructgenError, ValueError):
     """Misuse of a matcher, bitmask or logits processor (shapes, batch size, devices)."""
+
+
+class StructgenTypeError(StructgenError, TypeError):
+    """An argument of the wrong type, such as a token id given as ``"90"`` or ``True``."""
 
 
 class StructgenWarning(UserWarning):
