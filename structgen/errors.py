@@ -130,6 +130,13 @@ class LimitError(SchemaError, AutomatonSizeError):
         self.limit = limit
         self.reached = reached
         SchemaError.__init__(self, f"{message} (limit {limit_name}={limit})", pointer=pointer, keyword=keyword)
+        self.message = message
+
+    def at(self, pointer: str) -> "LimitError":
+        """The same error located at ``pointer`` (a construct the user wrote, when the work
+        that grew ran on a schema derived from it)."""
+        return LimitError(self.message, limit_name=self.limit_name, limit=self.limit, reached=self.reached,
+                          pointer=pointer, keyword=self.keyword)
 
 
 class TokenizerError(StructgenError, ValueError):

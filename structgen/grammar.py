@@ -161,11 +161,13 @@ def seq(*items: Expr) -> Expr:
 
 def alt(*options: Expr) -> Expr:
     """An alternative, flattened, duplicates and ``NOTHING`` removed."""
-    flat: list[Expr] = []
+    # a dict keeps the first occurrence in order; a list scan made an enum of 20,000 strings
+    # quadratic (minutes)
+    seen: dict[Expr, None] = {}
     for o in options:
         for x in (o.options if isinstance(o, Alt) else (o,)):
-            if x not in flat:
-                flat.append(x)
+            seen.setdefault(x, None)
+    flat = list(seen)
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 
 

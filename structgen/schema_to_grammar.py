@@ -24,7 +24,7 @@ import warnings
 from typing import Any, Literal
 
 from .canonical import dumps_compact, json_equal
-from .errors import AutomatonSizeError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
+from .errors import AutomatonSizeError, LimitError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
     NOTHING,
@@ -181,12 +181,33 @@ def _not_in_set(words: list[str]) -> Expr:
     return alt(*options)
 
 
+MAX_GRAMMAR_RULES = 20_000
+"""Rules one schema may generate (a schema of 200 properties needs about 400; the rules of an
+object counted with ``minProperties``/``maxProperties`` grow with properties x counts)."""
+
+
+class _Rules(dict):
+    """The converter's rules, refused past :data:`MAX_GRAMMAR_RULES` as they are added, with
+    the pointer of the schema node being converted."""
+
+    __slots__ = ("owner",)
+
+    def __setitem__(self, name: str, value: Expr) -> None:
+        if len(self) >= MAX_GRAMMAR_RULES and name not in self:
+            raise LimitError(f"the schema generates more than {MAX_GRAMMAR_RULES} grammar rules",
+                             limit_name="MAX_GRAMMAR_RULES", limit=MAX_GRAMMAR_RULES, reached=len(self) + 1,
+                             pointer=self.owner.where)
+        super().__setitem__(name, value)
+
+
 class _Converter:
     def __init__(self, root: Any, *, strict: bool, whitespace: str, max_whitespace: int) -> None:
         self.root = root
         self.strict = strict
         self.ws: Expr = EMPTY if whitespace == "compact" else Repeat(_WS_CHARS, 0, max_whitespace)
-        self.rules: dict[str, Expr] = {}
+        self.where = ""  # pointer of the schema node being converted (for limit errors)
+        self.rules: dict[str, Expr] = _Rules()
+        self.rules.owner = self
         self.ref_rules: dict[str, str] = {}
         self.warnings: list[str] = []
         self.notes: list[str] = []  # unknown keywords ignored as annotations
@@ -265,7 +286,10 @@ class _Converter:
         self.root = _normalise(self.root)
         self._check_metaschema()
         body = self.node(self.root, "")
-        self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
+        rules = _Rules(start=seq(self.ws, body, self.ws))
+        rules.owner = self
+        rules.update(self.rules)
+        self.rules = rules
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
@@ -296,6 +320,13 @@ class _Converter:
     # -- nodes --------------------------------------------------------------------
 
     def node(self, schema: Any, ptr: str) -> Expr:
+        outer, self.where = self.where, ptr
+        try:
+            return self._node(schema, ptr)
+        finally:
+            self.where = outer
+
+    def _node(self, schema: Any, ptr: str) -> Expr:
         if schema is True:
             return self.any_value()
         if schema is False:
@@ -665,11 +696,16 @@ class _Converter:
         if self.has_unevaluated(base, ptr):
             base = self.unevaluated(base, ptr)
         merged: Any = base
+        # the parts may come from a rewrite (not, if/then/else, oneOf become allOf parts):
+        # errors name the nearest location the user wrote
+        here = _existing_prefix(self.root, _ptr(ptr, keyword))
         try:
             for part in parts:
                 merged = merge(merged, part, resolve)
+        except LimitError as exc:
+            raise exc.at(here) from None
         except MergeConflict as exc:
-            self.unsupported(exc.keyword, _ptr(ptr, keyword), exc.why)  # raises unless lenient
+            self.unsupported(exc.keyword, here, exc.why)  # raises unless lenient
             merged = base
             for part in parts:  # lenient: the first schema's value wins each conflict (recorded)
                 try:
@@ -677,7 +713,7 @@ class _Converter:
                 except MergeConflict as again:  # not combinable at all: this part is dropped
                     conflicts = [(again.keyword, again.why + "; that allOf member is not enforced")]
                 for kw, why in conflicts:
-                    self.unsupported(kw, _ptr(ptr, keyword), why)
+                    self.unsupported(kw, here, why)
         self._merging += 1
         # the merged schema's keywords come from several places: anyOf's siblings and
         # branches keep their own locations (ptr/kw, ptr/anyOf/i); for allOf and $ref an
@@ -691,6 +727,8 @@ class _Converter:
                 where = _ptr(ptr, exc.keyword)  # a sibling keyword copied into each branch
             if where == exc.pointer:
                 raise
+            if isinstance(exc, LimitError):
+                raise exc.at(where) from None
             raise type(exc)(exc.message, pointer=where, keyword=exc.keyword) from None
         finally:
             self._merging -= 1
@@ -1267,8 +1305,10 @@ class _Converter:
         def rest(k: int, c: int) -> Expr:
             return Ref(f"{base}_rest{k}_{c_of(c)}") if hi is None or c <= hi else NOTHING
 
-        counts_seen = range(cap + 1)
-        for c in counts_seen:
+        # after k declared positions at most k members were emitted: the counts beyond are
+        # only ever met by undeclared members, which a counted repeat covers (extras_from),
+        # so the rules grow with properties x min(properties, bound), never with the bound
+        for c in range(min(n, cap) + 1):
             self.rules[f"{base}_rest{n}_{c}"] = extras_from(c)
         if extra_member is not None and (hi is None or hi >= 1):
             self.rules[f"{base}_first{n}"] = seq(extra_member, extras_from(1))
@@ -1277,7 +1317,7 @@ class _Converter:
         for k in reversed(range(n)):
             name, value, req = entries[k]
             m = member(name, value)
-            for c in counts_seen:
+            for c in range(min(k, cap) + 1):
                 emitted = seq(sep, m, rest(k + 1, c + 1))
                 self.rules[f"{base}_rest{k}_{c}"] = emitted if req else alt(emitted, rest(k + 1, c))
             first = seq(m, rest(k + 1, 1))
@@ -1442,6 +1482,13 @@ def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
     return False
 
 
+def _literal_values(s: Any) -> list | None:
+    """The values of a schema that is only ``const`` or ``enum`` (and annotations), else None."""
+    if not isinstance(s, dict) or set(s) - ANNOTATION_KEYWORDS not in ({"const"}, {"enum"}):
+        return None
+    return [s["const"]] if "const" in s else (list(s["enum"]) if isinstance(s["enum"], list) else None)
+
+
 def _negate(s: Any) -> Any:
     """A schema for ``not s`` in the decidable cases, else None."""
     if s is True or s == {}:
@@ -1455,7 +1502,12 @@ def _negate(s: Any) -> Any:
         return s["not"]  # double negation
     if keys in ({"anyOf"}, {"allOf"}) and isinstance(s[next(iter(keys))], list) and s[next(iter(keys))]:
         # De Morgan: not (A or B) = not A and not B; not (A and B) = not A or not B
-        negs = [_negate(x) for x in s[next(iter(keys))]]
+        members = s[next(iter(keys))]
+        if keys == {"anyOf"} and len(members) > 1 and all(_literal_values(x) is not None for x in members):
+            # not (const a or const b or enum [c, d]) = not enum [a, b, c, d]: one negation,
+            # not an allOf of negations whose merge multiplies their alternatives
+            return _negate({"enum": [v for x in members for v in _literal_values(x)]})
+        negs = [_negate(x) for x in members]
         if any(n is None for n in negs):
             return None
         return {"allOf": negs} if keys == {"anyOf"} else {"anyOf": negs}
