@@ -29,6 +29,9 @@ from .grammar import (
 __all__ = ["intersect", "difference", "bound_length"]
 
 MAX_DFA_STATES = 4000
+MAX_EXPR_NODES = 50_000
+"""Tree size of a result expression: the automaton expands it into at least as many NFA
+states, and its default limit (``max_states``) is 50,000."""
 
 
 class _CharNFA:
@@ -254,7 +257,17 @@ def _to_expr(trans, final) -> Expr:
     pred: dict[int, set[int]] = {}
     order_of: dict[tuple[int, int], int] = {}
 
-    def add(i: int, j: int, e: Expr) -> None:
+    size: dict[tuple[int, int], int] = {}  # tree size of each edge's expression
+
+    def add(i: int, j: int, e: Expr, n: int = 1) -> None:
+        # state elimination can grow the expression exponentially in the states; the result
+        # is expanded as a tree into automaton states later, so a tree past the automaton's
+        # own limit could never be built: stop here, while it grows
+        n += size.get((i, j), 0)
+        if n > MAX_EXPR_NODES:
+            raise AutomatonSizeError(f"the result of intersecting or subtracting these regular languages needs more "
+                                     f"than {MAX_EXPR_NODES} expression nodes", limit=MAX_EXPR_NODES, reached=n)
+        size[(i, j)] = n
         if (i, j) in R:
             R[(i, j)] = alt(R[(i, j)], e)
         else:
@@ -266,6 +279,7 @@ def _to_expr(trans, final) -> Expr:
     def unlink(i: int, j: int) -> Expr:
         succ[i].discard(j)
         pred[j].discard(i)
+        size.pop((i, j), None)
         return R.pop((i, j))
 
     def cost(q: int) -> tuple[int, int]:
@@ -301,18 +315,19 @@ def _to_expr(trans, final) -> Expr:
         # eliminate the state with the fewest connections first (keeps expressions small)
         k = min(remaining, key=cost)
         remaining.discard(k)
+        star_size = size.get((k, k), 0) + 1
         loop = unlink(k, k) if (k, k) in R else None
         star = Repeat(loop, 0, None) if loop is not None else EMPTY
         # the same order as iterating R (insertion order), so the expression is deterministic
-        ins = sorted(((i, R[(i, k)]) for i in pred.get(k, ())), key=lambda x: order_of[(x[0], k)])
-        outs = sorted(((j, R[(k, j)]) for j in succ.get(k, ())), key=lambda x: order_of[(k, x[0])])
-        for i, _ in ins:
+        ins = sorted(((i, R[(i, k)], size[(i, k)]) for i in pred.get(k, ())), key=lambda x: order_of[(x[0], k)])
+        outs = sorted(((j, R[(k, j)], size[(k, j)]) for j in succ.get(k, ())), key=lambda x: order_of[(k, x[0])])
+        for i, _, _ in ins:
             unlink(i, k)
-        for j, _ in outs:
+        for j, _, _ in outs:
             unlink(k, j)
-        for i, ei in ins:
-            for j, ej in outs:
-                add(i, j, seq(ei, star, ej))
+        for i, ei, ni in ins:
+            for j, ej, nj in outs:
+                add(i, j, seq(ei, star, ej), ni + star_size + nj)
     return R.get((S, F), NOTHING)
 
 
