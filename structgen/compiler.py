@@ -237,12 +237,16 @@ class GrammarCompiler:
         if isinstance(schema, (str, bytes, bytearray)):
             from .schema_text import loads_schema
 
-            schema = loads_schema(schema)  # NaN, Infinity and overlong numbers refused, located
+            with _deep_recursion():  # the decoder recurses once per nesting level
+                schema = loads_schema(schema)  # NaN, Infinity, overlong numbers, too deep: refused, located
         if draft is not None:
             if draft not in DRAFT_URIS:
                 raise SchemaError(f"unknown draft {draft!r}; expected one of {', '.join(DRAFT_URIS)}", pointer="")
             if isinstance(schema, dict) and "$schema" not in schema:
                 schema = {"$schema": DRAFT_URIS[draft], **schema}
+        from .schema_text import check_schema_depth
+
+        check_schema_depth(schema)  # before json.dumps and the converter recurse into it
         if resources:
             from .schema_resources import embed_resources
 

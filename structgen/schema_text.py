@@ -13,12 +13,17 @@ from typing import Any
 
 from .errors import LimitError, SchemaError
 
-__all__ = ["MAX_NUMBER_LENGTH", "loads_schema"]
+__all__ = ["MAX_NUMBER_LENGTH", "MAX_SCHEMA_DEPTH", "check_schema_depth", "loads_schema"]
 
 MAX_NUMBER_LENGTH = 400
 """Characters in one number of schema text (sign, digits, fraction and exponent together).
 Far above any meaningful bound (an IEEE double needs at most 24) and far below Python's
 4,300-digit integer conversion limit."""
+
+MAX_SCHEMA_DEPTH = 4_000
+"""JSON nesting depth of a schema document: objects and arrays, so each nested ``items``
+schema adds one level and each nested ``anyOf`` two (its list and its member). Every stage
+walks the schema recursively, so past this depth it is refused before any of them runs."""
 
 # strings first, so that a ``NaN`` or a long digit run inside a string is skipped
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)|(-?[0-9][0-9.eE+\-]*)', re.S)
@@ -59,9 +64,11 @@ def loads_schema(text: str | bytes | bytearray) -> Any:
         except UnicodeDecodeError as exc:
             raise SchemaError(f"the schema text is not UTF-8: byte {exc.start} cannot be decoded", pointer="") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant,
-                          parse_int=lambda s: _check_number(s, int),
-                          parse_float=lambda s: _check_number(s, float))
+        value = json.loads(text, parse_constant=_refuse_constant,
+                           parse_int=lambda s: _check_number(s, int),
+                           parse_float=lambda s: _check_number(s, float))
+    except RecursionError:  # the decoder recurses per level: find where the text got too deep
+        value = None
     except json.JSONDecodeError as exc:
         raise SchemaError(f"the schema text is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
                           pointer="") from None
@@ -78,3 +85,57 @@ def loads_schema(text: str | bytes | bytearray) -> Any:
                                  f"column {col}", limit_name="MAX_NUMBER_LENGTH", limit=MAX_NUMBER_LENGTH,
                                  reached=len(m.group(2)), pointer="") from None
         raise SchemaError("the schema text is not JSON", pointer="") from None
+    if value is None or not isinstance(value, (dict, list)):
+        offset = _too_deep(text)
+        if offset is not None:
+            line, col = _position(text, offset)
+            raise LimitError(f"the schema text nests deeper than {MAX_SCHEMA_DEPTH} levels at line {line}, column {col}",
+                             limit_name="MAX_SCHEMA_DEPTH", limit=MAX_SCHEMA_DEPTH, reached=MAX_SCHEMA_DEPTH + 1)
+        if value is None and text.strip() != "null":
+            raise SchemaError("the schema text nests too deeply to parse", pointer="")
+    return value
+
+
+def _too_deep(text: str) -> int | None:
+    """The offset of the first bracket past :data:`MAX_SCHEMA_DEPTH` (strings skipped), or None."""
+    depth = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]', text, re.S):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_SCHEMA_DEPTH:
+                return m.start()
+        elif c in "]}":
+            depth -= 1
+    return None
+
+
+def check_schema_depth(schema: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """Refuse a schema nested deeper than ``limit`` (walked with an explicit stack: the
+    check itself must not recurse).
+
+    Raises:
+        LimitError: with the JSON pointer of the first value past the limit.
+    """
+    # entries: (value, depth, key, parent entry); the pointer is rebuilt only on failure
+    stack: list[tuple[Any, int, Any, Any]] = [(schema, 0, None, None)]
+    while stack:
+        entry = stack.pop()
+        node, depth = entry[0], entry[1]
+        if isinstance(node, dict):
+            items = node.items()
+        elif isinstance(node, (list, tuple)):
+            items = enumerate(node)
+        else:
+            continue
+        if depth >= limit:
+            parts = []
+            while entry is not None and entry[3] is not None:
+                parts.append(str(entry[2]).replace("~", "~0").replace("/", "~1"))
+                entry = entry[3]
+            pointer = "".join("/" + p for p in reversed(parts))
+            raise LimitError(f"the schema nests deeper than {limit} levels", limit_name="MAX_SCHEMA_DEPTH",
+                             limit=limit, reached=depth + 1, pointer=pointer)
+        for key, value in items:
+            if isinstance(value, (dict, list, tuple)):
+                stack.append((value, depth + 1, key, entry))

@@ -19,7 +19,6 @@ from functools import lru_cache
 import json
 import math
 import re
-import sys
 import warnings
 from typing import Any, Literal
 
@@ -1716,16 +1715,20 @@ def schema_to_grammar(
     Raises:
         SchemaError: the schema is invalid (pointer to the fault) or trivially unsatisfiable.
         UnsupportedSchemaError: strict mode and a keyword structgen cannot enforce.
+        LimitError: a construct past one of the limits in ``docs/limits.md`` (located).
     """
     if whitespace not in ("compact", "flexible"):
         raise ValueError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
     if max_whitespace < 0:
         raise ValueError("max_whitespace must be >= 0")
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20_000))  # deeply nested schemas recurse in jsonschema and here
-    try:
-        return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
-    except RecursionError:
-        raise SchemaError("the schema nests too deeply to compile", pointer="") from None
-    finally:
-        sys.setrecursionlimit(limit)
+    from .compiler import _deep_recursion
+    from .schema_text import check_schema_depth
+
+    check_schema_depth(schema)
+    # deeply nested schemas recurse in jsonschema and here; the limit is raised once for all
+    # threads compiling at the same time (see compiler._deep_recursion)
+    with _deep_recursion():
+        try:
+            return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
+        except RecursionError:
+            raise SchemaError("the schema nests too deeply to compile", pointer="") from None
