@@ -85,7 +85,7 @@ _rec_old = 0
 
 
 @contextmanager
-def _deep_recursion(limit: int = DEEP_RECURSION_LIMIT):
+def _deep_recursion(limit: int | None = None):
     """Raise the recursion limit while compiling: schema nesting becomes expression depth,
     walked recursively by the converter, the automaton builder and jsonschema (1,000 nested
     levels need ~5,000 frames; CPython 3.11+ runs Python-to-Python calls without C stack).
@@ -95,6 +95,7 @@ def _deep_recursion(limit: int = DEEP_RECURSION_LIMIT):
     thread that finished first pull the limit down under another one's deep recursion, and a
     thread that saved the raised value left it raised for good.)"""
     global _rec_depth, _rec_old
+    limit = DEEP_RECURSION_LIMIT if limit is None else limit
     with _rec_lock:
         if _rec_depth == 0:
             _rec_old = sys.getrecursionlimit()

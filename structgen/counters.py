@@ -23,7 +23,8 @@ import numpy as np
 
 from .grammar import Alt, CharSet, Expr, Lit, Ref, Regex, Repeat, Seq
 
-__all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "canonical_count", "lift_counters", "prune_subsumed"]
+__all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "canonical_count", "check_config_stacks", "lift_counters",
+           "prune_subsumed"]
 
 COUNT_THRESHOLD = 64
 """Repeats whose bound (``max``, or ``min`` when unbounded) exceeds this become counters.
@@ -159,14 +160,17 @@ def prune_subsumed(tops: set[int], stacks: list[tuple[int, int, int]], counters:
     return keep
 
 
-def too_many_stacks(n: int):
-    """The error for a configuration of ``n`` stacks (see :data:`MAX_CONFIG_STACKS`)."""
+def check_config_stacks(n: int) -> None:
+    """Raise :class:`~structgen.errors.LimitError` for a configuration of ``n`` stacks past
+    :data:`MAX_CONFIG_STACKS` (read at each call, so the module attribute can be changed)."""
+    if n <= MAX_CONFIG_STACKS:
+        return
     from .errors import LimitError
 
-    return LimitError(f"a parser configuration needs {n} stacks: a counted repeat restarts while earlier runs of "
-                      "it are still counting (e.g. an unanchored pattern ending in a large exact repeat, "
-                      "'b{5000}$'); anchor the pattern with '^' or lower the count",
-                      limit_name="MAX_CONFIG_STACKS", limit=MAX_CONFIG_STACKS, reached=n)
+    raise LimitError(f"a parser configuration needs {n} stacks: a counted repeat restarts while earlier runs of "
+                     "it are still counting (e.g. an unanchored pattern ending in a large exact repeat, "
+                     "'b{5000}$'); anchor the pattern with '^' or lower the count",
+                     limit_name="MAX_CONFIG_STACKS", limit=MAX_CONFIG_STACKS, reached=n)
 
 
 # --------------------------------------------------------------------------- lifting

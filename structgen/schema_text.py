@@ -98,25 +98,26 @@ def loads_schema(text: str | bytes | bytearray) -> Any:
 
 def _too_deep(text: str) -> int | None:
     """The offset of the first bracket past :data:`MAX_SCHEMA_DEPTH` (strings skipped), or None."""
-    depth = 0
+    depth, limit = 0, MAX_SCHEMA_DEPTH
     for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]', text, re.S):
         c = m.group()
         if c in "[{":
             depth += 1
-            if depth > MAX_SCHEMA_DEPTH:
+            if depth > limit:
                 return m.start()
         elif c in "]}":
             depth -= 1
     return None
 
 
-def check_schema_depth(schema: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
+def check_schema_depth(schema: Any, limit: int | None = None) -> None:
     """Refuse a schema nested deeper than ``limit`` (walked with an explicit stack: the
     check itself must not recurse).
 
     Raises:
         LimitError: with the JSON pointer of the first value past the limit.
     """
+    limit = MAX_SCHEMA_DEPTH if limit is None else limit
     # entries: (value, depth, key, parent entry); the pointer is rebuilt only on failure
     stack: list[tuple[Any, int, Any, Any]] = [(schema, 0, None, None)]
     while stack:

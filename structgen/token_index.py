@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
-from .counters import MAX_CONFIG_STACKS, CounterRule, canonical_count, prune_subsumed, too_many_stacks
+from .counters import CounterRule, canonical_count, check_config_stacks, prune_subsumed
 from .grammar import CharSet
 from .tokenizer import TokenizerInfo
 from .utf8 import charset_to_byte_sequences
@@ -353,8 +353,7 @@ class TokenIndex:
                 work.append((callee, 0, self._stack_id((r, ret, p))))
         if self._counters is not None and len(tops) > 1:  # bounded stacks per configuration
             tops = prune_subsumed(tops, self._stacks, self._counters)
-            if len(tops) > MAX_CONFIG_STACKS:
-                raise too_many_stacks(len(tops))
+            check_config_stacks(len(tops))
         return self._intern_config(tuple(sorted(tops)), accepting)
 
     def _compute_row(self, cid: int) -> None:
