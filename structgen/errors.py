@@ -120,19 +120,21 @@ class LimitError(SchemaError, AutomatonSizeError):
         limit_name: the limit crossed (e.g. ``"max_grammar_rules"``).
         limit: its value.
         reached: how far the work got when it stopped, or None.
-        pointer: JSON pointer of the construct ("" = root).
+        pointer: JSON pointer of the construct ("" = root; None while the stage that raised
+            it does not know, until the schema converter locates it).
         keyword: the keyword at fault, or None.
     """
 
     def __init__(self, message: str, *, limit_name: str, limit: int, reached: int | None = None,
-                 pointer: str = "", keyword: str | None = None) -> None:
+                 pointer: str | None = "", keyword: str | None = None) -> None:
+        SchemaError.__init__(self, f"{message} (limit {limit_name}={limit})", pointer=pointer, keyword=keyword)
+        # set after: SchemaError's super() chain runs AutomatonSizeError.__init__, which resets them
         self.limit_name = limit_name
         self.limit = limit
         self.reached = reached
-        SchemaError.__init__(self, f"{message} (limit {limit_name}={limit})", pointer=pointer, keyword=keyword)
         self.message = message
 
-    def at(self, pointer: str) -> "LimitError":
+    def at(self, pointer: str | None) -> "LimitError":
         """The same error located at ``pointer`` (a construct the user wrote, when the work
         that grew ran on a schema derived from it)."""
         return LimitError(self.message, limit_name=self.limit_name, limit=self.limit, reached=self.reached,

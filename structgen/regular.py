@@ -8,7 +8,7 @@ expression by state elimination. The result is an ordinary expression (Lark-prin
 """
 from __future__ import annotations
 
-from .errors import AutomatonSizeError, GrammarError
+from .errors import GrammarError, LimitError
 from .grammar import (
     EMPTY,
     MAX_CODEPOINT,
@@ -34,6 +34,11 @@ MAX_EXPR_NODES = 50_000
 states, and its default limit (``max_states``) is 50,000."""
 
 
+def _too_large(name: str, limit: int, reached: int, what: str) -> LimitError:
+    # no pointer here: the schema converter locates it at the node being converted
+    return LimitError(what, limit_name=name, limit=limit, reached=reached, pointer=None)
+
+
 class _CharNFA:
     def __init__(self) -> None:
         self.eps: list[list[int]] = []
@@ -41,7 +46,8 @@ class _CharNFA:
 
     def new(self) -> int:
         if len(self.eps) > 20 * MAX_DFA_STATES:
-            raise AutomatonSizeError("regular expression too large to intersect")
+            raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(self.eps),
+                             f"a regular expression of more than {20 * MAX_DFA_STATES} NFA states to intersect")
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1
@@ -127,7 +133,8 @@ def _dfa(e: Expr) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
             nxt = nfa.closure(targets)
             if nxt not in ids:
                 if len(order) >= MAX_DFA_STATES:
-                    raise AutomatonSizeError(f"intersection needs more than {MAX_DFA_STATES} states")
+                    raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),
+                                     f"an intersection of more than {MAX_DFA_STATES} DFA states")
                 ids[nxt] = len(order)
                 order.append(nxt)
             tid = ids[nxt]
@@ -173,7 +180,8 @@ def _product(a, b, *, keep_b_final: bool):
                 key = (na, nb)
                 if key not in ids:
                     if len(order) >= MAX_DFA_STATES:
-                        raise AutomatonSizeError(f"intersection needs more than {MAX_DFA_STATES} states")
+                        raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),
+                                     f"an intersection of more than {MAX_DFA_STATES} DFA states")
                     ids[key] = len(order)
                     order.append(key)
                 row.append((plo, phi, ids[key]))
@@ -265,8 +273,8 @@ def _to_expr(trans, final) -> Expr:
         # own limit could never be built: stop here, while it grows
         n += size.get((i, j), 0)
         if n > MAX_EXPR_NODES:
-            raise AutomatonSizeError(f"the result of intersecting or subtracting these regular languages needs more "
-                                     f"than {MAX_EXPR_NODES} expression nodes", limit=MAX_EXPR_NODES, reached=n)
+            raise _too_large("MAX_EXPR_NODES", MAX_EXPR_NODES, n, f"the result of intersecting or subtracting these "
+                             f"regular languages: more than {MAX_EXPR_NODES} expression nodes")
         size[(i, j)] = n
         if (i, j) in R:
             R[(i, j)] = alt(R[(i, j)], e)

@@ -87,7 +87,7 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     if steps[0] > MAX_MERGE_STEPS:
         raise LimitError(f"combining these schemas takes more than {MAX_MERGE_STEPS} merges "
                          "(allOf over anyOf multiplies the alternatives)", limit_name="MAX_MERGE_STEPS",
-                         limit=MAX_MERGE_STEPS, reached=steps[0])
+                         limit=MAX_MERGE_STEPS, reached=steps[0], pointer=None)
     return _merge(a, b, resolve, depth)
 
 

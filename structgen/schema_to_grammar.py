@@ -185,6 +185,10 @@ MAX_GRAMMAR_RULES = 20_000
 object counted with ``minProperties``/``maxProperties`` grow with properties x counts)."""
 
 
+MAX_TUPLE_ITEMS = 1_000
+"""Positional item schemas (``prefixItems``, draft-07 ``items`` arrays) of one array."""
+
+
 class _Rules(dict):
     """The converter's rules, refused past :data:`MAX_GRAMMAR_RULES` as they are added, with
     the pointer of the schema node being converted."""
@@ -322,6 +326,10 @@ class _Converter:
         outer, self.where = self.where, ptr
         try:
             return self._node(schema, ptr)
+        except LimitError as exc:
+            if exc.pointer is None:  # raised by a stage that does not know where: the innermost node
+                raise exc.at(ptr) from None
+            raise
         finally:
             self.where = outer
 
@@ -986,6 +994,9 @@ class _Converter:
         else:
             prefix_ptr = _ptr(ptr, "prefixItems")
         prefix = prefix or []
+        if len(prefix) > MAX_TUPLE_ITEMS:  # each position nests the expression one level deeper
+            raise LimitError(f"{len(prefix)} positional item schemas", limit_name="MAX_TUPLE_ITEMS",
+                             limit=MAX_TUPLE_ITEMS, reached=len(prefix), pointer=prefix_ptr)
         if "contains" in schema:
             return self.array_contains(schema, prefix, items, ptr)
         lo = schema.get("minItems", 0)

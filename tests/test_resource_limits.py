@@ -404,3 +404,31 @@ def test_json_text_round_trip_unchanged(compiler):
     a = compiler.compile_json_schema(schema)
     b = compiler.compile_json_schema(json.dumps(schema))
     assert str(a.grammar) == str(b.grammar)
+
+
+def test_prefix_items_5000_is_a_located_limit_error(compiler):
+    with pytest.raises(LimitError) as info:
+        compile_(compiler, {"type": "array", "prefixItems": [{"type": "integer"}] * 5000})
+    assert (info.value.limit_name, info.value.limit, info.value.reached) == ("MAX_TUPLE_ITEMS", 1000, 5000)
+    assert info.value.pointer == "/prefixItems"
+    g = compile_(compiler, {"type": "array", "prefixItems": [{"type": "integer"}] * 300, "items": False})
+    assert accepts(g, "[" + ",".join(["1"] * 300) + "]") and not accepts(g, "[" + ",".join(["1"] * 301) + "]")
+
+
+def test_huge_length_in_property_names_is_a_located_limit_error(compiler):
+    with pytest.raises(LimitError) as info:
+        compile_(compiler, {"type": "object", "properties": {"o": {"type": "object", "propertyNames": {"maxLength": 10**9}}}})
+    assert info.value.limit_name == "MAX_DFA_STATES" and info.value.limit == 4000
+    assert info.value.pointer.startswith("/properties/o")
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "^[a-z]+$", "maxLength": 10**9},
+    {"type": "string", "pattern": "^[a-z]+$", "minLength": 10**18},
+    {"type": "string", "format": "date", "maxLength": 10**9},
+    {"type": "string", "pattern": "^a{1000000}$"},
+    {"type": "array", "uniqueItems": True, "maxItems": 10**9, "items": {"enum": [1, 2, 3]}},
+])
+def test_huge_bounds_with_patterns_compile(compiler, schema):
+    g = compile_(compiler, schema)
+    assert not accepts(g, "null")
