@@ -48,7 +48,8 @@ def as_numpy_row(bitmask: Any, index: int) -> np.ndarray:
             )
         arr = bitmask.numpy()
     if arr.dtype != np.int32 or arr.ndim not in (1, 2):
-        raise MatcherError(f"bitmask must be int32 of shape (batch, words), got {arr.dtype} {arr.shape}")
+        raise MatcherError(f"bitmask must be int32 of shape (batch, words) or (words,), "
+                           f"found {arr.dtype} of shape {arr.shape}")
     if arr.ndim == 1:
         if index != 0:
             raise MatcherError(f"index {index} given for a 1-D bitmask")
@@ -89,6 +90,30 @@ def _apply_numpy(logits: np.ndarray, bitmask: np.ndarray, covered: int, indices:
         logits[r, covered:] = -np.inf
 
 
+def _check_apply_args(torch: Any, logits: Any, bitmask: Any, indices: Any) -> None:
+    for name, t in (("logits", logits), ("bitmask", bitmask)):
+        if not isinstance(t, torch.Tensor):
+            raise MatcherError(f"{name} must be a torch.Tensor, found {type(t).__name__}"
+                               + (" (convert with torch.from_numpy)" if isinstance(t, np.ndarray) else ""))
+    if bitmask.dtype != torch.int32:
+        raise MatcherError(f"bitmask must have dtype torch.int32, found {bitmask.dtype}")
+    if bitmask.dim() not in (1, 2):
+        raise MatcherError(f"bitmask must be 2-D (batch, words) or 1-D (words,), found shape {tuple(bitmask.shape)}")
+    if not logits.is_floating_point():
+        raise MatcherError(f"logits must be a floating-point tensor, found {logits.dtype}")
+    if bitmask.shape[-1] == 0:
+        raise MatcherError(f"bitmask has no words (shape {tuple(bitmask.shape)})")
+    if indices is not None:
+        n = logits.shape[0] if logits.dim() else 0
+        if isinstance(indices, torch.Tensor):  # values not read: that would sync a GPU
+            if indices.is_floating_point() or indices.dtype == torch.bool:
+                raise MatcherError(f"indices must be an integer tensor, found {indices.dtype}")
+        else:
+            bad = [i for i in indices if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < n]
+            if bad:
+                raise MatcherError(f"indices must be row numbers 0..{n - 1} of logits, found {bad[:5]!r}")
+
+
 def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = None) -> None:
     """Set disallowed logits to ``-inf`` in place, for the whole batch in one pass.
 
@@ -101,10 +126,13 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
         indices: optional rows of ``logits`` the bitmask rows apply to.
 
     Raises:
-        MatcherError: shapes disagree.
+        MatcherError: a tensor of the wrong kind, dtype, dimension or shape; the message
+            names the expected and the found values. (An int64 bitmask would otherwise be
+            read as pairs of words, allowing tokens the grammar forbids.)
     """
     import torch
 
+    _check_apply_args(torch, logits, bitmask, indices)
     if not _NUMPY_FLOATS:
         _NUMPY_FLOATS.update((torch.float32, torch.float64, torch.float16))
     if logits.dim() != 2:

@@ -27,10 +27,13 @@ def _load_tokenizer(path: str | None):
 
 
 def _read_schema(path: str) -> Any:
+    from .errors import SchemaError
+    from .schema_text import loads_schema
+
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"structgen: {path}: not JSON: {exc}") from None
+        return loads_schema(Path(path).read_bytes())
+    except SchemaError as exc:
+        raise SystemExit(f"structgen: {path}: {exc}") from None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -47,7 +50,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.lark or args.source.endswith(".lark"):
         compiled = compiler.compile_grammar(text)
     else:
-        compiled = compiler.compile_json_schema(json.loads(text), strict=not args.lenient, whitespace=args.whitespace)
+        compiled = compiler.compile_json_schema(text, strict=not args.lenient, whitespace=args.whitespace)
     t1 = time.perf_counter()
     m = compiled.matcher()
     import numpy as np

@@ -76,17 +76,39 @@ class CompiledGrammar:
         return GrammarMatcher(self, **kwargs)
 
 
+DEEP_RECURSION_LIMIT = 20_000
+"""The interpreter's recursion limit while any compile runs (restored after the last)."""
+
+_rec_lock = threading.Lock()
+_rec_depth = 0
+_rec_old = 0
+
+
 @contextmanager
-def _deep_recursion(limit: int = 20_000):
+def _deep_recursion(limit: int | None = None):
     """Raise the recursion limit while compiling: schema nesting becomes expression depth,
     walked recursively by the converter, the automaton builder and jsonschema (1,000 nested
-    levels need ~5,000 frames; CPython 3.11+ runs Python-to-Python calls without C stack)."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, limit))
+    levels need ~5,000 frames; CPython 3.11+ runs Python-to-Python calls without C stack).
+
+    The limit is process-wide, so concurrent compiles share one raise: the first to enter
+    raises it, the last to leave restores it. (Each restoring its own saved value let a
+    thread that finished first pull the limit down under another one's deep recursion, and a
+    thread that saved the raised value left it raised for good.)"""
+    global _rec_depth, _rec_old
+    limit = DEEP_RECURSION_LIMIT if limit is None else limit
+    with _rec_lock:
+        if _rec_depth == 0:
+            _rec_old = sys.getrecursionlimit()
+            if _rec_old < limit:
+                sys.setrecursionlimit(limit)
+        _rec_depth += 1
     try:
         yield
     finally:
-        sys.setrecursionlimit(old)
+        with _rec_lock:
+            _rec_depth -= 1
+            if _rec_depth == 0:
+                sys.setrecursionlimit(_rec_old)
 
 
 _gc_lock = threading.Lock()
@@ -207,20 +229,25 @@ class GrammarCompiler:
         Raises:
             SchemaError: invalid or unsatisfiable schema (with the JSON pointer), or an unknown draft.
             UnsupportedSchemaError: an unsupported keyword in strict mode.
+            LimitError: a construct would cost more than a limit of ``docs/limits.md``
+                allows (with its JSON pointer, or line and column in schema text).
+            AutomatonSizeError: the automaton would exceed ``max_states``.
         """
         from .schema_to_grammar import schema_to_grammar
 
-        if isinstance(schema, (str, bytes)):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(f"the schema text is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-                                  pointer="") from None
+        if isinstance(schema, (str, bytes, bytearray)):
+            from .schema_text import loads_schema
+
+            with _deep_recursion():  # the decoder recurses once per nesting level
+                schema = loads_schema(schema)  # NaN, Infinity, overlong numbers, too deep: refused, located
         if draft is not None:
             if draft not in DRAFT_URIS:
                 raise SchemaError(f"unknown draft {draft!r}; expected one of {', '.join(DRAFT_URIS)}", pointer="")
             if isinstance(schema, dict) and "$schema" not in schema:
                 schema = {"$schema": DRAFT_URIS[draft], **schema}
+        from .schema_text import check_schema_depth
+
+        check_schema_depth(schema)  # before json.dumps and the converter recurse into it
         if resources:
             from .schema_resources import embed_resources
 

@@ -23,7 +23,8 @@ import numpy as np
 
 from .grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
 
-__all__ = ["COUNT_THRESHOLD", "CounterRule", "canonical_count", "lift_counters"]
+__all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "canonical_count", "check_config_stacks", "lift_counters",
+           "prune_subsumed"]
 
 COUNT_THRESHOLD = 64
 """Repeats whose bound (``max``, or ``min`` when unbounded) exceeds this become counters.
@@ -110,6 +111,66 @@ def canonical_count(k: int, lo: int, hi: int | None, reach: int) -> int:
     if lo - k <= reach:
         return k
     return lo - reach - 1
+
+
+MAX_CONFIG_STACKS = 512
+"""Stacks one parser configuration may hold. A counted repeat that can start again while an
+earlier run of it is still counting (``b{5000}$`` after an unanchored start: a run may begin
+at every ``b``) keeps one stack per run, and each byte then costs time in their number; past
+this limit the token index raises :class:`~structgen.errors.LimitError` (reaching it costs
+about a second: each step walks every stack)."""
+
+_PRUNE_DEPTH = 8  # frames looked through above a counter: deeper stacks are left unpruned
+
+
+def prune_subsumed(tops: set[int], stacks: list[tuple[int, int, int]], counters: Mapping[int, CounterRule]) -> set[int]:
+    """``tops`` without the stacks another one of them subsumes (the same language, or less).
+
+    Two stacks that differ only in the value of one *unbounded* counter frame (same frames
+    above it, same parent below): from count ``k`` the rest is ``item{max(lo - k, 0),}``
+    then the parent, which grows with ``k``; so the one with the larger count accepts every
+    continuation the other does, and the other can go. Exact: the configuration accepts the
+    same strings and allows the same tokens. Runs of ``b{5000,}`` started at each of 5,000
+    positions collapse to one stack instead of 5,000.
+
+    ``stacks`` maps a stack id to its frame ``(rule, state, parent stack id or -1)``.
+    """
+    best: dict[tuple, tuple[int, int]] = {}
+    keep: set[int] = set()
+    for sid in tops:
+        above: list[tuple[int, int]] = []
+        r, s, p = stacks[sid]
+        while True:
+            if p < 0 or len(above) >= _PRUNE_DEPTH:
+                keep.add(sid)
+                break
+            pr, ps, pp = stacks[p]
+            c = counters.get(pr)
+            above.append((r, s))
+            if c is not None and c.hi is None:
+                key = (tuple(above), pr, pp)
+                prev = best.get(key)
+                if prev is None or ps > prev[0]:
+                    if prev is not None:
+                        keep.discard(prev[1])
+                    best[key] = (ps, sid)
+                    keep.add(sid)
+                break
+            r, s, p = pr, ps, pp
+    return keep
+
+
+def check_config_stacks(n: int) -> None:
+    """Raise :class:`~structgen.errors.LimitError` for a configuration of ``n`` stacks past
+    :data:`MAX_CONFIG_STACKS` (read at each call, so the module attribute can be changed)."""
+    if n <= MAX_CONFIG_STACKS:
+        return
+    from .errors import LimitError
+
+    raise LimitError(f"a parser configuration needs {n} stacks: a counted repeat restarts while earlier runs of "
+                     "it are still counting (e.g. an unanchored pattern ending in a large exact repeat, "
+                     "'b{5000}$'); anchor the pattern with '^' or lower the count",
+                     limit_name="MAX_CONFIG_STACKS", limit=MAX_CONFIG_STACKS, reached=n)
 
 
 # --------------------------------------------------------------------------- lifting

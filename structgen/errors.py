@@ -14,8 +14,10 @@ __all__ = [
     "GrammarSyntaxError",
     "RegexError",
     "AutomatonSizeError",
+    "LimitError",
     "TokenizerError",
     "MatcherError",
+    "StructgenTypeError",
     "StructgenWarning",
 ]
 
@@ -106,12 +108,49 @@ class AutomatonSizeError(StructgenError):
         super().__init__(message)
 
 
+class LimitError(SchemaError, AutomatonSizeError):
+    """A construct of the input would cost more than a documented limit allows.
+
+    Raised while the work grows, as soon as the limit is crossed, with the JSON pointer of
+    the construct that grew (or a line and column into schema text). Both a
+    :class:`SchemaError` (the input is refused, ``ValueError``) and an
+    :class:`AutomatonSizeError` (the size limit family). ``docs/limits.md`` lists every limit.
+
+    Attributes:
+        limit_name: the limit crossed (e.g. ``"max_grammar_rules"``).
+        limit: its value.
+        reached: how far the work got when it stopped, or None.
+        pointer: JSON pointer of the construct ("" = root; None while the stage that raised
+            it does not know, until the schema converter locates it).
+        keyword: the keyword at fault, or None.
+    """
+
+    def __init__(self, message: str, *, limit_name: str, limit: int, reached: int | None = None,
+                 pointer: str | None = "", keyword: str | None = None) -> None:
+        SchemaError.__init__(self, f"{message} (limit {limit_name}={limit})", pointer=pointer, keyword=keyword)
+        # set after: SchemaError's super() chain runs AutomatonSizeError.__init__, which resets them
+        self.limit_name = limit_name
+        self.limit = limit
+        self.reached = reached
+        self.message = message
+
+    def at(self, pointer: str | None) -> "LimitError":
+        """The same error located at ``pointer`` (a construct the user wrote, when the work
+        that grew ran on a schema derived from it)."""
+        return LimitError(self.message, limit_name=self.limit_name, limit=self.limit, reached=self.reached,
+                          pointer=pointer, keyword=self.keyword)
+
+
 class TokenizerError(StructgenError, ValueError):
     """The tokenizer cannot be adapted (unknown vocabulary format, missing EOS...)."""
 
 
 class MatcherError(StructgenError, ValueError):
     """Misuse of a matcher, bitmask or logits processor (shapes, batch size, devices)."""
+
+
+class StructgenTypeError(StructgenError, TypeError):
+    """An argument of the wrong type, such as a token id given as ``"90"`` or ``True``."""
 
 
 class StructgenWarning(UserWarning):

@@ -179,10 +179,17 @@ def alt(*options: Expr) -> Expr:
     """An alternative, flattened, duplicates and ``NOTHING`` removed."""
     flat: list[Expr] = []
     for o in options:
-        for x in (o.options if isinstance(o, Alt) else (o,)):
-            if x not in flat:
-                flat.append(x)
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+        flat.extend(o.options if isinstance(o, Alt) else (o,))
+    if len(flat) <= 16:
+        # a list scan: equality stops at the first difference, while hashing walks whole
+        # trees (large expressions from regular.py are combined here pairwise, often)
+        kept: list[Expr] = []
+        for x in flat:
+            if x not in kept:
+                kept.append(x)
+    else:  # a dict keeps the first occurrence in order; the list scan made an enum of
+        kept = list(dict.fromkeys(flat))  # 20,000 strings quadratic (minutes)
+    return kept[0] if len(kept) == 1 else Alt(tuple(kept))
 
 
 def opt(item: Expr) -> Expr:

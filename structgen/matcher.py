@@ -7,10 +7,22 @@ import numpy as np
 
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
-from .errors import MatcherError
+from .errors import MatcherError, StructgenTypeError
 from .token_index import DEAD
 
-__all__ = ["GrammarMatcher"]
+__all__ = ["GrammarMatcher", "check_token_id"]
+
+
+def check_token_id(token_id: object, what: str = "a token id") -> int:
+    """``token_id`` as an ``int``: Python and numpy integers pass; ``bool``, strings, floats
+    and anything else raise, since ``int("90")`` or ``int(True)`` would silently name a token.
+
+    Raises:
+        StructgenTypeError: ``token_id`` is not an integer (a ``TypeError``).
+    """
+    if isinstance(token_id, (int, np.integer)) and not isinstance(token_id, (bool, np.bool_)):
+        return int(token_id)
+    raise StructgenTypeError(f"{what} must be an int (or numpy integer), not {type(token_id).__name__} {token_id!r}")
 
 
 class GrammarMatcher:
@@ -43,10 +55,14 @@ class GrammarMatcher:
         return self._history[-1]
 
     def accept_token(self, token_id: int) -> bool:
-        """Advance by one token; ``False`` (state unchanged) if the grammar forbids it."""
+        """Advance by one token; ``False`` (state unchanged) if the grammar forbids it.
+
+        Raises:
+            StructgenTypeError: ``token_id`` is not an integer (``"90"``, ``True``, ``90.0``).
+        """
+        token_id = check_token_id(token_id)
         if self._terminated:
             return False
-        token_id = int(token_id)
         cur = self._history[-1]
         if token_id in self.compiled.tokenizer_info.stop_token_ids:
             if not self._index.is_accepting(cur):
@@ -118,7 +134,9 @@ class GrammarMatcher:
 
         Raises:
             MatcherError: more tokens than were accepted (or kept, with ``max_rollback_tokens``).
+            StructgenTypeError: ``num_tokens`` is not an integer.
         """
+        num_tokens = check_token_id(num_tokens, "num_tokens")
         if num_tokens < 0 or num_tokens > len(self._history) - 1:
             raise MatcherError(f"cannot roll back {num_tokens} tokens: only {len(self._history) - 1} can be undone")
         if num_tokens:

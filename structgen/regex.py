@@ -21,10 +21,12 @@ from .grammar import (
     EMPTY,
     MAX_CODEPOINT,
     NOTHING,
+    Alt,
     CharSet,
     Expr,
     Lit,
     Repeat,
+    Seq,
     alt,
     intersect_charsets,
     seq,
@@ -546,6 +548,23 @@ def parse_regex(pattern: str, flags: str = "") -> Expr:
     return alt(*(e for _, e, _ in _parse_branches(pattern, flags)))
 
 
+def _open_ended(e: Expr) -> Expr:
+    """``e`` with a bounded repeat at its end made unbounded, for use before ``.*``.
+
+    Exact there: ``X{n,m}.*`` and ``X{n,}.*`` match the same strings (more items are part of
+    the ``.*``). It matters for cost: an unbounded counter's runs started at different
+    positions subsume one another (the one furthest along wins, see
+    :func:`structgen.counters.prune_subsumed`), so ``b{5000}`` unanchored keeps one run alive
+    instead of one per ``b`` read."""
+    if isinstance(e, Repeat) and e.max is not None and e.min >= 1:
+        return Repeat(e.item, e.min, None)
+    if isinstance(e, Seq) and e.items:
+        return Seq(e.items[:-1] + (_open_ended(e.items[-1]),))
+    if isinstance(e, Alt):
+        return Alt(tuple(_open_ended(o) for o in e.options))
+    return e
+
+
 def search_expr(pattern: str, flags: str = "") -> Expr:
     """The JSON Schema meaning of ``pattern``: strings containing a match anywhere.
 
@@ -555,7 +574,7 @@ def search_expr(pattern: str, flags: str = "") -> Expr:
     anything = Repeat(ANY_CHAR, 0, None)
 
     def wrap(start: bool, body: Expr, end: bool) -> Expr:
-        return seq(EMPTY if start else anything, body, EMPTY if end else anything)
+        return seq(EMPTY if start else anything, body if end else _open_ended(body), EMPTY if end else anything)
 
     branches = _parse_branches(pattern, flags)
     anchoring = {(s, e) for s, _, e in branches}

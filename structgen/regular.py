@@ -8,7 +8,7 @@ expression by state elimination. The result is an ordinary expression (Lark-prin
 """
 from __future__ import annotations
 
-from .errors import AutomatonSizeError, GrammarError
+from .errors import GrammarError, LimitError
 from .grammar import (
     EMPTY,
     MAX_CODEPOINT,
@@ -33,6 +33,11 @@ __all__ = ["intersect", "intersect_automaton", "difference", "bound_length"]
 MAX_DFA_STATES = 4000
 
 
+def _too_large(name: str, limit: int, reached: int, what: str) -> LimitError:
+    # no pointer here: the schema converter locates it at the node being converted
+    return LimitError(what, limit_name=name, limit=limit, reached=reached, pointer=None)
+
+
 class _CharNFA:
     def __init__(self) -> None:
         self.eps: list[list[int]] = []
@@ -40,7 +45,8 @@ class _CharNFA:
 
     def new(self) -> int:
         if len(self.eps) > 20 * MAX_DFA_STATES:
-            raise AutomatonSizeError("regular expression too large to intersect")
+            raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(self.eps),
+                             f"a regular expression of more than {20 * MAX_DFA_STATES} NFA states to intersect")
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1
@@ -138,7 +144,8 @@ def _subsets(nfa: _CharNFA, s: int, t: int) -> tuple[list[list[tuple[int, int, i
             nxt = nfa.closure(targets)
             if nxt not in ids:
                 if len(order) >= MAX_DFA_STATES:
-                    raise AutomatonSizeError(f"intersection needs more than {MAX_DFA_STATES} states")
+                    raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),
+                                     f"an intersection of more than {MAX_DFA_STATES} DFA states")
                 ids[nxt] = len(order)
                 order.append(nxt)
             tid = ids[nxt]
@@ -184,7 +191,8 @@ def _product(a, b, *, keep_b_final: bool):
                 key = (na, nb)
                 if key not in ids:
                     if len(order) >= MAX_DFA_STATES:
-                        raise AutomatonSizeError(f"intersection needs more than {MAX_DFA_STATES} states")
+                        raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),
+                                     f"an intersection of more than {MAX_DFA_STATES} DFA states")
                     ids[key] = len(order)
                     order.append(key)
                 row.append((plo, phi, ids[key]))
@@ -241,6 +249,10 @@ def _minimise(trans, final):
     return out_trans, out_final
 
 
+class _EliminationTooLarge(Exception):
+    """State elimination passed ``ELIMINATION_NODES``: the result stays an automaton."""
+
+
 def _to_expr(trans, final) -> Expr:
     """State elimination (Brzozowski–McCluskey) over trimmed states of the minimal DFA."""
     trans, final = _minimise(trans, final)
@@ -270,7 +282,15 @@ def _to_expr(trans, final) -> Expr:
     pred: dict[int, set[int]] = {}
     order_of: dict[tuple[int, int], int] = {}
 
-    def add(i: int, j: int, e: Expr) -> None:
+    size: dict[tuple[int, int], int] = {}  # tree size of each edge's expression
+
+    def add(i: int, j: int, e: Expr, n: int = 1) -> None:
+        # state elimination can grow the expression exponentially in the states: stop while
+        # it grows, and keep the (linear) automaton instead
+        n += size.get((i, j), 0)
+        if n > ELIMINATION_NODES:
+            raise _EliminationTooLarge
+        size[(i, j)] = n
         if (i, j) in R:
             R[(i, j)] = alt(R[(i, j)], e)
         else:
@@ -282,6 +302,7 @@ def _to_expr(trans, final) -> Expr:
     def unlink(i: int, j: int) -> Expr:
         succ[i].discard(j)
         pred[j].discard(i)
+        size.pop((i, j), None)
         return R.pop((i, j))
 
     def cost(q: int) -> tuple[int, int]:
@@ -312,27 +333,28 @@ def _to_expr(trans, final) -> Expr:
                     depth[t] = depth[s] + 1
                     nxt_frontier.append(t)
         frontier = nxt_frontier
-    remaining = set(live)
-    while remaining:
-        # eliminate the state with the fewest connections first (keeps expressions small)
-        k = min(remaining, key=cost)
-        remaining.discard(k)
-        loop = unlink(k, k) if (k, k) in R else None
-        star = Repeat(loop, 0, None) if loop is not None else EMPTY
-        # the same order as iterating R (insertion order), so the expression is deterministic
-        ins = sorted(((i, R[(i, k)]) for i in pred.get(k, ())), key=lambda x: order_of[(x[0], k)])
-        outs = sorted(((j, R[(k, j)]) for j in succ.get(k, ())), key=lambda x: order_of[(k, x[0])])
-        for i, _ in ins:
-            unlink(i, k)
-        for j, _ in outs:
-            unlink(k, j)
-        for i, ei in ins:
-            for j, ej in outs:
-                add(i, j, seq(ei, star, ej))
-    out = R.get((S, F), NOTHING)
-    if expr_size(out, ELIMINATION_NODES) >= ELIMINATION_NODES:
+    try:
+        remaining = set(live)
+        while remaining:
+            # eliminate the state with the fewest connections first (keeps expressions small)
+            k = min(remaining, key=cost)
+            remaining.discard(k)
+            star_size = size.get((k, k), 0) + 1
+            loop = unlink(k, k) if (k, k) in R else None
+            star = Repeat(loop, 0, None) if loop is not None else EMPTY
+            # the same order as iterating R (insertion order), so the expression is deterministic
+            ins = sorted(((i, R[(i, k)], size[(i, k)]) for i in pred.get(k, ())), key=lambda x: order_of[(x[0], k)])
+            outs = sorted(((j, R[(k, j)], size[(k, j)]) for j in succ.get(k, ())), key=lambda x: order_of[(k, x[0])])
+            for i, _, _ in ins:
+                unlink(i, k)
+            for j, _, _ in outs:
+                unlink(k, j)
+            for i, ei, ni in ins:
+                for j, ej, nj in outs:
+                    add(i, j, seq(ei, star, ej), ni + star_size + nj)
+    except _EliminationTooLarge:
         return _automaton(trans, final, live)
-    return out
+    return R.get((S, F), NOTHING)
 
 
 ELIMINATION_STATES = 48

@@ -10,14 +10,21 @@ declare, so a property declared on one side only must also satisfy the other sid
 """
 from __future__ import annotations
 
+import json
 from contextvars import ContextVar
 from typing import Any, Callable
 
 from .canonical import json_equal
+from .errors import LimitError
 
-__all__ = ["merge", "merge_lenient", "MergeConflict"]
+__all__ = ["merge", "merge_lenient", "MergeConflict", "MAX_MERGE_STEPS"]
 
 MAX_DEPTH = 12
+MAX_MERGE_STEPS = 20_000
+"""Pairwise schema merges one top-level :func:`merge` may make. Distributing ``allOf`` over
+``anyOf`` multiplies the alternatives, so ``allOf`` of n ``anyOf``s of k grows as k**n; this
+stops it while it grows (the caller locates the error)."""
+_STEPS: ContextVar[list[int] | None] = ContextVar("structgen_merge_steps", default=None)
 _UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 _LOWER = ("minimum", "exclusiveMinimum", "minItems", "minLength", "minProperties")
 _UPPER = ("maximum", "exclusiveMaximum", "maxItems", "maxLength", "maxProperties")
@@ -63,7 +70,28 @@ def merge_lenient(a: Any, b: Any, resolve: Callable[[str], Any]) -> tuple[Any, l
 
 
 def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
-    """The intersection of schemas ``a`` and ``b`` (``resolve`` maps a ``$ref`` to its target)."""
+    """The intersection of schemas ``a`` and ``b`` (``resolve`` maps a ``$ref`` to its target).
+
+    Raises:
+        MergeConflict: not combinable exactly.
+        LimitError: more than :data:`MAX_MERGE_STEPS` merges (pointer "": the caller knows where).
+    """
+    steps = _STEPS.get()
+    if steps is None:  # the outermost call owns the count
+        token = _STEPS.set([0])
+        try:
+            return _merge(a, b, resolve, depth)
+        finally:
+            _STEPS.reset(token)
+    steps[0] += 1
+    if steps[0] > MAX_MERGE_STEPS:
+        raise LimitError(f"combining these schemas takes more than {MAX_MERGE_STEPS} merges "
+                         "(allOf over anyOf multiplies the alternatives)", limit_name="MAX_MERGE_STEPS",
+                         limit=MAX_MERGE_STEPS, reached=steps[0], pointer=None)
+    return _merge(a, b, resolve, depth)
+
+
+def _merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise MergeConflict("allOf", "schemas nest too deeply to combine (recursive $ref inside allOf?)")
     if a is True or a == {}:
@@ -184,12 +212,16 @@ def _distribute(a: Any, b: Any, resolve, depth: int) -> Any:
         raise MergeConflict("anyOf", "too many alternatives to combine")
     rest_b = {k: v for k, v in b.items() if k != "anyOf"}
     base = merge(a, rest_b, resolve, depth + 1) if rest_b else a
-    merged = []
+    merged: dict[str, Any] = {}  # identical alternatives once: repeated merges would multiply them
     for opt in options:
         m = merge(base, opt, resolve, depth + 1)
         if m is not False:
-            merged.append(m)
-    return {"anyOf": merged} if merged else False
+            merged.setdefault(_key(m), m)
+    return {"anyOf": list(merged.values())} if merged else False
+
+
+def _key(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, default=repr)
 
 
 def _intersect_types(ta: set[str] | None, tb: set[str] | None) -> set[str]:

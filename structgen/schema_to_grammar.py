@@ -19,12 +19,11 @@ from functools import lru_cache
 import json
 import math
 import re
-import sys
 import warnings
 from typing import Any, Literal
 
 from .canonical import dumps_compact, json_equal
-from .errors import AutomatonSizeError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
+from .errors import AutomatonSizeError, LimitError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
 from .grammar import (
     EMPTY,
     NOTHING,
@@ -197,12 +196,37 @@ def _not_in_set(words: list[str]) -> Expr:
     return alt(*options)
 
 
+MAX_GRAMMAR_RULES = 20_000
+"""Rules one schema may generate (a schema of 200 properties needs about 400; the rules of an
+object counted with ``minProperties``/``maxProperties`` grow with properties x counts)."""
+
+
+MAX_TUPLE_ITEMS = 1_000
+"""Positional item schemas (``prefixItems``, draft-07 ``items`` arrays) of one array."""
+
+
+class _Rules(dict):
+    """The converter's rules, refused past :data:`MAX_GRAMMAR_RULES` as they are added, with
+    the pointer of the schema node being converted."""
+
+    __slots__ = ("owner",)
+
+    def __setitem__(self, name: str, value: Expr) -> None:
+        if len(self) >= MAX_GRAMMAR_RULES and name not in self:
+            raise LimitError(f"the schema generates more than {MAX_GRAMMAR_RULES} grammar rules",
+                             limit_name="MAX_GRAMMAR_RULES", limit=MAX_GRAMMAR_RULES, reached=len(self) + 1,
+                             pointer=self.owner.where)
+        super().__setitem__(name, value)
+
+
 class _Converter:
     def __init__(self, root: Any, *, strict: bool, whitespace: str, max_whitespace: int) -> None:
         self.root = root
         self.strict = strict
         self.ws: Expr = EMPTY if whitespace == "compact" else Repeat(_WS_CHARS, 0, max_whitespace)
-        self.rules: dict[str, Expr] = {}
+        self.where = ""  # pointer of the schema node being converted (for limit errors)
+        self.rules: dict[str, Expr] = _Rules()
+        self.rules.owner = self
         self.ref_rules: dict[str, str] = {}
         self.warnings: list[str] = []
         self.notes: list[str] = []  # unknown keywords ignored as annotations
@@ -294,7 +318,10 @@ class _Converter:
         body = self.node(self.root, "")
         if body == NOTHING and self.empty_reasons:
             raise self.empty_reasons[0]
-        self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
+        rules = _Rules(start=seq(self.ws, body, self.ws))
+        rules.owner = self
+        rules.update(self.rules)
+        self.rules = rules
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
@@ -325,6 +352,17 @@ class _Converter:
     # -- nodes --------------------------------------------------------------------
 
     def node(self, schema: Any, ptr: str) -> Expr:
+        outer, self.where = self.where, ptr
+        try:
+            return self._node(schema, ptr)
+        except LimitError as exc:
+            if exc.pointer is None:  # raised by a stage that does not know where: the innermost node
+                raise exc.at(ptr) from None
+            raise
+        finally:
+            self.where = outer
+
+    def _node(self, schema: Any, ptr: str) -> Expr:
         if schema is True:
             return self.any_value()
         if schema is False:
@@ -694,11 +732,16 @@ class _Converter:
         if self.has_unevaluated(base, ptr):
             base = self.unevaluated(base, ptr)
         merged: Any = base
+        # the parts may come from a rewrite (not, if/then/else, oneOf become allOf parts):
+        # errors name the nearest location the user wrote
+        here = _existing_prefix(self.root, _ptr(ptr, keyword))
         try:
             for part in parts:
                 merged = merge(merged, part, resolve)
+        except LimitError as exc:
+            raise exc.at(here) from None
         except MergeConflict as exc:
-            self.unsupported(exc.keyword, _ptr(ptr, keyword), exc.why)  # raises unless lenient
+            self.unsupported(exc.keyword, here, exc.why)  # raises unless lenient
             merged = base
             for part in parts:  # lenient: the first schema's value wins each conflict (recorded)
                 try:
@@ -706,7 +749,7 @@ class _Converter:
                 except MergeConflict as again:  # not combinable at all: this part is dropped
                     conflicts = [(again.keyword, again.why + "; that allOf member is not enforced")]
                 for kw, why in conflicts:
-                    self.unsupported(kw, _ptr(ptr, keyword), why)
+                    self.unsupported(kw, here, why)
         self._merging += 1
         # the merged schema's keywords come from several places: anyOf's siblings and
         # branches keep their own locations (ptr/kw, ptr/anyOf/i); for allOf and $ref an
@@ -720,6 +763,8 @@ class _Converter:
                 where = _ptr(ptr, exc.keyword)  # a sibling keyword copied into each branch
             if where == exc.pointer:
                 raise
+            if isinstance(exc, LimitError):
+                raise exc.at(where) from None
             raise type(exc)(exc.message, pointer=where, keyword=exc.keyword) from None
         finally:
             self._merging -= 1
@@ -979,6 +1024,9 @@ class _Converter:
         else:
             prefix_ptr = _ptr(ptr, "prefixItems")
         prefix = prefix or []
+        if len(prefix) > MAX_TUPLE_ITEMS:  # each position nests the expression one level deeper
+            raise LimitError(f"{len(prefix)} positional item schemas", limit_name="MAX_TUPLE_ITEMS",
+                             limit=MAX_TUPLE_ITEMS, reached=len(prefix), pointer=prefix_ptr)
         if "contains" in schema:
             return self.array_contains(schema, prefix, items, ptr)
         lo = schema.get("minItems", 0)
@@ -1337,8 +1385,10 @@ class _Converter:
         def rest(k: int, c: int) -> Expr:
             return Ref(f"{base}_rest{k}_{c_of(c)}") if hi is None or c <= hi else NOTHING
 
-        counts_seen = range(cap + 1)
-        for c in counts_seen:
+        # after k declared positions at most k members were emitted: the counts beyond are
+        # only ever met by undeclared members, which a counted repeat covers (extras_from),
+        # so the rules grow with properties x min(properties, bound), never with the bound
+        for c in range(min(n, cap) + 1):
             self.rules[f"{base}_rest{n}_{c}"] = extras_from(c)
         if extra_member is not None and (hi is None or hi >= 1):
             self.rules[f"{base}_first{n}"] = seq(extra_member, extras_from(1))
@@ -1347,7 +1397,7 @@ class _Converter:
         for k in reversed(range(n)):
             name, value, req = entries[k]
             m = member(name, value)
-            for c in counts_seen:
+            for c in range(min(k, cap) + 1):
                 emitted = seq(sep, m, rest(k + 1, c + 1))
                 self.rules[f"{base}_rest{k}_{c}"] = emitted if req else alt(emitted, rest(k + 1, c))
             first = seq(m, rest(k + 1, 1))
@@ -1520,6 +1570,13 @@ def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
     return False
 
 
+def _literal_values(s: Any) -> list | None:
+    """The values of a schema that is only ``const`` or ``enum`` (and annotations), else None."""
+    if not isinstance(s, dict) or set(s) - ANNOTATION_KEYWORDS not in ({"const"}, {"enum"}):
+        return None
+    return [s["const"]] if "const" in s else (list(s["enum"]) if isinstance(s["enum"], list) else None)
+
+
 def _negate(s: Any) -> Any:
     """A schema for ``not s`` in the decidable cases, else None."""
     if s is True or s == {}:
@@ -1533,7 +1590,12 @@ def _negate(s: Any) -> Any:
         return s["not"]  # double negation
     if keys in ({"anyOf"}, {"allOf"}) and isinstance(s[next(iter(keys))], list) and s[next(iter(keys))]:
         # De Morgan: not (A or B) = not A and not B; not (A and B) = not A or not B
-        negs = [_negate(x) for x in s[next(iter(keys))]]
+        members = s[next(iter(keys))]
+        if keys == {"anyOf"} and len(members) > 1 and all(_literal_values(x) is not None for x in members):
+            # not (const a or const b or enum [c, d]) = not enum [a, b, c, d]: one negation,
+            # not an allOf of negations whose merge multiplies their alternatives
+            return _negate({"enum": [v for x in members for v in _literal_values(x)]})
+        negs = [_negate(x) for x in members]
         if any(n is None for n in negs):
             return None
         return {"allOf": negs} if keys == {"anyOf"} else {"anyOf": negs}
@@ -1742,16 +1804,20 @@ def schema_to_grammar(
     Raises:
         SchemaError: the schema is invalid (pointer to the fault) or trivially unsatisfiable.
         UnsupportedSchemaError: strict mode and a keyword structgen cannot enforce.
+        LimitError: a construct past one of the limits in ``docs/limits.md`` (located).
     """
     if whitespace not in ("compact", "flexible"):
         raise ValueError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
     if max_whitespace < 0:
         raise ValueError("max_whitespace must be >= 0")
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20_000))  # deeply nested schemas recurse in jsonschema and here
-    try:
-        return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
-    except RecursionError:
-        raise SchemaError("the schema nests too deeply to compile", pointer="") from None
-    finally:
-        sys.setrecursionlimit(limit)
+    from .compiler import _deep_recursion
+    from .schema_text import check_schema_depth
+
+    check_schema_depth(schema)
+    # deeply nested schemas recurse in jsonschema and here; the limit is raised once for all
+    # threads compiling at the same time (see compiler._deep_recursion)
+    with _deep_recursion():
+        try:
+            return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
+        except RecursionError:
+            raise SchemaError("the schema nests too deeply to compile", pointer="") from None

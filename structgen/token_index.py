@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
-from .counters import CounterRule, canonical_count
+from .counters import CounterRule, canonical_count, check_config_stacks, prune_subsumed
 from .grammar import CharSet
 from .tokenizer import TokenizerInfo
 from .utf8 import charset_to_byte_sequences
@@ -351,6 +351,9 @@ class TokenIndex:
                     work.append(self._stacks[p])
             for callee, ret in self._calls[r][s]:
                 work.append((callee, 0, self._stack_id((r, ret, p))))
+        if self._counters is not None and len(tops) > 1:  # bounded stacks per configuration
+            tops = prune_subsumed(tops, self._stacks, self._counters)
+            check_config_stacks(len(tops))
         return self._intern_config(tuple(sorted(tops)), accepting)
 
     def _compute_row(self, cid: int) -> None:

@@ -140,8 +140,10 @@ class GrammarSpec:
                 f"unknown option(s) {sorted(unknown)} for {kind!r}; expected some of {sorted(_OPTIONS[kind])}")
         value = raw[kind]
         if kind == "json_schema" and isinstance(value, (str, bytes)):
+            from .schema_text import loads_schema
+
             try:
-                value = json.loads(value)
+                value = loads_schema(value)  # NaN, Infinity and overlong numbers refused, located
             except ValueError as exc:
                 raise StructgenArgsError(f"json_schema is not valid JSON text: {exc}") from None
         if kind == "grammar" and not isinstance(value, str):

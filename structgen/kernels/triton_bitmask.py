@@ -80,7 +80,16 @@ def _spec(x: Any) -> tuple:
 
 def apply_token_bitmask_triton(logits: Any, bitmask: Any, indices: Any = None, *, words_per_program: int = DEFAULT_WORDS,
                                full_store: bool = DEFAULT_FULL_STORE) -> None:
-    """Mask ``logits`` in place (see module docstring for shapes)."""
+    """Mask ``logits`` in place (see module docstring for shapes).
+
+    Raises:
+        MatcherError: ``bitmask`` is not a 2-D int32 tensor on the logits' device.
+    """
+    if str(bitmask.dtype) != "torch.int32" or bitmask.dim() != 2 or bitmask.device != logits.device:
+        from ..errors import MatcherError
+
+        raise MatcherError(f"bitmask must be a 2-D torch.int32 tensor on {logits.device}, found "
+                           f"{bitmask.dtype} of shape {tuple(bitmask.shape)} on {bitmask.device}")
     rows, words = bitmask.shape
     vocab = logits.shape[1]
     grid = (rows, triton.cdiv(vocab, 32 * words_per_program), 1)
