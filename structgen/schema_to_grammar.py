@@ -538,7 +538,9 @@ class _Converter:
                     return None
                 parts.append({"allOf": [restrict, *negs]})
             else:
-                narrowed = [{**resolved[j], "type": sorted(_types_of(resolved[j]) & family_types)} for j in admit]
+                # for this type only: keywords of other types (required...) prove nothing here
+                narrowed = [{**{k: v for k, v in resolved[j].items() if k not in _OTHER_FAMILY_KEYWORDS[family]},
+                             "type": sorted(_types_of(resolved[j]) & family_types)} for j in admit]
                 if any(not (_disjoint(x, y) or self.patterns_disjoint(x, y, ptr))
                        for k, x in enumerate(narrowed) for y in narrowed[k + 1:]):
                     return None
@@ -1573,12 +1575,15 @@ def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
         return True
     if not isinstance(x, dict) or not isinstance(y, dict) or depth > 4:
         return False
-    if not (_types_of(x) & _types_of(y)):
+    common = _types_of(x) & _types_of(y)
+    if not common:
         return True
     lx = [x["const"]] if "const" in x else x.get("enum")
     ly = [y["const"]] if "const" in y else y.get("enum")
     if lx is not None and ly is not None and not any(json_equal(a, b) for a in lx for b in ly):
         return True
+    if common != {"object"}:
+        return False  # the property rules below hold for objects only: other values may match both
     px, py = x.get("properties", {}), y.get("properties", {})
     rx, ry = set(x.get("required", [])), set(y.get("required", []))
     for name in rx & ry:
