@@ -787,17 +787,25 @@ class _Converter:
         # branches keep their own locations (ptr/kw, ptr/anyOf/i); for allOf and $ref an
         # error is pointed at the nearest location that exists in the user's schema
         at = ptr if keyword == "anyOf" else _ptr(ptr, keyword)
-        try:
-            return self.node(merged, at)
-        except SchemaError as exc:
+
+        def relocated(exc: SchemaError) -> SchemaError:
             where = _existing_prefix(self.root, exc.pointer)
             if isinstance(base, dict) and exc.keyword in base and not where.endswith("/" + str(exc.keyword)):
                 where = _ptr(ptr, exc.keyword)  # a sibling keyword copied into each branch
-            if where == exc.pointer:
+            return exc if where == exc.pointer else type(exc)(exc.message, pointer=where, keyword=exc.keyword)
+
+        reasons = len(self.empty_reasons)
+        try:
+            return self.node(merged, at)
+        except SchemaError as exc:
+            moved = relocated(exc)
+            if moved is exc:
                 raise
-            raise type(exc)(exc.message, pointer=where, keyword=exc.keyword) from None
+            raise moved from None
         finally:
             self._merging -= 1
+            # the reasons found empty inside, located as errors are
+            self.empty_reasons[reasons:] = [relocated(e) for e in self.empty_reasons[reasons:]]
 
     def ref(self, ref: str, ptr: str) -> Expr:
         target_ptr = self.to_pointer(ref, ptr)
