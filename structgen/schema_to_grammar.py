@@ -79,6 +79,21 @@ VALIDATION_KEYWORDS = frozenset({
 
 ALL_TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
 
+# keywords that constrain only one family of types (numbers: integers too)
+_FAMILY_KEYWORDS = {
+    "null": frozenset(),
+    "boolean": frozenset(),
+    "object": frozenset({"properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                         "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
+                         "unevaluatedProperties"}),
+    "array": frozenset({"items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
+                        "minItems", "maxItems", "uniqueItems", "unevaluatedItems"}),
+    "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
+    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
+}
+_OTHER_FAMILY_KEYWORDS = {f: frozenset().union(*(k for g, k in _FAMILY_KEYWORDS.items() if g != f))
+                          for f in _FAMILY_KEYWORDS}
+
 # propertyNames: keywords that string_language enforces on a name...
 _NAME_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength", "format", "enum", "const", "$ref",
                             "allOf", "anyOf", "oneOf", "not"})
@@ -438,6 +453,8 @@ class _Converter:
             branches = rest.pop("oneOf")
             overlap = self.oneof_overlap(branches, ptr)
             exact = self.oneof_exact(branches, ptr) if overlap is not None else None
+            if exact is None and overlap is not None:
+                exact = self.oneof_by_type(branches, ptr)
             if exact is not None:
                 parts.append(exact)
             else:
@@ -520,6 +537,64 @@ class _Converter:
             return None
         return {"anyOf": [{"allOf": [b, *(n for j, n in enumerate(negated) if j != i)]}
                           for i, b in enumerate(branches)]}
+
+    def oneof_by_type(self, branches: list, ptr: str) -> Any:
+        """``oneOf`` split by JSON type, or None: per type, the branches that admit it must be
+        disjoint there, or all but one must be negatable and the one left unconstrained for
+        that type (a branch of only object keywords matches every array: with an array
+        branch beside it, exactly one matches the arrays the array branch refuses).
+        """
+        resolved = [self.resolve_shallow(b, ptr) for b in branches]
+        if any(not isinstance(b, (dict, bool)) for b in resolved):
+            return None
+        parts: list[Any] = []
+        for family, keywords in _FAMILY_KEYWORDS.items():
+            family_types = {"number", "integer"} if family == "number" else {family}
+            admit: list[int] = []
+            vacuous: list[int] = []
+            for i, b in enumerate(resolved):
+                if b is False:
+                    continue
+                if b is True:
+                    admit.append(i), vacuous.append(i)
+                    continue
+                types = _types_of(b)
+                if not types & family_types:
+                    continue
+                admit.append(i)
+                constraining = set(b) - ANNOTATION_KEYWORDS - {"type"} - _OTHER_FAMILY_KEYWORDS[family]
+                if not constraining and (family != "number" or "number" in types):
+                    vacuous.append(i)
+            restrict = {"type": "number" if family == "number" else family}
+            if not admit or len(vacuous) >= 2:  # none, or every value of the type matches two
+                continue
+            if len(admit) == 1:
+                parts.append({"allOf": [branches[admit[0]], restrict]})
+            elif vacuous:  # the values of the type that no constrained branch matches
+                negs = [_negate(resolved[j]) for j in admit if j not in vacuous]
+                if any(n is None for n in negs):
+                    return None
+                parts.append({"allOf": [restrict, *negs]})
+            else:
+                # for this type only: keywords of other types (required...) prove nothing here
+                narrowed = [{**{k: v for k, v in resolved[j].items() if k not in _OTHER_FAMILY_KEYWORDS[family]},
+                             "type": sorted(_types_of(resolved[j]) & family_types)} for j in admit]
+                if any(not (_disjoint(x, y) or self.patterns_disjoint(x, y, ptr))
+                       for k, x in enumerate(narrowed) for y in narrowed[k + 1:]):
+                    return None
+                parts.extend({"allOf": [branches[j], restrict]} for j in admit)
+        return {"anyOf": parts} if parts else False
+
+    def patterns_disjoint(self, x: dict, y: dict, ptr: str) -> bool:
+        """Whether two string schemas' patterns match no common string (exact, by regular
+        intersection; False when it cannot be decided cheaply)."""
+        px, py = x.get("pattern"), y.get("pattern")
+        if not (isinstance(px, str) and isinstance(py, str)) or {"string"} != set(x["type"]) or {"string"} != set(y["type"]):
+            return False
+        try:
+            return intersect(self.pattern_expr(px, ptr), self.pattern_expr(py, ptr)) == NOTHING
+        except StructgenError:
+            return False
 
     def oneof_negations(self, branches: list, ptr: str) -> list | None:
         """``not branch`` for each branch when all are decidable (and there are few), else None."""
@@ -755,19 +830,29 @@ class _Converter:
         # branches keep their own locations (ptr/kw, ptr/anyOf/i); for allOf and $ref an
         # error is pointed at the nearest location that exists in the user's schema
         at = ptr if keyword == "anyOf" else _ptr(ptr, keyword)
-        try:
-            return self.node(merged, at)
-        except SchemaError as exc:
+
+        def relocated(exc: SchemaError) -> SchemaError:
             where = _existing_prefix(self.root, exc.pointer)
             if isinstance(base, dict) and exc.keyword in base and not where.endswith("/" + str(exc.keyword)):
                 where = _ptr(ptr, exc.keyword)  # a sibling keyword copied into each branch
             if where == exc.pointer:
-                raise
+                return exc
             if isinstance(exc, LimitError):
-                raise exc.at(where) from None
-            raise type(exc)(exc.message, pointer=where, keyword=exc.keyword) from None
+                return exc.at(where)
+            return type(exc)(exc.message, pointer=where, keyword=exc.keyword)
+
+        reasons = len(self.empty_reasons)
+        try:
+            return self.node(merged, at)
+        except SchemaError as exc:
+            moved = relocated(exc)
+            if moved is exc:
+                raise
+            raise moved from None
         finally:
             self._merging -= 1
+            # the reasons found empty inside, located as errors are
+            self.empty_reasons[reasons:] = [relocated(e) for e in self.empty_reasons[reasons:]]
 
     def ref(self, ref: str, ptr: str) -> Expr:
         target_ptr = self.to_pointer(ref, ptr)
@@ -1550,12 +1635,15 @@ def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
         return True
     if not isinstance(x, dict) or not isinstance(y, dict) or depth > 4:
         return False
-    if not (_types_of(x) & _types_of(y)):
+    common = _types_of(x) & _types_of(y)
+    if not common:
         return True
     lx = [x["const"]] if "const" in x else x.get("enum")
     ly = [y["const"]] if "const" in y else y.get("enum")
     if lx is not None and ly is not None and not any(json_equal(a, b) for a in lx for b in ly):
         return True
+    if common != {"object"}:
+        return False  # the property rules below hold for objects only: other values may match both
     px, py = x.get("properties", {}), y.get("properties", {})
     rx, ry = set(x.get("required", [])), set(y.get("required", []))
     for name in rx & ry:
@@ -1588,6 +1676,21 @@ def _negate(s: Any) -> Any:
     keys = set(s) - ANNOTATION_KEYWORDS
     if keys == {"not"}:
         return s["not"]  # double negation
+    if len(keys) > 1 and keys & {"not", "allOf", "anyOf"}:
+        # not (R and not B and allOf[C...] and anyOf[D...]) = not R or B or not C... or all of not D...
+        rest = {k: v for k, v in s.items() if k not in ("not", "allOf", "anyOf")}
+        options: list[Any] = [_negate(rest)]
+        if "not" in s:
+            options.append(s["not"])
+        if isinstance(s.get("allOf"), list):
+            options += [_negate(x) for x in s["allOf"]]
+        if isinstance(s.get("anyOf"), list):
+            negs = [_negate(x) for x in s["anyOf"]]
+            options.append(None if any(n is None for n in negs) else {"allOf": negs})
+        if any(o is None for o in options):
+            return None
+        options = [o for o in options if o is not False]
+        return {"anyOf": options} if options else False
     if keys in ({"anyOf"}, {"allOf"}) and isinstance(s[next(iter(keys))], list) and s[next(iter(keys))]:
         # De Morgan: not (A or B) = not A and not B; not (A and B) = not A or not B
         members = s[next(iter(keys))]

@@ -550,8 +550,9 @@ _D7 = "http://json-schema.org/draft-07/schema#"
     ({"anyOf": [True], "type": "integer", "minimum": 5, "maximum": 4}, "/minimum"),
     # 12: a required name without a declared property takes additionalProperties, but its
     # errors pointed at /required/...
-    ({"type": "array", "items": {"properties": {"a": {"type": "null"}}, "required": ["zz"],
-                                 "additionalProperties": {"type": "null", "const": False}}},
+    ({"type": "array", "minItems": 1, "items": {"type": "object", "properties": {"a": {"type": "null"}},
+                                                "required": ["zz"], "additionalProperties": {"type": "null",
+                                                                                             "const": False}}},
      "/items/additionalProperties/const"),
     # 19: a pattern Python's re cannot compile, beside enum/const (decided by jsonschema),
     # escaped as re.error
