@@ -565,6 +565,22 @@ def _open_ended(e: Expr) -> Expr:
     return e
 
 
+def _open_started(e: Expr) -> Expr:
+    """``e`` with a bounded repeat at its start made unbounded, for use after ``.*``.
+
+    Exact there: the items of a longer run beyond the last ``n`` can be read by the ``.*``
+    in front, so ``.*X{n,m}R``, ``.*X{n}R`` and ``.*X{n,}R`` match the same strings. It matters for cost: ``.*b{5000}$``
+    starts a run of the counter at every ``b``, each still counting when the next starts;
+    unbounded, the runs subsume one another and one is kept."""
+    if isinstance(e, Repeat) and e.max is not None and e.min >= 1:
+        return Repeat(e.item, e.min, None)
+    if isinstance(e, Seq) and e.items:
+        return Seq((_open_started(e.items[0]),) + e.items[1:])
+    if isinstance(e, Alt):
+        return Alt(tuple(_open_started(o) for o in e.options))
+    return e
+
+
 def search_expr(pattern: str, flags: str = "") -> Expr:
     """The JSON Schema meaning of ``pattern``: strings containing a match anywhere.
 
@@ -574,7 +590,9 @@ def search_expr(pattern: str, flags: str = "") -> Expr:
     anything = Repeat(ANY_CHAR, 0, None)
 
     def wrap(start: bool, body: Expr, end: bool) -> Expr:
-        return seq(EMPTY if start else anything, body if end else _open_ended(body), EMPTY if end else anything)
+        body = body if end else _open_ended(body)
+        body = body if start else _open_started(body)
+        return seq(EMPTY if start else anything, body, EMPTY if end else anything)
 
     branches = _parse_branches(pattern, flags)
     anchoring = {(s, e) for s, _, e in branches}

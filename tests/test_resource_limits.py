@@ -93,25 +93,63 @@ def test_pattern_ab3000_decodes_with_bounded_configurations(compiler):
     assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
 
 
-def test_end_anchored_restarting_repeat_hits_config_stack_limit(compiler):
-    # a run may start at every b and each needs exactly 5000: no exact pruning exists, so
-    # the configuration grows until MAX_CONFIG_STACKS, then a LimitError (matcher unchanged)
+def test_end_anchored_run_of_one_class_decodes_with_bounded_configurations(compiler):
+    # .*b{5000}$ would start a run at every b, each still counting: read as .*b{5000,}$
+    # (the same strings), the runs subsume one another and one is kept
     g = compile_(compiler, {"type": "string", "pattern": "b{5000}$"})
     m = g.matcher()
-    assert m.accept_string('"')
-    with guard(), pytest.raises(LimitError) as info:
-        for _ in range(5000):
-            assert m.accept_string("b")
-    assert info.value.limit_name == "MAX_CONFIG_STACKS"
-    assert len(m._history) - 2 < MAX_CONFIG_STACKS + 1
-    # the same language written so that one run counts at a time decodes
-    g1 = compile_(compiler, {"type": "string", "pattern": "^(.*[^b])?b{5000}$"})
-    m = g1.matcher()
     with guard():
-        assert m.accept_string('"x' + "b" * 5000 + '"') and m.is_completed()
-    # small counts stay exact
-    g2 = compile_(compiler, {"type": "string", "pattern": "b{100}$"})
-    assert accepts(g2, '"x' + "b" * 100 + '"') and not accepts(g2, '"x' + "b" * 99 + '"')
+        assert m.accept_string('"x' + "b" * 5000)
+    assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
+    assert m.accept_string('"') and m.is_completed()
+    assert not accepts(g, '"' + "b" * 4999 + '"') and not accepts(g, '"' + "b" * 5000 + 'x"')
+    assert accepts(g, '"' + "b" * 5003 + '"') and accepts(g, '"bxb' + "b" * 5000 + '"')
+
+
+def test_end_anchored_repeat_of_a_longer_item_decodes_with_bounded_configurations(compiler):
+    g = compile_(compiler, {"type": "string", "pattern": "(ab){3000}$"})
+    m = g.matcher()
+    with guard():
+        assert m.accept_string('"b' + "ab" * 3000)
+    assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
+    assert m.accept_string('"') and m.is_completed()
+    assert not accepts(g, '"' + "ab" * 2999 + '"') and not accepts(g, '"' + "ab" * 3000 + 'a"')
+
+
+def test_config_stack_limit_refuses_and_leaves_the_matcher_usable(compiler, monkeypatch):
+    # no pattern left in this suite grows configurations without bound; a small limit shows
+    # the refusal: a LimitError from the step that would cross it, the matcher unchanged
+    import structgen.counters
+
+    monkeypatch.setattr(structgen.counters, "MAX_CONFIG_STACKS", 3)
+    # after i a's the count may be anything from i/2 to i: one stack per count
+    g = compile_(compiler, {"type": "string", "pattern": "^(a|aa){100}$"})
+    m = g.matcher()
+    assert m.accept_string('"')
+    with pytest.raises(LimitError) as info:
+        for _ in range(20):
+            m.accept_string("a")
+    assert info.value.limit_name == "MAX_CONFIG_STACKS" and info.value.limit == 3
+    assert len(g.index._configs[m.state][0]) <= 3
+    before, steps = m.state, len(m._history)
+    with pytest.raises(LimitError):
+        m.accept_string("a")
+    assert m.state == before and len(m._history) == steps
+    monkeypatch.setattr(structgen.counters, "MAX_CONFIG_STACKS", 512)
+    assert m.accept_string("a" * (150 - steps + 1) + '"') and m.is_completed()
+
+
+@pytest.mark.parametrize("pattern", ["x{70}$", "[0-9]{70}[a-c]$", "x{70,80}y", "^ax{70}", "[^x]{70}$", "x{70}", ".{70}$"])
+def test_rewritten_long_runs_agree_with_re(compiler, pattern):
+    import random
+    import re
+
+    rng = random.Random(7)
+    g = compile_(compiler, {"type": "string", "pattern": pattern})
+    for _ in range(60):
+        text = ("".join(rng.choice("xxxy0a") for _ in range(rng.randint(0, 5))) + rng.choice("x0ya") * rng.randint(60, 90)
+                + "".join(rng.choice("xya0") for _ in range(rng.randint(0, 3))))
+        assert accepts(g, json.dumps(text)) == bool(re.search(pattern, text)), text
 
 
 def test_nested_counted_repeat_pattern_is_answered(compiler):
