@@ -203,8 +203,11 @@ void copy_dups(u32w& mask, const i64& dups) {
 
 }  // namespace
 
+void register_automaton(py::module_& m);  // src/core/automaton.cpp
+
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "structgen's native core: the vocabulary trie and the mask walk (see src/core/token_walk.cpp)";
+  m.doc() = "structgen's native core: rule DFAs (src/core/automaton.cpp), the vocabulary trie and the mask walk";
+  register_automaton(m);
   m.def("build_trie", &build_trie, py::arg("flat"), py::arg("offsets"), py::arg("ids"));
   m.def("walk", &walk, py::arg("byte"), py::arg("tok"), py::arg("depth"), py::arg("end"), py::arg("rows"),
         py::arg("slot"), py::arg("starts"), py::arg("start_cfgs"), py::arg("first_bytes"), py::arg("mask").noconvert(),
