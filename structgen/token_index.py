@@ -344,15 +344,14 @@ class TokenIndex:
                         row[bs] = self._close_memo((r, t, p),)
             else:
                 # group the 256 bytes by the tuple of per-frame targets (usually a handful of
-                # groups), then close each group once; np.unique(axis=0) cost ms per row here
-                cols = [self._trans[r][s].tolist() for r, s, _ in frames]
-                groups = {}
-                for b, targets in enumerate(zip(*cols)):
-                    groups.setdefault(targets, []).append(b)
-                for targets, bs in groups.items():
+                # groups, found natively), then close each group once
+                gid, cols = _core.group_bytes(np.stack([self._trans[r][s] for r, s, _ in frames]))
+                after = np.zeros(len(cols), np.int32)
+                for g, targets in enumerate(cols.tolist()):
                     raw = tuple((r, t, p) for (r, _, p), t in zip(frames, targets) if t >= 0)
                     if raw:
-                        row[bs] = self._close_memo(*raw)
+                        after[g] = self._close_memo(*raw)
+                row = after[gid]
         slot = self._num_rows  # after _close: the table may have been reallocated
         if slot >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
@@ -533,8 +532,9 @@ class TokenIndex:
         # some first bytes lead into a string body (the first character of a property name
         # beside the declared names' own prefixes): take their tokens per first byte
         good_bytes = PLAIN_BYTES[good].tolist()
-        for b in good_bytes:
-            _core.set_bits(mask, plain.by_first[plain.offsets[b]:plain.offsets[b + 1]])
+        flags = np.zeros(256, np.uint8)
+        flags[good_bytes] = 1
+        _core.set_runs(mask, plain.by_first, plain.offsets, flags)
         walk_plain = np.zeros(256, np.uint8)
         walk_plain[PLAIN_BYTES[~good & (into != DEAD)]] = 1
         walks = [(plain.only, walk_plain)]
@@ -544,9 +544,8 @@ class TokenIndex:
             multi = self._multibyte_target(cid)
             if multi == _NO_CHARS or self._text_loop(multi):  # non-ASCII first characters too
                 whole = whole + list(range(0x80, 0x100))
-            for b in whole:
-                _core.set_bits(mask, plain.text_by_first[plain.text_offsets[b]:plain.text_offsets[b + 1]])
             other_first[whole] = 0
+            _core.set_runs(mask, plain.text_by_first, plain.text_offsets, 1 - other_first)
             walks += [(plain.other, None), (plain.text_trie, other_first)]
         else:
             walks.append((plain.rest, None))

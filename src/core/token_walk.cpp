@@ -201,6 +201,53 @@ void copy_dups(u32w& mask, const i64& dups) {
   }
 }
 
+// For each flagged byte b (flags[256]), set the bits of ids[offsets[b]:offsets[b + 1]].
+void set_runs(u32w& mask, const i64& ids, const i64& offsets, const u8& flags) {
+  if (offsets.shape(0) != 257 || flags.shape(0) != 256) throw std::invalid_argument("offsets needs 257 entries, flags 256");
+  const int64_t n = ids.shape(0), bits = mask.size() * 32;
+  const int64_t* I = ids.data();
+  const int64_t* O = offsets.data();
+  const uint8_t* F = flags.data();
+  for (int b = 0; b < 256; ++b)
+    if (O[b] < 0 || O[b] > O[b + 1] || O[b + 1] > n) throw std::invalid_argument("bad offsets");
+  for (int64_t k = 0; k < n; ++k)
+    if (I[k] < 0 || I[k] >= bits) throw std::invalid_argument("token id beyond the mask");
+  uint32_t* M = mask.mutable_data();
+  py::gil_scoped_release release;
+  for (int b = 0; b < 256; ++b)
+    if (F[b])
+      for (int64_t k = O[b]; k < O[b + 1]; ++k) M[I[k] >> 5] |= 1u << (I[k] & 31);
+}
+
+// Group the 256 bytes by their column of `targets` (k, 256): returns (group per byte, numbered
+// in order of first appearance; the column of each group (g, k)). A configuration with several
+// stack tops closes each group of bytes once.
+py::tuple group_bytes(const i32& targets) {
+  if (targets.ndim() != 2 || targets.shape(1) != 256) throw std::invalid_argument("targets must be (k, 256)");
+  const int64_t k = targets.shape(0);
+  const int32_t* T = targets.data();
+  i32 gid(256);
+  int32_t* G = gid.mutable_data();
+  std::vector<int32_t> reps;  // g * k
+  int32_t groups = 0;
+  for (int b = 0; b < 256; ++b) {
+    int32_t found = -1;
+    for (int32_t g = 0; g < groups && found < 0; ++g) {
+      bool same = true;
+      for (int64_t j = 0; j < k && same; ++j) same = reps[g * k + j] == T[j * 256 + b];
+      if (same) found = g;
+    }
+    if (found < 0) {
+      found = groups++;
+      for (int64_t j = 0; j < k; ++j) reps.push_back(T[j * 256 + b]);
+    }
+    G[b] = found;
+  }
+  py::array_t<int32_t> r({static_cast<py::ssize_t>(groups), static_cast<py::ssize_t>(k)});
+  std::copy(reps.begin(), reps.end(), r.mutable_data());
+  return py::make_tuple(gid, r);
+}
+
 }  // namespace
 
 void register_automaton(py::module_& m);  // src/core/automaton.cpp
@@ -214,4 +261,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("collect"));
   m.def("set_bits", &set_bits, py::arg("mask").noconvert(), py::arg("ids"));
   m.def("copy_dups", &copy_dups, py::arg("mask").noconvert(), py::arg("dups"));
+  m.def("set_runs", &set_runs, py::arg("mask").noconvert(), py::arg("ids"), py::arg("offsets"), py::arg("flags"));
+  m.def("group_bytes", &group_bytes, py::arg("targets"));
 }
