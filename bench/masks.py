@@ -148,6 +148,12 @@ def worker(engine_name: str, tok_name: str, shared: Path, corpus_file: Path, sta
     emit({"event": "done", "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
 
 
+def _complete_lines(path: Path) -> list[str]:
+    """The lines the worker has finished writing (a record being written has no newline yet)."""
+    text = path.read_text()
+    return text[:text.rfind("\n") + 1].splitlines()
+
+
 def run_engine(engine: str, tok_name: str, shared: Path, corpus_file: Path, n: int, timeout: float) -> dict:
     """Runs the worker, restarting it past any schema that outlives ``timeout``."""
     out = Path(tempfile.mkstemp(suffix=f".{engine}.jsonl")[1])
@@ -159,7 +165,7 @@ def run_engine(engine: str, tok_name: str, shared: Path, corpus_file: Path, n: i
         seen, last_change, current = 0, time.monotonic(), None
         while proc.poll() is None:
             time.sleep(0.05)
-            lines = out.read_text().splitlines()
+            lines = _complete_lines(out)
             if len(lines) != seen:
                 for line in lines[seen:]:
                     rec = json.loads(line)
@@ -178,7 +184,7 @@ def run_engine(engine: str, tok_name: str, shared: Path, corpus_file: Path, n: i
                 proc.wait()
                 records.append({"event": "case", "i": current, "error": f"timeout: no result in {timeout:.0f} s"})
                 break
-        lines = out.read_text().splitlines()
+        lines = _complete_lines(out)
         for line in lines[seen:]:
             rec = json.loads(line)
             if rec["event"] == "case":
