@@ -2,9 +2,10 @@
 
 Two pieces:
 
-* :class:`TokenTrie` — per tokenizer, built once: the vocabulary as a byte trie stored level
-  by level in numpy arrays (parent, byte, children range, token ending here). Walking it
-  breadth-first lets numpy advance every token prefix of one length in a single gather.
+* :class:`TokenTrie` — per tokenizer, built once: the vocabulary as a byte trie in preorder
+  (flat arrays per node: byte, token ending here, depth, end of subtree), built and walked by
+  the native core (``structgen._core``): the walk of one configuration is a single pass that
+  jumps over the subtree of every rejected byte, with the GIL released.
 * :class:`TokenIndex` — per compiled grammar: the pushdown automaton's *configurations*
   (the set of possible parser stacks after the text so far) interned as small integers and
   determinised lazily. For each configuration we memoise its byte-transition row (256
