@@ -12,6 +12,14 @@ neither torch nor transformers.
 """
 from __future__ import annotations
 
+try:
+    from . import _core  # noqa: F401 - the native core; every stage below needs it
+except ImportError as exc:  # a source checkout used without building it
+    raise ImportError(
+        "structgen's native core (structgen._core) is not built: run `pip install -e .` in the "
+        "checkout (it compiles src/core/*.cpp with the system C++ compiler and pybind11)"
+    ) from exc
+
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_words
 from .compiler import CompiledGrammar, CompileStats, GrammarCompiler
 from .errors import (

@@ -8,17 +8,20 @@ a return state once ``R`` has matched. The matcher runs the resulting pushdown a
 
 Pipeline per rule: expression → Thompson NFA over byte ranges (code points are expanded to
 UTF-8 byte sequences) → subset construction → trimming of states that cannot reach an
-accepting state (given which rules can match at all) → Moore minimisation.
+accepting state (given which rules can match at all) → Hopcroft minimisation. Subset
+construction and minimisation run in the native core (structgen._core).
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from itertools import chain
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
+from . import _core
 from .counters import CounterRule, lift_counters
 from .errors import AutomatonSizeError, GrammarError
 from .grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
@@ -188,18 +191,6 @@ class _NFABuilder:
 # --------------------------------------------------------------------------- DFA
 
 
-def _closure(nfa: _NFA, states) -> frozenset[int]:
-    seen = set(states)
-    stack = list(states)
-    while stack:
-        s = stack.pop()
-        for t in nfa.eps[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return frozenset(seen)
-
-
 def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
     return AutomatonSizeError(
         f"the grammar's automaton needs more than {limit:,} {kind} states (construction stopped at "
@@ -211,67 +202,35 @@ def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
 
 
 def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
-    """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state).
+    """Subset construction (native). Returns (trans (n,256) int32, final bool[n], calls per state).
 
-    ``used`` states of other rules already count against ``max_states``."""
-    memo: dict[frozenset[int], frozenset[int]] = {}
+    ``used`` states of other rules already count against ``max_states``. The rule's NFA is the
+    slice of ``nfa`` from ``start`` on: every state its build creates comes after ``start``
+    (shared fragments are keyed by an end state of the same build), so only that slice is
+    handed to the core, as flat arrays."""
+    eps, byts, calls = nfa.eps[start:], nfa.bytes[start:], nfa.calls[start:]
+    n = len(eps)
 
-    def closure(targets: list[int]) -> frozenset[int]:
-        key = frozenset(targets)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = _closure(nfa, key)
-        return got
+    def offsets(lists) -> np.ndarray:
+        out = np.zeros(n + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, lists), np.int64, n), out=out[1:])
+        return out
 
-    init = closure([start])
-    ids = {init: 0}
-    order = [init]
-    runs: list[tuple[int, int, int]] = []  # (first flat index, length, target): filled in numpy at the end
-    calls: list[tuple[tuple[int, int], ...]] = []
-    i = 0
-    while i < len(order):
-        cur = order[i]
-        i += 1
-        base = (i - 1) * 256
-        edges = [e for s in cur for e in nfa.bytes[s]]
-        if edges:
-            points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-            at = {p: k for k, p in enumerate(points)}
-            per_interval: list[list[int]] = [[] for _ in range(len(points) - 1)]
-            for lo, hi, t in edges:  # each edge covers a run of the elementary intervals
-                for k in range(at[lo], at[hi + 1]):
-                    per_interval[k].append(t)
-            for p, q, targets in zip(points, points[1:], per_interval):
-                if not targets:
-                    continue
-                tgt = closure(targets)
-                if tgt not in ids:
-                    if used + len(order) >= max_states:
-                        raise _too_large("DFA", used + len(order) + 1, max_states)
-                    ids[tgt] = len(order)
-                    order.append(tgt)
-                runs.append((base + p, q - p, ids[tgt]))
-        by_callee: dict[int, list[int]] = {}
-        for s in cur:
-            for callee, t in nfa.calls[s]:
-                by_callee.setdefault(callee, []).append(t)
-        state_calls = []
-        for callee in sorted(by_callee):
-            tgt = closure(by_callee[callee])
-            if tgt not in ids:
-                ids[tgt] = len(order)
-                order.append(tgt)
-            state_calls.append((callee, ids[tgt]))
-        calls.append(tuple(state_calls))
-    final = np.array([end in st for st in order], dtype=bool)
-    flat = np.full(len(order) * 256, -1, dtype=np.int32)
-    if runs:
-        first, length, target = np.array(runs, dtype=np.int64).T
-        ends = np.cumsum(length)
-        # index k of the concatenated runs lies in run r: first[r] + (k - start of run r)
-        pos = np.arange(ends[-1]) + np.repeat(first - (ends - length), length)
-        flat[pos] = np.repeat(target, length)
-    return flat.reshape(len(order), 256), final, calls
+    def edges(lists, width: int) -> np.ndarray:
+        """(edges, width) int32 of tuples whose last entry is an NFA state, made slice-local."""
+        arr = np.fromiter(chain.from_iterable(chain.from_iterable(lists)), np.int32).reshape(-1, width)
+        arr[:, -1] -= start
+        return arr
+
+    eps_tgt = np.fromiter(chain.from_iterable(eps), np.int32) - np.int32(start)
+    out = _core.determinise(offsets(eps), eps_tgt, offsets(byts), edges(byts, 3), offsets(calls), edges(calls, 2),
+                            0, end - start, max_states, used)
+    if len(out) == 1:
+        raise _too_large("DFA", int(out[0]), max_states)
+    trans, final, call_off, call_edge = out
+    pairs = call_edge.tolist()
+    bounds = call_off.tolist()
+    return trans, final, [tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]])) for i in range(len(final))]
 
 
 def _distinct_columns(trans: np.ndarray) -> list[int]:
@@ -321,36 +280,20 @@ def _coaccessible(trans, final, calls, productive: set[int], preds=None) -> np.n
     return np.array(seen, dtype=bool)
 
 
-_ROW_WEIGHTS = np.random.default_rng(20261130).integers(1, 2**63, size=(2, 260), dtype=np.uint64) | np.uint64(1)
-
-
-def _row_classes(sig: np.ndarray) -> tuple[np.ndarray, int]:
-    """Ids of equal rows of an int matrix (any numbering), and how many distinct rows.
-
-    Two multiplicative hashes per row group the rows in numpy; the grouping is then checked
-    against the rows themselves, and a dict of row bytes decides if any hash ever collided.
-    (Hashing each row's bytes in a Python loop was most of the minimisation time.)"""
-    if sig.shape[1] <= _ROW_WEIGHTS.shape[1]:
-        u = sig.astype(np.uint64)
-        w0, w1 = (w[: sig.shape[1]] for w in _ROW_WEIGHTS)
-        # one 64-bit hash per row (two weightings folded): a 1-D unique is several times
-        # faster than np.unique(axis=0) over pairs; a collision is caught just below
-        h = (u * w0).sum(axis=1) ^ ((u * w1).sum(axis=1) >> np.uint64(17))
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        if np.array_equal(sig, sig[first[inverse]]):
-            return inverse.astype(np.int64), len(first)
-    ids: dict[bytes, int] = {}
-    rows = np.ascontiguousarray(sig)
-    block = np.fromiter((ids.setdefault(r.tobytes(), len(ids)) for r in rows), np.int64, len(rows))
-    return block, len(ids)
+def _minimal_blocks(trans: np.ndarray, final: np.ndarray, calls) -> tuple[np.ndarray, int]:
+    """Equivalent states of a trimmed DFA (native Hopcroft): a block id per state, numbered in
+    order of first appearance from state 0, and the number of blocks. Calls count as letters
+    (callee -> return state), as bytes do."""
+    call_off = np.zeros(len(calls) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, calls), np.int64, len(calls)), out=call_off[1:])
+    call_edge = np.fromiter(chain.from_iterable(chain.from_iterable(calls)), np.int32).reshape(-1, 2)
+    return _core.minimise(np.ascontiguousarray(trans, np.int32), np.ascontiguousarray(final, bool), call_off, call_edge)
 
 
 def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[int]):
-    """Drop dead states, then merge equivalent ones (Moore refinement); start stays 0."""
+    """Drop dead states, then merge equivalent ones (Hopcroft, native); start stays 0."""
     n = trans.shape[0]
     trans = np.where((trans >= 0) & keep[np.clip(trans, 0, None)], trans, -1)
-    byte_cols = _distinct_columns(trans)
     dropped_call = any(c not in productive for s, cs in enumerate(calls) if keep[s] for c, _ in cs)
     calls = [
         tuple((c, t) for c, t in cs if c in productive and keep[t]) if keep[s] else ()
@@ -360,7 +303,7 @@ def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[in
         # a state reached only through a call into a rule that matches nothing is unreachable
         # now; without such calls every kept state still is reachable (a path from the start to
         # a state that can reach an end only passes states that can too), so no search
-        succ = trans[:, byte_cols].tolist()
+        succ = trans[:, _distinct_columns(trans)].tolist()
         reach = [False] * n
         reach[0] = True
         stack = [0]
@@ -382,28 +325,7 @@ def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[in
     trans = remap[trans[live]]  # -1 maps through remap[-1] == -1
     final = final[live]
     calls = [tuple((c, int(remap[t])) for c, t in calls[s]) for s in live]
-    # Moore refinement: signature = (final, block of each byte target, calls with target blocks)
-    block = final.astype(np.int64)
-    nblocks = len(np.unique(block))
-    # bytes every state treats alike (e.g. all UTF-8 continuation bytes) need one column
-    class_trans = trans[:, byte_cols]  # still the distinct columns: dropping states merges none
-    with_calls = [s for s, cs in enumerate(calls) if cs]
-    call_col = np.zeros(len(calls), np.int64)
-    while True:
-        tb = np.where(class_trans >= 0, block[np.clip(class_trans, 0, None)], -1)
-        call_ids: dict[tuple, int] = {(): 0}
-        for s in with_calls:
-            call_col[s] = call_ids.setdefault(tuple((c, int(block[t])) for c, t in calls[s]), len(call_ids))
-        sig = np.concatenate([block[:, None], call_col[:, None], tb], axis=1)
-        block, count = _row_classes(sig)
-        if count == nblocks:
-            break
-        nblocks = count
-    # renumber blocks so that the start state's block is 0, in order of first appearance
-    order = list(dict.fromkeys(block.tolist()))
-    rank = np.empty(nblocks, dtype=np.int64)
-    rank[order] = np.arange(nblocks)
-    block = rank[block]
+    block, nblocks = _minimal_blocks(trans, final, calls)  # the start state's block is 0
     rep = np.zeros(nblocks, dtype=np.int64)
     rep[block[::-1]] = np.arange(len(block))[::-1]  # first state of each block
     m_trans = np.where(trans[rep] >= 0, block[np.clip(trans[rep], 0, None)], -1).astype(np.int32)

@@ -2,9 +2,10 @@
 
 Two pieces:
 
-* :class:`TokenTrie` — per tokenizer, built once: the vocabulary as a byte trie stored level
-  by level in numpy arrays (parent, byte, children range, token ending here). Walking it
-  breadth-first lets numpy advance every token prefix of one length in a single gather.
+* :class:`TokenTrie` — per tokenizer, built once: the vocabulary as a byte trie in preorder
+  (flat arrays per node: byte, token ending here, depth, end of subtree), built and walked by
+  the native core (``structgen._core``): the walk of one configuration is a single pass that
+  jumps over the subtree of every rejected byte, with the GIL released.
 * :class:`TokenIndex` — per compiled grammar: the pushdown automaton's *configurations*
   (the set of possible parser stacks after the text so far) interned as small integers and
   determinised lazily. For each configuration we memoise its byte-transition row (256
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _core
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
 from .counters import CounterRule, canonical_count, check_config_stacks, prune_subsumed
 from .grammar import CharSet
@@ -56,22 +58,29 @@ _NEVER = _Never()
 
 @dataclass(frozen=True, eq=False)
 class TokenTrie:
-    """The vocabulary's token bytes as a level-ordered trie (level 0 is the root).
+    """The vocabulary's token bytes as a trie in preorder (node 0 is the root).
 
-    For level ``d`` (1-based), arrays of the nodes at that depth, sorted so that the children
-    of one parent are contiguous: ``byte[d]`` (uint8), ``tok_at[d]`` (a token id ending at
-    the node, or -1); for level ``d`` (0-based) ``child_start[d]`` and ``child_count[d]`` give
-    each node's children in level ``d + 1``. ``dups`` pairs (canonical, duplicate) token ids
-    with identical bytes.
+    Per node: ``byte`` (uint8, the last byte of its prefix), ``tok`` (int32, the token id
+    ending there, or -1), ``depth`` (int32, its prefix length) and ``end`` (int32, one past
+    the last node of its subtree: a rejected byte skips to ``end``). The children of a node
+    follow it in byte order. ``dups`` pairs (canonical, duplicate) token ids with identical
+    bytes; ``max_len`` is the longest token's length.
     """
 
-    byte: tuple[np.ndarray, ...]
-    tok_at: tuple[np.ndarray, ...]
-    child_start: tuple[np.ndarray, ...]
-    child_count: tuple[np.ndarray, ...]
+    byte: np.ndarray
+    tok: np.ndarray
+    depth: np.ndarray
+    end: np.ndarray
     dups: np.ndarray
-    num_nodes: int
     plain: PlainSplit | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.byte)
+
+    @property
+    def max_len(self) -> int:
+        return int(self.depth.max()) if len(self.depth) else 0
 
     @classmethod
     def build(cls, info: TokenizerInfo, *, split_plain: bool = True) -> TokenTrie:
@@ -79,37 +88,29 @@ class TokenTrie:
         toks = [(b, i) for i, b in enumerate(info.token_bytes) if b]
         plain = None
         if split_plain:
-            is_plain = np.zeros(((info.vocab_size + 31) // 32) * 32, bool)
-            is_text = np.zeros_like(is_plain)
+            words = (info.vocab_size + 31) // 32
             rest, only, other, text = [], [], [], []
             for b, i in toks:
                 if not b.translate(None, _PLAIN_DELETE):  # nothing left once plain bytes are deleted
-                    is_plain[i] = True
                     only.append((b, i))
-                    continue
-                rest.append((b, i))
-                if _is_text(b):
-                    is_text[i] = True
+                elif _is_text(b):
+                    rest.append((b, i))
                     text.append((b, i))
                 else:
+                    rest.append((b, i))
                     other.append((b, i))
             ids = np.array([i for _, i in only], np.int64)
             lengths = np.array([len(b) for b, _ in only], np.int64)
             by_len = np.argsort(lengths, kind="stable")
             longest = int(lengths.max()) if len(only) else 0
-            plain = PlainSplit(is_plain, cls._from_tokens(rest), cls._from_tokens(only), *_by_first_byte(only),
+            plain = PlainSplit(_packed(ids, words), cls._from_tokens(rest), cls._from_tokens(only), *_by_first_byte(only),
                                ids[by_len], np.searchsorted(lengths[by_len], np.arange(longest + 2)),
-                               is_text, cls._from_tokens(other), cls._from_tokens(text),
-                               *_by_first_byte(text))
+                               _packed(np.array([i for _, i in text], np.int64), words), cls._from_tokens(other),
+                               cls._from_tokens(text), *_by_first_byte(text))
         return cls._from_tokens(toks, plain)
 
     @classmethod
     def _from_tokens(cls, toks: list[tuple[bytes, int]], plain: PlainSplit | None = None) -> TokenTrie:
-        # Vectorised: sort the distinct byte strings; the tokens under one prefix of length d
-        # are then contiguous, and a token starts a new depth-d node exactly when it shares
-        # fewer than d bytes with the one before it (longest common prefix, lcp). Each level
-        # is a few numpy operations over the tokens at least d long, instead of Python sets
-        # of prefixes (1.5 s for Llama-3's 128K tokens).
         canonical: dict[bytes, int] = {}
         dups = []
         for b, i in toks:
@@ -118,47 +119,19 @@ class TokenTrie:
             else:
                 canonical[b] = i
         keys = sorted(canonical)
-        n = len(keys)
-        ids = np.fromiter((canonical[k] for k in keys), np.int64, n)
-        lens = np.fromiter(map(len, keys), np.int64, n)
-        max_len = int(lens.max()) if n else 0
-        flat = np.frombuffer(b"".join(keys), np.uint8)
-        mat = np.zeros((n, max_len + 1), np.uint8)
-        offsets = np.concatenate([[0], np.cumsum(lens)[:-1]]) if n else np.zeros(0, np.int64)
-        mat[np.repeat(np.arange(n), lens), np.arange(len(flat)) - np.repeat(offsets, lens)] = flat
-        lcp = np.zeros(n, np.int64)
-        if n > 1:
-            differ = mat[1:] != mat[:-1]
-            first = np.where(differ.any(axis=1), differ.argmax(axis=1), max_len + 1)
-            lcp[1:] = np.minimum(first, np.minimum(lens[1:], lens[:-1]))
-        byte_levels = [np.zeros(1, np.uint8)]
-        tok_levels = [np.full(1, -1, np.int64)]
-        starts, counts = [], []
-        node_of = np.zeros(n, np.int64)  # per token: its node at the previous depth (the root)
-        for d in range(1, max_len + 1):
-            alive = np.flatnonzero(lens >= d)
-            new = lcp[alive] < d
-            node_at_d = np.cumsum(new) - 1
-            heads = alive[new]  # the first (and shortest) token of every depth-d node
-            parent = node_of[heads]
-            byte_levels.append(mat[heads, d - 1])
-            tok_levels.append(np.where(lens[heads] == d, ids[heads], -1))
-            n_prev = len(byte_levels[-2])
-            counts.append(np.bincount(parent, minlength=n_prev).astype(np.int64))
-            starts.append(np.searchsorted(parent, np.arange(n_prev)).astype(np.int64))
-            node_of = np.zeros(n, np.int64)
-            node_of[alive] = node_at_d
-        counts.append(np.zeros(len(byte_levels[-1]), np.int64))
-        starts.append(np.zeros(len(byte_levels[-1]), np.int64))
-        return cls(
-            tuple(byte_levels),
-            tuple(tok_levels),
-            tuple(starts),
-            tuple(counts),
-            np.array(dups, dtype=np.int64).reshape(-1, 2),
-            int(sum(len(x) for x in byte_levels)),
-            plain,
-        )
+        lens = np.fromiter(map(len, keys), np.int64, len(keys))
+        offsets = np.zeros(len(keys) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        byte, tok, depth, end = _core.build_trie(np.frombuffer(b"".join(keys), np.uint8), offsets,
+                                                np.fromiter((canonical[k] for k in keys), np.int64, len(keys)))
+        return cls(byte, tok, depth, end, np.array(dups, dtype=np.int64).reshape(-1, 2), plain)
+
+
+def _packed(ids: np.ndarray, words: int) -> np.ndarray:
+    """Token ids as a bitmask of ``words`` uint32 words."""
+    mask = np.zeros(words, np.uint32)
+    _core.set_bits(mask, ids)
+    return mask
 
 
 # every character from U+0080 up, as UTF-8 byte-range sequences (surrogates excluded)
@@ -185,26 +158,12 @@ def _is_text(data: bytes) -> bool:
     return all((0x20 <= ord(c) < 0x7F and c not in '"\\') or ord(c) >= 0x80 for c in chars)
 
 
-_SCALAR_WALK = 48  # trie nodes left below the live prefixes under which the walk goes on node by node
-_SUBTREES: "weakref.WeakKeyDictionary[TokenTrie, tuple[np.ndarray, ...]]" = weakref.WeakKeyDictionary()
-
-
-def _subtree_sizes(trie: TokenTrie) -> tuple[np.ndarray, ...]:
-    """Per level, per node: the nodes of its subtree below it (memoised per trie)."""
-    sizes = _SUBTREES.get(trie)
-    if sizes is None:
-        levels = len(trie.byte)
-        out = [np.zeros(len(trie.byte[d]), np.int64) for d in range(levels)]
-        for d in range(levels - 2, -1, -1):
-            # level d + 1 is ordered by parent: its parents are level d's nodes, repeated
-            parent = np.repeat(np.arange(len(trie.byte[d])), trie.child_count[d])
-            out[d] = np.bincount(parent, weights=out[d + 1] + 1, minlength=len(trie.byte[d])).astype(np.int64)
-        sizes = _SUBTREES[trie] = tuple(out)
-    return sizes
-
-
 _TABLE_CELLS = 1 << 22  # entries of all frame tables of one index (16 MB): past it, rows group bytes in Python
 
+_NO_MASK = np.zeros(0, np.uint32)  # _core.walk: no bits to set
+_ALL_BYTES = np.zeros(0, np.uint8)  # _core.walk: every first byte
+_ROOT = np.zeros(1, np.int64)  # _core.walk: start at the root node
+_EMPTY = np.zeros(0, np.int64)
 _MIN_LOOPING_FIRST_BYTES = 16  # fewer: the per-byte bookkeeping costs more than the walk saves
 
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
@@ -230,14 +189,14 @@ class PlainSplit:
     non-English words) are allowed in whole as well, and only ``other`` is walked.
     """
 
-    tokens: np.ndarray  # bool, padded to whole words: token id -> made only of plain bytes
+    tokens: np.ndarray  # uint32 bitmask of the tokens made only of plain bytes
     rest: TokenTrie
     only: TokenTrie  # the trie of the plain tokens, for the first bytes that need a walk
     by_first: np.ndarray  # plain token ids sorted by first byte; those of byte b are
     offsets: np.ndarray  # by_first[offsets[b]:offsets[b + 1]]
     by_len: np.ndarray  # plain token ids sorted by length; those of length <= n are
     len_offsets: np.ndarray  # by_len[:len_offsets[n + 1]] (n up to the longest plain token)
-    text: np.ndarray  # bool: not plain, but whole UTF-8 characters, plain or from U+0080 up
+    text: np.ndarray  # uint32 bitmask: not plain, but whole UTF-8 characters, plain or from U+0080 up
     other: TokenTrie  # the trie of the tokens neither plain nor text
     text_trie: TokenTrie  # the trie of the text tokens, and their ids by first byte:
     text_by_first: np.ndarray  # text_by_first[text_offsets[b]:text_offsets[b + 1]]
@@ -389,15 +348,14 @@ class TokenIndex:
                         row[bs] = self._close_memo((r, t, p),)
             else:
                 # group the 256 bytes by the tuple of per-frame targets (usually a handful of
-                # groups), then close each group once; np.unique(axis=0) cost ms per row here
-                cols = [self._trans[r][s].tolist() for r, s, _ in frames]
-                groups = {}
-                for b, targets in enumerate(zip(*cols)):
-                    groups.setdefault(targets, []).append(b)
-                for targets, bs in groups.items():
+                # groups, found natively), then close each group once
+                gid, cols = _core.group_bytes(np.stack([self._trans[r][s] for r, s, _ in frames]))
+                after = np.zeros(len(cols), np.int32)
+                for g, targets in enumerate(cols.tolist()):
                     raw = tuple((r, t, p) for (r, _, p), t in zip(frames, targets) if t >= 0)
                     if raw:
-                        row[bs] = self._close_memo(*raw)
+                        after[g] = self._close_memo(*raw)
+                row = after[gid]
         slot = self._num_rows  # after _close: the table may have been reallocated
         if slot >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
@@ -534,7 +492,7 @@ class TokenIndex:
         """How many items one token can complete at most: its bytes over the item's shortest match."""
         reach = self._reach.get(counter.body)
         if reach is None:
-            longest = len(self.trie.byte) - 1
+            longest = self.trie.max_len
             shortest = max(1, self._dist[counter.body][0])
             reach = self._reach[counter.body] = longest // shortest + 1
         return reach
@@ -545,34 +503,31 @@ class TokenIndex:
         return bits[: self.info.vocab_size].astype(bool)
 
     def _compute_mask(self, cid: int) -> np.ndarray:
-        allowed = np.zeros(self.words * 32, dtype=bool)
+        mask = np.zeros(self.words, np.uint32)
         plain = self.trie.plain
         walks: list[tuple[TokenTrie, np.ndarray | None]] = [(self.trie, None)]
         if plain is not None and cid != DEAD:
-            walks = self._split_walks(cid, plain, allowed)
+            walks = self._split_walks(cid, plain, mask)
         for trie, first_bytes in walks:
-            for toks, _ in self._walk_trie(cid, trie, first_bytes):
-                allowed[toks] = True
-        dups = self.trie.dups
-        if len(dups):
-            allowed[dups[:, 1]] |= allowed[dups[:, 0]]
+            self._walk(cid, trie, first_bytes, mask)
+        _core.copy_dups(mask, self.trie.dups)
         if self._accepting[cid]:
-            allowed[self._stop] = True
-        return np.packbits(allowed, bitorder="little").view("<i4").copy()
+            _core.set_bits(mask, self._stop)
+        return mask.view("<i4")
 
-    def _split_walks(self, cid: int, plain: PlainSplit, allowed: np.ndarray) -> list[tuple[TokenTrie, np.ndarray | None]]:
-        """Mark in ``allowed`` the tokens a string body decides in whole (see
+    def _split_walks(self, cid: int, plain: PlainSplit, mask: np.ndarray) -> list[tuple[TokenTrie, np.ndarray | None]]:
+        """Set in ``mask`` the tokens a string body decides in whole (see
         :class:`PlainSplit`); return the ``(trie, first bytes)`` walks still needed."""
         into = self._row(cid)[PLAIN_BYTES]
         longest = len(plain.len_offsets) - 2
         room = self._plain_room(cid, into, longest)
         if room is not None:  # every plain byte acts alike, step after step
             if room < longest:  # a bounded string: the plain tokens that fit
-                allowed[plain.by_len[:plain.len_offsets[room + 1]]] = True
+                _core.set_bits(mask, plain.by_len[:plain.len_offsets[room + 1]])
                 return [(plain.rest, None)]
-            allowed |= plain.tokens
+            mask |= plain.tokens
             if self._text_loop(self._char_target(cid)):
-                allowed |= plain.text
+                mask |= plain.text
                 return [(plain.other, None)]
             return [(plain.rest, None)]
         good = np.fromiter((self._loops_plain(int(x)) for x in into.tolist()), bool, len(into))
@@ -581,20 +536,20 @@ class TokenIndex:
         # some first bytes lead into a string body (the first character of a property name
         # beside the declared names' own prefixes): take their tokens per first byte
         good_bytes = PLAIN_BYTES[good].tolist()
-        for b in good_bytes:
-            allowed[plain.by_first[plain.offsets[b]:plain.offsets[b + 1]]] = True
-        walk_plain = np.zeros(256, bool)
-        walk_plain[PLAIN_BYTES[~good & (into != DEAD)]] = True
+        flags = np.zeros(256, np.uint8)
+        flags[good_bytes] = 1
+        _core.set_runs(mask, plain.by_first, plain.offsets, flags)
+        walk_plain = np.zeros(256, np.uint8)
+        walk_plain[PLAIN_BYTES[~good & (into != DEAD)]] = 1
         walks = [(plain.only, walk_plain)]
         if all(self._text_loop(t) for t in set(into[good].tolist())):
-            other_first = np.ones(256, bool)
+            other_first = np.ones(256, np.uint8)
             whole = good_bytes
             multi = self._multibyte_target(cid)
             if multi == _NO_CHARS or self._text_loop(multi):  # non-ASCII first characters too
                 whole = whole + list(range(0x80, 0x100))
-            for b in whole:
-                allowed[plain.text_by_first[plain.text_offsets[b]:plain.text_offsets[b + 1]]] = True
-            other_first[whole] = False
+            other_first[whole] = 0
+            _core.set_runs(mask, plain.text_by_first, plain.text_offsets, 1 - other_first)
             walks += [(plain.other, None), (plain.text_trie, other_first)]
         else:
             walks.append((plain.rest, None))
@@ -671,8 +626,7 @@ class TokenIndex:
         """Bool per byte value: some token contains it (bytes no token has cannot come next)."""
         if self._used is None:
             used = np.zeros(256, bool)
-            for level in self.trie.byte[1:]:
-                used[level] = True
+            used[self.trie.byte[1:]] = True
             self._used = used
         return self._used
 
@@ -683,71 +637,33 @@ class TokenIndex:
             hit = self._plain_loop[cid] = cid != DEAD and bool((self._row(cid)[PLAIN_BYTES] == cid).all())
         return hit
 
-    def _walk_trie(self, cid: int, trie: TokenTrie | None = None, first_bytes: np.ndarray | None = None):
-        """Yield, level by level, ``(token ids, configurations after them)`` of every allowed
-        non-stop token of ``trie`` (default: the whole vocabulary; canonical ids: duplicates
-        are not included). Breadth-first, one numpy gather per level over the live prefixes:
-        a rejected byte drops the whole subtree below it. ``first_bytes`` (bool per byte) limits
-        the walk to tokens starting with those bytes. Call under the lock."""
-        trie = self.trie if trie is None else trie
-        alive = np.zeros(1, np.int64)
-        cfgs = np.array([cid], np.int64)
-        if cid == DEAD:
-            return
-        for d in range(1, len(trie.byte)):
-            cnt = trie.child_count[d - 1][alive]
-            total = int(cnt.sum())
-            if total == 0:
-                break
-            first = trie.child_start[d - 1][alive]
-            ends = np.cumsum(cnt)
-            children = np.arange(total) + np.repeat(first - (ends - cnt), cnt)
-            parents = np.repeat(cfgs, cnt)
-            self._ensure_rows(parents)
-            nxt = self._rows[self._slot[parents], trie.byte[d][children]]
-            keep = nxt != DEAD
-            if d == 1 and first_bytes is not None:
-                keep &= first_bytes[trie.byte[1][children]]
-            alive = children[keep]
-            cfgs = nxt[keep].astype(np.int64)
-            toks = trie.tok_at[d][alive]
-            ends_here = toks >= 0
-            yield toks[ends_here], cfgs[ends_here]
-            if len(alive) == 0:
-                break
-            # a few nodes left below (runs of spaces, long punctuation tokens): a level of
-            # numpy calls costs ~20 µs however few nodes it holds, a node here ~1 µs
-            few = len(alive) <= _SCALAR_WALK and d + 1 < len(trie.byte)
-            if few and _subtree_sizes(trie)[d][alive].sum() <= _SCALAR_WALK:
-                yield self._walk_scalar(trie, d, alive.tolist(), cfgs.tolist())
-                break
+    def _walk(self, cid: int, trie: TokenTrie, first_bytes: np.ndarray | None = None,
+              mask: np.ndarray | None = None, *, collect: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Walk ``trie`` from ``cid`` in the native core: set the bit of every allowed non-stop
+        token in ``mask`` (canonical ids: duplicates are not included) and, with ``collect``,
+        return ``(token ids, configurations after them)``. ``first_bytes`` (uint8 per byte)
+        limits the walk to tokens starting with the flagged bytes. Call under the lock.
 
-    def _walk_scalar(self, trie: TokenTrie, depth: int, nodes: list[int], cfgs: list[int]):
-        """The rest of :meth:`_walk_trie` below ``nodes`` of level ``depth``, depth first."""
-        toks: list[int] = []
-        after: list[int] = []
-        stack = list(zip([depth] * len(nodes), nodes, cfgs))
-        last = len(trie.byte) - 1
-        while stack:
-            d, node, cfg = stack.pop()
-            if d >= last:
-                continue
-            start = int(trie.child_start[d][node])
-            count = int(trie.child_count[d][node])
-            if not count:
-                continue
-            row = self._row(cfg)
-            kids = trie.byte[d + 1][start:start + count].tolist()
-            ends = trie.tok_at[d + 1][start:start + count].tolist()
-            for k, (b, tok) in enumerate(zip(kids, ends)):
-                nxt = int(row[b])
-                if nxt == DEAD:
-                    continue
-                if tok >= 0:
-                    toks.append(tok)
-                    after.append(nxt)
-                stack.append((d + 1, start + k, nxt))
-        return np.array(toks, np.int64), np.array(after, np.int64)
+        The core stops below configurations whose byte row is not computed yet and reports
+        them; their rows are computed here (closure and interning are Python's) and the walk
+        resumes from those nodes, one round per depth at which new configurations appear."""
+        toks: list[np.ndarray] = []
+        cfgs: list[np.ndarray] = []
+        out = _NO_MASK if mask is None else mask
+        fb = _ALL_BYTES if first_bytes is None else first_bytes
+        if cid != DEAD and trie.num_nodes > 1:
+            self._row(cid)
+            nodes, starts = _ROOT, np.array([cid], np.int64)
+            while len(nodes):
+                nodes, starts, t, c = _core.walk(trie.byte, trie.tok, trie.depth, trie.end, self._rows, self._slot,
+                                                 nodes, starts, fb, out, collect)
+                if collect and len(t):
+                    toks.append(t)
+                    cfgs.append(c)
+                self._ensure_rows(starts)
+        if not toks:
+            return _EMPTY, _EMPTY
+        return np.concatenate(toks), np.concatenate(cfgs)
 
     def precompute(self, *, limit: int = 100_000) -> int:
         """Eagerly explore configurations reachable by bytes and compute their masks.
@@ -843,7 +759,7 @@ class TokenIndex:
         bound = self._succ_bound.get(cid)
         if bound is None:
             with self._lock:
-                succ = np.concatenate([c for _, c in self._walk_trie(cid)] or [np.zeros(0, np.int64)])
+                succ = self._walk(cid, self.trie, collect=True)[1]
                 dist = np.array(self._config_dist, dtype=np.int64)[succ] if len(succ) else np.zeros(1, np.int64)
                 bound = int(dist.max()) if _singles_cover_alphabet(self.info) else UNREACHABLE
                 self._succ_bound[cid] = bound
@@ -852,9 +768,7 @@ class TokenIndex:
         costs = self._succ_costs.get(cid)
         if costs is None:
             with self._lock:
-                parts = list(self._walk_trie(cid))
-                toks = np.concatenate([t for t, _ in parts] or [np.zeros(0, np.int64)])
-                succ = np.concatenate([c for _, c in parts] or [np.zeros(0, np.int64)])
+                toks, succ = self._walk(cid, self.trie, collect=True)
                 uniq, inv = np.unique(succ, return_inverse=True)
                 per = np.array([_length(self.completion_tokens(int(u))) for u in uniq.tolist()], dtype=np.int64)
                 cost = per[inv.reshape(-1)]

@@ -1,4 +1,5 @@
-"""The plain-byte split of the vocabulary gives exactly the masks of the whole-trie walk."""
+"""The plain-byte split of the vocabulary gives exactly the masks of the whole-trie walk;
+the preorder trie the native walk reads equals the obvious construction."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,8 @@ TEXTS = ['{"name":"hello world, \\"quoted\\" caf\\u00e9 ok naïve 東京 straße
 
 def _full_mask(index, full_trie: TokenTrie, cid: int) -> np.ndarray:
     allowed = np.zeros(index.words * 32, bool)
-    for toks, _ in index._walk_trie(cid, full_trie):
-        allowed[toks] = True
+    toks, _ = index._walk(cid, full_trie, collect=True)
+    allowed[toks] = True
     if len(full_trie.dups):
         allowed[full_trie.dups[:, 1]] |= allowed[full_trie.dups[:, 0]]
     if index.is_accepting(cid):
@@ -74,30 +75,33 @@ def test_split_equals_whole_trie_toy():
 
 def test_plain_tokens_are_only_plain_bytes(smollm2_info, smollm2_compiler):
     plain = smollm2_compiler.trie.plain
-    for tid in np.flatnonzero(plain.tokens)[:: 97]:
+    is_plain = np.unpackbits(plain.tokens.view(np.uint8), bitorder="little").astype(bool)
+    for tid in np.flatnonzero(is_plain)[:: 97]:
         data = smollm2_info.token_bytes[tid]
         assert data and all(0x20 <= b < 0x7F and b not in (0x22, 0x5C) for b in data)
-    rest_ids = {int(t) for level in plain.rest.tok_at for t in level if t >= 0}
-    assert not any(plain.tokens[t] for t in rest_ids)
+    rest_ids = plain.rest.tok[plain.rest.tok >= 0]
+    assert len(rest_ids) > 1000 and not is_plain[rest_ids].any()
 
 
-def _reference_levels(toks):
-    """The trie levels the obvious way: sorted sets of prefixes per depth."""
+def _reference_preorder(toks):
+    """The trie the obvious way: every distinct prefix, sorted (a prefix sorts before its
+    extensions, so this is preorder), with its subtree's end found by scanning."""
     canonical = {}
     for b, i in toks:
         canonical.setdefault(b, i)
-    levels, prev = [], {b"": 0}
-    for d in range(1, max(map(len, canonical)) + 1):
-        prefixes = sorted({b[:d] for b in canonical if len(b) >= d})
-        index = {p: k for k, p in enumerate(prefixes)}
-        levels.append(([p[-1] for p in prefixes], [canonical.get(p, -1) if p in canonical else -1 for p in prefixes],
-                       [prev[p[:-1]] for p in prefixes]))
-        prev = index
-    return levels
+    prefixes = [b""] + sorted({b[:d] for b in canonical for d in range(1, len(b) + 1)})
+    ends = []
+    for k, p in enumerate(prefixes):
+        e = k + 1
+        while e < len(prefixes) and prefixes[e].startswith(p):
+            e += 1
+        ends.append(e)
+    return ([p[-1] if p else 0 for p in prefixes], [canonical.get(p, -1) if p else -1 for p in prefixes],
+            [len(p) for p in prefixes], ends)
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_vectorised_trie_equals_reference(seed):
+def test_native_trie_equals_reference(seed):
     import random
 
     rng = random.Random(seed)
@@ -105,18 +109,25 @@ def test_vectorised_trie_equals_reference(seed):
     toks = [(bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 6))), i) for i in range(300)]
     toks += [(toks[3][0], 300), (b"\x00", 301), (b"\x00\x00", 302)]  # duplicates and zero runs
     trie = TokenTrie._from_tokens(toks)
-    for d, (bytes_, tok_at, parents) in enumerate(_reference_levels(toks), start=1):
-        assert trie.byte[d].tolist() == bytes_
-        assert trie.tok_at[d].tolist() == tok_at
-        counts = np.bincount(np.array(parents, np.int64), minlength=len(trie.byte[d - 1]))
-        assert trie.child_count[d - 1].tolist() == counts.tolist()
-    assert len(trie.byte) == len(_reference_levels(toks)) + 1
+    byte, tok, depth, end = _reference_preorder(toks)
+    assert trie.byte.tolist() == byte and trie.tok.tolist() == tok
+    assert trie.depth.tolist() == depth and trie.end.tolist() == end
+    assert trie.max_len == max(depth) and trie.num_nodes == len(byte)
     assert sorted(map(tuple, trie.dups.tolist())) == sorted({(min(i for b2, i in toks if b2 == b), j)
                                                               for b, j in toks if j != min(i for b2, i in toks if b2 == b)})
 
 
+def test_native_trie_rejects_unsorted_keys():
+    from structgen import _core
+
+    flat = np.frombuffer(b"bab", np.uint8)
+    with pytest.raises(ValueError, match="sorted and distinct"):
+        _core.build_trie(flat, np.array([0, 1, 3], np.int64), np.array([0, 1], np.int64))
+
+
 def test_row_classes_exact_even_when_hashes_collide(monkeypatch):
-    from structgen import automaton
+    # the Moore refinement of the reference automaton (the oracle of the native minimisation)
+    from . import reference_automaton as automaton
 
     rng = np.random.default_rng(0)
     sig = rng.integers(-1, 3, size=(500, 7))

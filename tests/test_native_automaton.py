@@ -1,0 +1,99 @@
+"""The native subset construction and Hopcroft minimisation (structgen._core) build the same
+rule DFAs as the reference stages (tests/reference_automaton.py), array for array: every
+schema of tests/data/core_schemas.json, the built-in JSON grammars, and schemas chosen for
+long chains (bounded strings and arrays), recursion, counters and the size limit.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from structgen import automaton
+from structgen.automaton import build_automaton
+from structgen.builtin import load_grammar
+from structgen.errors import AutomatonSizeError
+from structgen.schema_to_grammar import schema_to_grammar
+
+from . import reference_automaton
+from .conftest import DATA
+
+CASES = json.loads((DATA / "core_schemas.json").read_text(encoding="utf-8"))
+
+EXTRA = {
+    "long_string": {"type": "string", "minLength": 3, "maxLength": 300},
+    "bounded_array": {"type": "array", "items": {"enum": ["a", "ab", "abc"]}, "minItems": 2, "maxItems": 60},
+    "recursive": {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                                   "k": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}},
+                  "$ref": "#/$defs/n"},
+    "pattern": {"type": "string", "pattern": "^(ab|a[bc]d|[x-z]{2,5})+é?$"},
+    "numbers": {"type": "object", "properties": {"x": {"type": "number", "minimum": -5, "maximum": 123.5},
+                                                 "y": {"type": "integer", "multipleOf": 3}}},
+}
+
+_ALPHABET = np.ones(256, bool)
+_ALPHABET[[0xC0, 0xC1] + list(range(0xF5, 0x100))] = False  # as a byte-level vocabulary leaves them out
+
+
+def _build(grammar, reference: bool, monkeypatch, **kw):
+    automaton._RAW_CACHE.clear()
+    automaton._MIN_CACHE.clear()
+    with monkeypatch.context() as m:
+        if reference:
+            m.setattr(automaton, "_determinise", reference_automaton.determinise)
+            m.setattr(automaton, "_minimal_blocks", reference_automaton.minimal_blocks)
+        return build_automaton(grammar, **kw)
+
+
+def _assert_same(native, ref) -> None:
+    assert native.root == ref.root and len(native.rules) == len(ref.rules)
+    for a, b in zip(native.rules, ref.rules):
+        assert type(a) is type(b) and a.name == b.name
+        if isinstance(a, automaton.RuleDFA):
+            assert np.array_equal(a.trans, b.trans), a.name
+            assert np.array_equal(a.final, b.final), a.name
+            assert a.calls == b.calls, a.name
+        else:
+            assert a == b
+
+
+GRAMMARS = [(c["name"], c["schema"]) for c in CASES] + list(EXTRA.items())
+
+
+@pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
+def test_rule_dfas_equal_reference(name, schema, monkeypatch):
+    grammar = schema_to_grammar(schema)
+    for alphabet in (None, _ALPHABET):
+        native = _build(grammar, False, monkeypatch, byte_alphabet=alphabet)
+        ref = _build(grammar, True, monkeypatch, byte_alphabet=alphabet)
+        _assert_same(native, ref)
+
+
+@pytest.mark.parametrize("name", ["json", "json_compact"])
+def test_builtin_grammars_equal_reference(name, monkeypatch):
+    grammar = load_grammar(name)
+    _assert_same(_build(grammar, False, monkeypatch), _build(grammar, True, monkeypatch))
+
+
+def test_size_limit_reports_the_same_count(monkeypatch):
+    # (a|b)*a(a|b){9}: a small NFA whose DFA needs 2^10 states
+    grammar = schema_to_grammar({"type": "string", "pattern": "^[ab]*a[ab]{9}$"})
+    errors = []
+    for reference in (False, True):
+        with pytest.raises(AutomatonSizeError) as info:
+            _build(grammar, reference, monkeypatch, max_states=500)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "DFA states" in errors[0]
+
+
+def test_native_stages_reject_malformed_input():
+    from structgen import _core
+
+    z = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="outside the NFA slice"):
+        _core.determinise(np.array([0, 1], np.int64), np.array([5], np.int32), z, np.zeros((0, 3), np.int32),
+                          z, np.zeros((0, 2), np.int32), 0, 0, 100, 0)
+    z = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="out of range"):
+        _core.minimise(np.full((1, 256), 7, np.int32), np.zeros(1, bool), z, np.zeros((0, 2), np.int32))

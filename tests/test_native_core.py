@@ -1,0 +1,96 @@
+"""The native mask walk (structgen._core) against the token-by-token reference on real
+vocabularies, bit for bit, along valid outputs and seeded random walks of allowed tokens.
+
+SmolLM2 and Phi-3 always run; Llama-3, Qwen2, GPT-2 and DeepSeek-Coder when ../shared/data/tokenizers
+is present.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
+
+from .conftest import DATA, SHARED
+from .reference_masks import reference_mask
+from .walks import random_walk, structural_tokens
+
+NAMES = ["smollm2", "phi3", "llama3", "qwen2", "gpt2", "deepseek-coder"]
+
+SCHEMAS = [
+    # string bodies (plain/text splits), property names beside declared ones, numbers
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
+     "required": ["name"]},
+    # recursion (deep stacks) and a counted array (counter frames)
+    {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "string", "pattern": "^[a-z é]*$"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 40}}}},
+     "$ref": "#/$defs/node"},
+]
+TEXTS = ['{"name":"naïve 東京 \\"q\\" ok","age":-42,"tags":["a b","ñ"],"extra":[1,{"x":null}]}',
+         '{"v":"ab é","kids":[{"v":"x","kids":[]},{"kids":[{"v":"zz"}]}]}']
+
+
+def _folder(name):
+    local = DATA / "tokenizers" / name
+    return local if local.exists() else SHARED / "tokenizers" / name
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def info(request, smollm2_info):
+    if request.param == "smollm2":
+        return smollm2_info
+    folder = _folder(request.param)
+    if not (folder / "tokenizer.json").exists():
+        pytest.skip(f"{folder} not present")
+    from transformers import AutoTokenizer
+
+    return TokenizerInfo.from_huggingface(AutoTokenizer.from_pretrained(str(folder), local_files_only=True))
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMAS)))
+def test_masks_equal_reference_along_valid_output(info, case):
+    compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMAS[case])
+    m = GrammarMatcher(compiled)
+    checked = 0
+    for ch in TEXTS[case]:
+        assert np.array_equal(compiled.index.mask(m.state), reference_mask(compiled.index, m.state)), (case, ch)
+        checked += 1
+        assert m.accept_string(ch)
+    assert m.is_completed()
+    assert np.array_equal(compiled.index.mask(m.state), reference_mask(compiled.index, m.state))
+    assert checked == len(TEXTS[case])
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMAS)))
+def test_masks_equal_reference_along_random_walks(info, case):
+    compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMAS[case])
+    preferred = structural_tokens(info)
+    rng = np.random.default_rng(case)
+    seen = 0
+    for _ in range(2):
+        m = GrammarMatcher(compiled)
+
+        def check() -> None:
+            nonlocal seen
+            seen += 1
+            assert np.array_equal(compiled.index.mask(m.state), reference_mask(compiled.index, m.state))
+
+        random_walk(m, info, rng, max_steps=25, preferred=preferred, on_step=check)
+    assert seen >= 4
+
+
+def test_tokens_exceeding_collects_the_walk(smollm2_info):
+    # the collecting walk (token, configuration after it) gives exactly the allowed non-stop
+    # tokens with the configurations stepping their bytes leads to
+    compiled = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(SCHEMAS[0])
+    index = compiled.index
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('{"name":"x')
+    toks, after = index._walk(m.state, index.trie, collect=True)
+    canonical = set(range(len(smollm2_info.token_bytes))) - {int(d) for d in index.trie.dups[:, 1]}
+    allowed = set(np.flatnonzero(index.allowed_tokens(m.state)).tolist()) & canonical
+    assert sorted(toks.tolist()) == sorted(allowed)
+    for t, c in list(zip(toks.tolist(), after.tolist()))[::50]:
+        assert index.step_bytes(m.state, smollm2_info.token_bytes[t]) == c
