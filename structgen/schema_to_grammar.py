@@ -195,6 +195,7 @@ class _Converter:
         self._objects = 0
         self._shared = 0
         self._merging = 0  # > 0 while building a schema combined from several (allOf, ...)
+        self.free_names = False  # some object takes names the grammar does not fix
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
 
@@ -241,6 +242,7 @@ class _Converter:
         return check
 
     def any_value(self) -> Expr:
+        self.free_names = True
         if "json_value" not in self.rules:
             ws = self.ws
             self.rules["json_value"] = NOTHING  # placeholder for recursion
@@ -266,7 +268,8 @@ class _Converter:
         self._check_metaschema()
         body = self.node(self.root, "")
         self.rules = {"start": seq(self.ws, body, self.ws), **self.rules}
-        return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
+        return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
+                       free_names=self.free_names)
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
         """Validate ``node`` (default: the root) against the root's metaschema.
@@ -1207,6 +1210,8 @@ class _Converter:
             if names == NOTHING:
                 continue
             out.append((seq(Lit('"'), _json_encode_expr(names), Lit('"')), v))
+        if out:
+            self.free_names = True
         return out or None
 
     def string_language(self, schema: Any, ptr: str) -> Expr | None:
