@@ -8,7 +8,7 @@ import numpy as np
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
 from .errors import MatcherError
-from .names import INITIAL, NameState, clear_duplicate_closers
+from .names import INITIAL, NameState, clear_dead_names, clear_duplicate_closers
 from .token_index import DEAD
 
 __all__ = ["GrammarMatcher"]
@@ -117,7 +117,13 @@ class GrammarMatcher:
         row[: mask.shape[0]] = mask
         row[mask.shape[0]:] = 0
         if self._names is not None and not self._terminated:
-            clear_duplicate_closers(self._names[-1], row.view(np.uint32), self.compiled.tokenizer_info)
+            self._clear_names(row.view(np.uint32))
+
+    def _clear_names(self, row: np.ndarray) -> None:
+        """Clear the tokens that would repeat a member name, or trap one (structgen.names)."""
+        names, info = self._names[-1], self.compiled.tokenizer_info
+        clear_duplicate_closers(names, row, info)
+        clear_dead_names(names, row, info, self._index, self._history[-1])
 
     def _stop_mask(self) -> np.ndarray:
         info = self.compiled.tokenizer_info
@@ -131,7 +137,7 @@ class GrammarMatcher:
             return np.array(sorted(self.compiled.tokenizer_info.stop_token_ids))
         if self._names is not None:
             row = self._index.mask(self._history[-1]).view(np.uint32).copy()
-            clear_duplicate_closers(self._names[-1], row, self.compiled.tokenizer_info)
+            self._clear_names(row)
             bits = np.unpackbits(row.view(np.uint8), bitorder="little")
             return np.flatnonzero(bits[: self.compiled.tokenizer_info.vocab_size])
         return np.flatnonzero(self._index.allowed_tokens(self._history[-1]))

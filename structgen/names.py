@@ -22,7 +22,7 @@ import numpy as np
 
 from .tokenizer import TokenizerInfo
 
-__all__ = ["NameState", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers",
+__all__ = ["NameState", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers", "clear_dead_names",
            "distinct_completion"]
 
 OUTSIDE, VALUE, KEY = 0, 1, 2
@@ -210,11 +210,16 @@ class QuoteTables:
         by_prefix: bytes before the first quote -> token ids, for quote tokens without a
             backslash before it (the name they close is the name so far plus that prefix).
         escaped: packed bitmask of the quote tokens with a backslash before the first quote.
+        plain: bytes -> token ids, for tokens without quote or backslash (they extend a name).
+        by_tail: bytes after the last quote -> token ids (what a token that opens a name
+            writes into it).
     """
 
     at_least: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     by_prefix: dict[bytes, np.ndarray]
     escaped: np.ndarray
+    plain: dict[bytes, np.ndarray]
+    by_tail: dict[bytes, np.ndarray]
 
 
 _TABLES: "weakref.WeakKeyDictionary[TokenizerInfo, QuoteTables]" = weakref.WeakKeyDictionary()
@@ -233,10 +238,17 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
         words = (info.vocab_size + 31) // 32
         levels: list[list[int]] = [[], [], [], []]
         prefixes: dict[bytes, list[int]] = {}
+        plain: dict[bytes, list[int]] = {}
+        tails: dict[bytes, list[int]] = {}
         escaped = []
         for i, b in enumerate(info.token_bytes):
-            if not b or b'"' not in b:
+            if not b:
                 continue
+            if b'"' not in b:
+                if b"\\" not in b:
+                    plain.setdefault(b, []).append(i)
+                continue
+            tails.setdefault(b[b.rindex(b'"') + 1:], []).append(i)
             k = min(b.count(b'"'), 3)
             for level in range(1, k + 1):
                 levels[level].append(i)
@@ -247,7 +259,9 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
                 prefixes.setdefault(pre, []).append(i)
         at_least = (np.zeros(words, np.uint32),) + tuple(_pack(ids, words) for ids in levels[1:])
         tables = _TABLES[info] = QuoteTables(
-            at_least, {p: np.array(ids, np.int64) for p, ids in prefixes.items()}, _pack(escaped, words))
+            at_least, {p: np.array(ids, np.int64) for p, ids in prefixes.items()}, _pack(escaped, words),
+            {p: np.array(ids, np.int64) for p, ids in plain.items()},
+            {p: np.array(ids, np.int64) for p, ids in tails.items()})
     return tables
 
 
@@ -294,6 +308,62 @@ def clear_duplicate_closers(state: NameState, row: np.ndarray, info: TokenizerIn
                 row[w] &= np.uint32(~low & 0xFFFFFFFF)
 
 
+def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, index, cid: int) -> None:
+    """Clear, in a filled uint32 mask row, the allowed tokens that leave a name half written
+    such that every way to end it repeats a name of its object (a dead end: with
+    ``propertyNames: {"maxLength": 1}`` and ``":"`` written, the token ``,":`` ).
+
+    Only a name so far that is a prefix of a name already written can be in that trap, so
+    the candidates are looked up from the written names (:attr:`QuoteTables.plain` inside a
+    name, :attr:`QuoteTables.by_tail` before one), and each is checked by a bounded search."""
+    if state.named == 0 or (state.mode == KEY and state.esc):
+        return
+    names = state.top_names()
+    if not names:
+        return
+    tables = quote_tables(info)
+    cands: list[np.ndarray] = []
+    if state.mode == KEY:
+        prefix = state.key_prefix()
+        if prefix is None:
+            return
+        for name in names:
+            if name.startswith(prefix):
+                rest = name[len(prefix):]
+                for k in range(1, len(rest) + 1):
+                    ids = tables.plain.get(rest[:k])
+                    if ids is not None:
+                        cands.append(ids)
+    else:
+        for name in names:
+            for k in range(len(name) + 1):
+                ids = tables.by_tail.get(name[:k])
+                if ids is not None:
+                    cands.append(ids)
+    if not cands:
+        return
+    ids = np.unique(np.concatenate(cands))
+    ids = ids[ids < len(row) * 32]
+    live = ids[((row[ids >> 5] >> (ids & 31).astype(np.uint32)) & np.uint32(1)).astype(bool)]
+    tb = info.token_bytes
+    for t in live.tolist():
+        after = state.feed(tb[t])
+        if after is None or after.mode != KEY or after.stack[-1] is not names:
+            continue
+        succ = index.step_token(cid, t)
+        if succ != 0 and not _can_end_fresh(index, succ, after):
+            row[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+
+
+def _can_end_fresh(index, cid: int, state: NameState) -> bool:
+    """From inside a name: some way to end it gives a name its object does not have (or
+    the bounded search could not tell)."""
+    text = index.shortest_completion(cid)
+    if text is not None and state.feed(text) is not None:
+        return True
+    return _fresh_name(index, cid, state, 2_000) is not False
+
+
 def distinct_completion(index, cid: int, state: NameState, *, max_nodes: int = 20_000) -> bytes | None:
     """A short text completing configuration ``cid`` of ``index`` (a ``TokenIndex``) without
     writing a name twice in an object, from lexer state ``state``; ``None`` if none is found.
@@ -332,7 +402,7 @@ def distinct_completion(index, cid: int, state: NameState, *, max_nodes: int = 2
             if key_start is None:  # pragma: no cover - a name's opening quote was seen
                 return None
             found = _fresh_name(index, *key_start[:2], max_nodes)
-            if found is None:
+            if not found:
                 return None
             del out[key_start[2]:]
             name, c, st = found
@@ -348,10 +418,11 @@ def distinct_completion(index, cid: int, state: NameState, *, max_nodes: int = 2
     return None  # pragma: no cover
 
 
-def _fresh_name(index, cid: int, state: NameState, max_nodes: int) -> tuple[bytes, int, NameState] | None:
+def _fresh_name(index, cid: int, state: NameState, max_nodes: int):
     """From inside a name (configuration ``cid``, lexer ``state``): the shortest bytes that
     end it (closing quote included) with a name its object does not have, the configuration
-    and lexer state after them; among equally long ones the one completing soonest."""
+    and lexer state after them; among equally long ones the one completing soonest.
+    ``False`` when there is none, ``None`` when ``max_nodes`` names were tried."""
     level = [(cid, state, b"")]
     nodes = 0
     while level:
@@ -375,10 +446,10 @@ def _fresh_name(index, cid: int, state: NameState, max_nodes: int) -> tuple[byte
                     continue
                 nodes += 1
                 if nodes > max_nodes:
-                    return None
+                    return None  # unknown
                 nxt_level.append((int(row[b]), st.feed(bytes((b,))), written + bytes((b,))))
         level = nxt_level
-    return None
+    return False  # every name this position can end with is taken
 
 
 # printable ASCII first among equal choices, as the grammar's own completions
