@@ -27,7 +27,7 @@ import numpy as np
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
 from .errors import MatcherError
-from .names import INITIAL, NameState, distinct_completion
+from .names import INITIAL, KEY, NameState, decode_name, distinct_completion
 from .token_index import _segment, _token_table
 
 __all__ = ["TokenBudget", "DISTINCT_SLACK"]
@@ -124,14 +124,38 @@ class TokenBudget:
         if self.plan:
             near = near[near != self.plan[0]]
         tb = self._index.info.token_bytes
+        index = self._index
         extra = []
+        top = names.top_names()
+        in_name = names.mode == KEY and not names.esc
+        same: dict[int, bool] = {}  # per successor: its completion repeats a name (tokens that leave `names` as is)
         for t in near.tolist():
-            after = names.feed(tb[t])
-            if after is None:
-                continue  # the name mask clears it already
-            succ = self._index.step_token(state, t)
-            text = self._index.shortest_completion(succ)
-            if text is None or after.feed(text) is None:
+            tok = tb[t]
+            succ = index.step_token(state, t)
+            text = index.shortest_completion(succ)
+            if text is None:
+                extra.append(t)
+                continue
+            if b'"' not in tok and b"\\" not in tok:
+                if in_name:
+                    # the completion ends this name, then (usually) writes no other: only
+                    # the name it ends can repeat
+                    q = text.find(b'"')
+                    if q >= 0 and b'"' not in text[q + 1:] and b"\\" not in text[:q]:
+                        name = decode_name(names.key + tok + text[:q])
+                        if name is not None:
+                            if name in top:
+                                extra.append(t)
+                            continue
+                elif names.feed(tok) is names:  # a number, a literal, a string's inside
+                    hit = same.get(succ)
+                    if hit is None:
+                        hit = same[succ] = names.feed(text) is None
+                    if hit:
+                        extra.append(t)
+                    continue
+            after = names.feed(tok)
+            if after is not None and after.feed(text) is None:
                 extra.append(t)
         if not extra:
             return bad
