@@ -54,13 +54,17 @@ class Profile:
 
 PROFILE = Profile(suite_sample=400, shared_per_subset=6, uniform_walks=8, weighted_walks=8,
                   budget_walks=(0, 1, 2, 4, 8, 16, 40), max_steps=300) if SOAK else \
-    Profile(suite_sample=30, shared_per_subset=0, uniform_walks=2, weighted_walks=2)
+    Profile(suite_sample=25, shared_per_subset=0, uniform_walks=2, weighted_walks=2, budget_walks=(2, 12),
+            max_steps=120)
 
 SEED = 20261201
 
 # Invalid outputs caused by bugs outside this test's scope, by schema id: the reason names
 # the bug. xfail(strict=True): remove the entry once the bug is fixed.
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    "suite/draft7/oneOf/0": "oneOf integer/number: a long decimal such as 91523246675634290.9 parses to an "
+                            "integral float, which jsonschema counts as an integer (valid under both branches)",
+}
 
 
 # -- corpora ------------------------------------------------------------------------------
@@ -229,7 +233,7 @@ def test_corpora_present():
     """The copied samples are there and large enough to mean something."""
     keys = [k for k, _ in ENTRIES]
     assert sum(k.startswith("core/") for k in keys) >= 40
-    assert sum(k.startswith("suite/") for k in keys) >= 2 * min(PROFILE.suite_sample, 30)
+    assert sum(k.startswith("suite/") for k in keys) >= 2 * min(PROFILE.suite_sample, 25)
     assert sum(k.startswith("maskbench/") for k in keys) >= 20
 
 
@@ -243,7 +247,7 @@ def test_shared_maskbench_sample_walks(smollm2_compiler, byte_compiler):
         if key in known or key in KNOWN:
             continue
         got = invalid_outputs(key, schema, smollm2_compiler, byte_compiler,
-                              Profile(0, 0, 1, 1, (4,), 120) if not SOAK else PROFILE)
+                              Profile(0, 0, 1, 1, (4,), 80) if not SOAK else PROFILE)
         if got and got[0]:
             failures.append(f"{key}: {got[0][0]}")
     assert not failures, "\n".join(failures)
