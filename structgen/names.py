@@ -322,27 +322,30 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
     if not names:
         return
     tables = quote_tables(info)
-    cands: list[np.ndarray] = []
-    if state.mode == KEY:
-        prefix = state.key_prefix()
-        if prefix is None:
-            return
-        for name in names:
-            if name.startswith(prefix):
-                rest = name[len(prefix):]
-                for k in range(1, len(rest) + 1):
-                    ids = tables.plain.get(rest[:k])
-                    if ids is not None:
-                        cands.append(ids)
-    else:
-        for name in names:
-            for k in range(len(name) + 1):
-                ids = tables.by_tail.get(name[:k])
-                if ids is not None:
-                    cands.append(ids)
-    if not cands:
+    prefix = state.key_prefix() if state.mode == KEY else None
+    if state.mode == KEY and prefix is None:
         return
-    ids = np.unique(np.concatenate(cands))
+    memo_key = (id(tables), names, prefix)
+    ids = _CANDIDATES.get(memo_key)
+    if ids is None:
+        cands: list[np.ndarray] = []
+        if prefix is not None:
+            pieces = {name[len(prefix):len(prefix) + k] for name in names if name.startswith(prefix)
+                      for k in range(1, len(name) - len(prefix) + 1)}
+            lookup = tables.plain
+        else:
+            pieces = {name[:k] for name in names for k in range(len(name) + 1)}
+            lookup = tables.by_tail
+        for piece in pieces:
+            got = lookup.get(piece)
+            if got is not None:
+                cands.append(got)
+        ids = np.unique(np.concatenate(cands)) if cands else np.zeros(0, np.int64)
+        if len(_CANDIDATES) > 4096:  # the same objects recur in one output; bound the memo
+            _CANDIDATES.clear()
+        _CANDIDATES[memo_key] = ids
+    if not len(ids):
+        return
     ids = ids[ids < len(row) * 32]
     live = ids[((row[ids >> 5] >> (ids & 31).astype(np.uint32)) & np.uint32(1)).astype(bool)]
     tb = info.token_bytes
@@ -353,6 +356,10 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
         succ = index.step_token(cid, t)
         if succ != 0 and not _can_end_fresh(index, succ, after):
             row[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+
+
+# (tables, names of an object, name so far or None) -> candidate token ids of clear_dead_names
+_CANDIDATES: dict[tuple, np.ndarray] = {}
 
 
 def _can_end_fresh(index, cid: int, state: NameState) -> bool:
@@ -420,26 +427,27 @@ def distinct_completion(index, cid: int, state: NameState, *, max_nodes: int = 2
 
 def _fresh_name(index, cid: int, state: NameState, max_nodes: int):
     """From inside a name (configuration ``cid``, lexer ``state``): the shortest bytes that
-    end it (closing quote included) with a name its object does not have, the configuration
-    and lexer state after them; among equally long ones the one completing soonest.
+    end it (closing quote included) with a name its object does not have, and the
+    configuration and lexer state after them (breadth first, printable ASCII first).
     ``False`` when there is none, ``None`` when ``max_nodes`` names were tried."""
+
+    def close(c: int, st: NameState, written: bytes):
+        after = index.step_bytes(c, b'"')
+        if after == 0 or st.esc:
+            return None
+        st2 = st.feed(b'"')
+        if st2 is None or st2.mode == KEY or index.completion_length(after) is None:
+            return None
+        return written + b'"', after, st2
+
+    found = close(cid, state, b"")
+    if found is not None:
+        return found
     level = [(cid, state, b"")]
     nodes = 0
     while level:
-        found = None
-        for c, st, written in level:  # can a quote close a fresh name here?
-            after = index.step_bytes(c, b'"')
-            if after == 0:
-                continue
-            st2 = st.feed(b'"')
-            if st2 is not None and st2.mode != KEY:
-                d = index.completion_length(after)
-                if d is not None and (found is None or d < found[0]):
-                    found = (d, written + b'"', after, st2)
-        if found is not None:
-            return found[1], found[2], found[3]
         nxt_level = []
-        for c, st, written in level:  # else every name one byte longer
+        for c, st, written in level:
             row = index.next_configs(c)
             for b in sorted(np.flatnonzero(row).tolist(), key=_RANK.__getitem__):
                 if b == 0x22 and not st.esc:
@@ -447,7 +455,11 @@ def _fresh_name(index, cid: int, state: NameState, max_nodes: int):
                 nodes += 1
                 if nodes > max_nodes:
                     return None  # unknown
-                nxt_level.append((int(row[b]), st.feed(bytes((b,))), written + bytes((b,))))
+                child = (int(row[b]), st.feed(bytes((b,))), written + bytes((b,)))
+                found = close(*child)
+                if found is not None:
+                    return found
+                nxt_level.append(child)
         level = nxt_level
     return False  # every name this position can end with is taken
 
