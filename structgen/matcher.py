@@ -122,7 +122,7 @@ class GrammarMatcher:
     def _clear_names(self, row: np.ndarray) -> None:
         """Clear the tokens that would repeat a member name, or trap one (structgen.names)."""
         names, info = self._names[-1], self.compiled.tokenizer_info
-        clear_duplicate_closers(names, row, info)
+        clear_duplicate_closers(names, row, info, self._index, self._history[-1])
         clear_dead_names(names, row, info, self._index, self._history[-1])
 
     def _stop_mask(self) -> np.ndarray:

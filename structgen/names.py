@@ -265,7 +265,34 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
     return tables
 
 
-def clear_duplicate_closers(state: NameState, row: np.ndarray, info: TokenizerInfo) -> None:
+# per TokenIndex: (configuration, token class) -> the tokens of that class its mask allows
+_CLASS_HITS: "weakref.WeakKeyDictionary[object, dict[tuple[int, int], np.ndarray]]" = weakref.WeakKeyDictionary()
+
+
+def _allowed_of_class(index, cid: int, cls: int, bits: np.ndarray) -> np.ndarray:
+    """Token ids in the packed class ``bits`` that configuration ``cid``'s mask allows
+    (memoised: a mask never changes, and most allow few tokens with quotes)."""
+    memo = _CLASS_HITS.get(index)
+    if memo is None:
+        memo = _CLASS_HITS.setdefault(index, {})
+    ids = memo.get((cid, cls))
+    if ids is None:
+        mask = index.mask(cid).view(np.uint32)
+        n = min(len(mask), len(bits))
+        hits = mask[:n] & bits[:n]
+        words = np.flatnonzero(hits)
+        if len(words):
+            unpacked = np.unpackbits(hits[words].view(np.uint8), bitorder="little").reshape(len(words), 32)
+            w, b = np.nonzero(unpacked)
+            ids = words[w].astype(np.int64) * 32 + b
+        else:
+            ids = np.zeros(0, np.int64)
+        memo[(cid, cls)] = ids
+    return ids
+
+
+def clear_duplicate_closers(state: NameState, row: np.ndarray, info: TokenizerInfo,
+                            index=None, cid: int | None = None) -> None:
     """Clear, in a filled uint32 mask row, every allowed token that would write a name twice
     in one object from ``state``.
 
@@ -276,28 +303,36 @@ def clear_duplicate_closers(state: NameState, row: np.ndarray, info: TokenizerIn
     the lexer one by one. Nothing written yet in any open object: only the latter."""
     tables = quote_tables(info)
     words = min(len(row), len(tables.escaped))
+    cls = 3
     if state.named == 0:
         simulate = tables.at_least[3]
     elif state.mode == KEY:
         prefix = state.key_prefix()
         if prefix is None:
-            simulate = tables.at_least[1]
+            simulate, cls = tables.at_least[1], 1
         else:
             for name in state.top_names():
                 if name.startswith(prefix):
                     ids = tables.by_prefix.get(name[len(prefix):])
                     if ids is not None:
                         np.bitwise_and.at(row, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
-            simulate = tables.at_least[3] | tables.escaped
+            simulate, cls = tables.at_least[3] | tables.escaped, 4
     elif state.mode == OUTSIDE:
-        simulate = tables.at_least[2]
+        simulate, cls = tables.at_least[2], 2
     else:
         simulate = tables.at_least[3]
+    tb = info.token_bytes
+    if index is not None:
+        # the row still holds the configuration's mask, less what the names cleared above
+        for t in _allowed_of_class(index, cid, cls, simulate).tolist():
+            w, low = t >> 5, 1 << (t & 31)
+            if int(row[w]) & low and state.feed(tb[t]) is None:
+                row[w] &= np.uint32(~low & 0xFFFFFFFF)
+        return
     hits = row[:words] & simulate[:words]
     nz = np.flatnonzero(hits)
     if not len(nz):
         return
-    tb = info.token_bytes
     for w in nz.tolist():
         bits = int(hits[w])
         while bits:
@@ -325,7 +360,7 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
     prefix = state.key_prefix() if state.mode == KEY else None
     if state.mode == KEY and prefix is None:
         return
-    memo_key = (id(tables), names, prefix)
+    memo_key = (id(tables), names, prefix, state.mode)
     ids = _CANDIDATES.get(memo_key)
     if ids is None:
         cands: list[np.ndarray] = []
@@ -341,6 +376,9 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
             if got is not None:
                 cands.append(got)
         ids = np.unique(np.concatenate(cands)) if cands else np.zeros(0, np.int64)
+        if state.mode == VALUE:  # to reach a name, a token ends this string first: two quotes
+            two = tables.at_least[2]
+            ids = ids[((two[ids >> 5] >> (ids & 31).astype(np.uint32)) & np.uint32(1)).astype(bool)]
         if len(_CANDIDATES) > 4096:  # the same objects recur in one output; bound the memo
             _CANDIDATES.clear()
         _CANDIDATES[memo_key] = ids
