@@ -238,3 +238,26 @@ def test_name_state_initial_is_outside():
     assert INITIAL.feed(b'{"a":1}').stack == ()
     assert INITIAL.feed(b'{"a":1,"a"') is None
     assert INITIAL.feed(b'{"a":{"a":1},"b":"a\\"}') is not None
+
+
+def test_duplicate_keys_processor_budget_mode():
+    """The HF logits processor (budget mode) goes through the matcher's name tracking:
+    rows driven by random logits under minProperties end with distinct names."""
+    torch = pytest.importorskip("torch")
+    from structgen.hf import GrammarLogitsProcessor
+
+    from .test_processor import _texts, fake_generate
+
+    info = toy_info([b'{"', b'":', b'"}', b'",', b'":0,"', b'a', b'b'], vocab_size=300)
+    schema = {"type": "object", "minProperties": 3, "additionalProperties": {"type": "integer"}}
+    compiled = GrammarCompiler(info).compile_json_schema(schema)
+    plan = TokenBudget(compiled, 1 << 20).plan
+    for seed, extra in ((0, 0), (1, 2), (2, 6)):
+        proc = GrammarLogitsProcessor(compiled, max_new_tokens=len(plan) + extra)
+        ids = fake_generate(proc, info, batch=4, max_new_tokens=len(plan) + extra, seed=seed)
+        proc.finish(ids)
+        assert all(proc.completed)  # budget mode: every row complete
+        for text in _texts(ids, info):
+            assert _distinct(text), text
+            jsonschema.validate(json.loads(text), schema)
+    del torch
