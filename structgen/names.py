@@ -351,11 +351,11 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
     Only a name so far that is a prefix of a name already written can be in that trap, so
     the candidates are looked up from the written names (:attr:`QuoteTables.plain` inside a
     name, :attr:`QuoteTables.by_tail` before one), and each is checked by a bounded search."""
-    if state.named == 0 or (state.mode == KEY and state.esc):
+    if state.mode == KEY and state.esc:
         return
     names = state.top_names()
-    if not names:
-        return
+    if not names and state.mode != KEY:
+        return  # (inside a name, a token that ends it and starts the next can trap the next)
     tables = quote_tables(info)
     prefix = state.key_prefix() if state.mode == KEY else None
     if state.mode == KEY and prefix is None:
@@ -382,6 +382,9 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
         if len(_CANDIDATES) > 4096:  # the same objects recur in one output; bound the memo
             _CANDIDATES.clear()
         _CANDIDATES[memo_key] = ids
+    if state.mode == KEY:
+        # a token may also end this name and start the next one (`":1,"a`)
+        ids = np.union1d(ids, _allowed_of_class(index, cid, 2, tables.at_least[2]))
     if not len(ids):
         return
     ids = ids[ids < len(row) * 32]
@@ -389,7 +392,7 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
     tb = info.token_bytes
     for t in live.tolist():
         after = state.feed(tb[t])
-        if after is None or after.mode != KEY or after.stack[-1] is not names:
+        if after is None or after.mode != KEY:
             continue
         succ = index.step_token(cid, t)
         if succ != 0 and not _can_end_fresh(index, succ, after):

@@ -261,3 +261,23 @@ def test_duplicate_keys_processor_budget_mode():
             assert _distinct(text), text
             jsonschema.validate(json.loads(text), schema)
     del torch
+
+
+def test_duplicate_key_trap_masked():
+    """Tokens after which a name can only end as a repeat are masked (no dead end): with
+    names of at most one character, `":1,"a` after `{"a` ends "a" and starts "a" again,
+    and `,"` after two... every one-character name taken is not reachable here, but a
+    partial name equal to a used one is."""
+    info = toy_info([b'":1,"a', b',"a', b'a'])
+    compiled = GrammarCompiler(info).compile_json_schema(
+        {"type": "object", "minProperties": 3, "propertyNames": {"maxLength": 1}})
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('{"a')
+    assert _tok(info, b'":1,"a') not in set(m.allowed_token_ids().tolist())
+    assert m.accept_string('":1')
+    allowed = set(m.allowed_token_ids().tolist())
+    assert _tok(info, b',"a') not in allowed
+    assert _tok(info, b",") in allowed
+    assert m.accept_string(',"')
+    assert _tok(info, b"a") not in set(m.allowed_token_ids().tolist())
+    assert _tok(info, b"b") in set(m.allowed_token_ids().tolist())
