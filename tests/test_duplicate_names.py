@@ -264,10 +264,9 @@ def test_duplicate_keys_processor_budget_mode():
 
 
 def test_duplicate_key_trap_masked():
-    """Tokens after which a name can only end as a repeat are masked (no dead end): with
-    names of at most one character, `":1,"a` after `{"a` ends "a" and starts "a" again,
-    and `,"` after two... every one-character name taken is not reachable here, but a
-    partial name equal to a used one is."""
+    """Tokens after which a name can only end as a repeat are masked (no dead end). With
+    names of at most one character: `":1,"a` after `{"a` ends "a" and starts "a" again;
+    `,"a` after `{"a":1` starts "a" again; `a` after `{"a":1,"` too."""
     info = toy_info([b'":1,"a', b',"a', b'a'])
     compiled = GrammarCompiler(info).compile_json_schema(
         {"type": "object", "minProperties": 3, "propertyNames": {"maxLength": 1}})
