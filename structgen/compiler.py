@@ -1,6 +1,7 @@
 """GrammarCompiler → CompiledGrammar: grammar + tokenizer → ready-to-match artefact."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import threading
@@ -68,6 +69,8 @@ class CompiledGrammar:
     index: TokenIndex = field(repr=False)
     warnings: tuple[str, ...] = ()
     stats: CompileStats | None = None
+    free_names: bool = False
+    """Matchers keep member names distinct per object (``Grammar.free_names``)."""
 
     def matcher(self, **kwargs: Any):
         """A new :class:`~structgen.matcher.GrammarMatcher` for this grammar."""
@@ -272,7 +275,7 @@ class GrammarCompiler:
                 if isinstance(grammar, str):
                     text = grammar
                     return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
-                return self._cached(("grammar", str(grammar), grammar.start), lambda: grammar)
+                return self._cached(("grammar", str(grammar), grammar.start, grammar.free_names), lambda: grammar)
         except RecursionError:
             raise GrammarError("the grammar nests too deeply to compile") from None
 
@@ -281,7 +284,8 @@ class GrammarCompiler:
         from .builtin import load_grammar
 
         name = "json" if whitespace == "flexible" else "json_compact"
-        return self._cached(("builtin", name), lambda: load_grammar(name))
+        # any JSON value: every object's names are free, and must still be distinct
+        return self._cached(("builtin", name), lambda: dataclasses.replace(load_grammar(name), free_names=True))
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -315,7 +319,8 @@ class GrammarCompiler:
             precompute_seconds=t3 - t2,
             precomputed_masks=pre,
         )
-        compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats)
+        compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats,
+                                   grammar.free_names)
         if self._cache_size:
             with self._lock:
                 compiled = self._cache.setdefault(key, compiled)  # a racing thread's result wins

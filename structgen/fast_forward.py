@@ -126,6 +126,15 @@ class ForcedTokenPlanner:
         hit = self._plans.get(cid)
         if hit is None:
             hit = self._plans[cid] = self._plan(cid)
+        names = matcher.name_state
+        if hit and names is not None:
+            # plans are per configuration; whether one writes a member name a second time
+            # depends on the names this output wrote: keep the tokens before such a name
+            tb = self.compiled.tokenizer_info.token_bytes
+            for k, t in enumerate(hit):
+                names = names.feed(tb[t])
+                if names is None:
+                    return hit[:k]
         return hit
 
     def _plan(self, cid: int) -> tuple[int, ...]:

@@ -298,6 +298,10 @@ class Grammar:
     rules: Mapping[str, Expr]
     start: str = "start"
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    free_names: bool = field(default=False, compare=False)
+    """The language is JSON text with objects whose member names the grammar does not fix
+    (any name, a pattern): matchers then keep the names of each object distinct, which no
+    context-free grammar can say (see ``structgen.names``). Lark text does not carry it."""
 
     def __post_init__(self) -> None:
         if self.start not in self.rules:

@@ -125,7 +125,7 @@ class GrammarLogitsProcessor(_Base):
         for row, m in enumerate(self.matchers):
             m.fill_next_token_bitmask(self._bitmask, row)
             if self.budgets is not None and not m.is_terminated():
-                self.budgets[row].restrict(m.state, self._bitmask, row)
+                self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 
@@ -141,7 +141,7 @@ class GrammarLogitsProcessor(_Base):
                     f"(another logits processor or beam search changed the choice?)"
                 )
             if self.budgets is not None:
-                self.budgets[row].advance(tok, m.state, m.is_terminated())
+                self.budgets[row].advance(tok, m.state, m.is_terminated(), names=m.name_state)
 
     def finish(self, sequences: Any) -> list[bool]:
         """Feed the rows the tokens ``generate()`` produced after the processor's last call.

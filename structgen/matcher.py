@@ -8,6 +8,7 @@ import numpy as np
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
 from .errors import MatcherError, StructgenTypeError
+from .names import INITIAL, NameState, clear_dead_names, clear_duplicate_closers
 from .token_index import DEAD
 
 __all__ = ["GrammarMatcher", "check_token_id"]
@@ -36,7 +37,7 @@ class GrammarMatcher:
         max_rollback_tokens: how many tokens :meth:`rollback` can undo (``None``: unlimited).
     """
 
-    __slots__ = ("compiled", "_index", "_history", "_terminated", "_max_rollback")
+    __slots__ = ("compiled", "_index", "_history", "_names", "_terminated", "_max_rollback")
 
     def __init__(self, compiled: CompiledGrammar, *, max_rollback_tokens: int | None = None) -> None:
         self.compiled = compiled
@@ -47,7 +48,16 @@ class GrammarMatcher:
     def reset(self) -> None:
         """Back to the start of the grammar."""
         self._history: list[int] = [self._index.initial]
+        # Grammars with free member names (see structgen.names) also track the names written
+        # in each open object, one entry per history entry; None (no work at all) otherwise.
+        self._names: list[NameState] | None = [INITIAL] if self.compiled.free_names else None
         self._terminated = False
+
+    @property
+    def name_state(self) -> NameState | None:
+        """Member names written so far in the open objects (``None``: not tracked, the
+        grammar fixes every name)."""
+        return self._names[-1] if self._names is not None else None
 
     @property
     def state(self) -> int:
@@ -68,12 +78,17 @@ class GrammarMatcher:
             if not self._index.is_accepting(cur):
                 return False
             self._terminated = True
-            self._push(cur)
+            self._push(cur, None if self._names is None else self._names[-1])
             return True
         nxt = self._index.step_token(cur, token_id)
         if nxt == DEAD:
             return False
-        self._push(nxt)
+        names = None
+        if self._names is not None:
+            names = self._names[-1].feed(self.compiled.tokenizer_info.token_bytes[token_id])
+            if names is None:  # writes a member name twice in one object
+                return False
+        self._push(nxt, names)
         return True
 
     def accept_string(self, text: str | bytes) -> bool:
@@ -84,13 +99,22 @@ class GrammarMatcher:
         nxt = self._index.step_bytes(self._history[-1], data)
         if nxt == DEAD:
             return False
-        self._push(nxt)
+        names = None
+        if self._names is not None:
+            names = self._names[-1].feed(data)
+            if names is None:
+                return False
+        self._push(nxt, names)
         return True
 
-    def _push(self, cid: int) -> None:
+    def _push(self, cid: int, names: NameState | None) -> None:
         self._history.append(cid)
+        if self._names is not None:
+            self._names.append(names)
         if self._max_rollback is not None and len(self._history) > self._max_rollback + 1:
             del self._history[0]
+            if self._names is not None:
+                del self._names[0]
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed next tokens into row ``index`` of a CPU int32 bitmask.
@@ -108,6 +132,14 @@ class GrammarMatcher:
             )
         row[: mask.shape[0]] = mask
         row[mask.shape[0]:] = 0
+        if self._names is not None and not self._terminated:
+            self._clear_names(row.view(np.uint32))
+
+    def _clear_names(self, row: np.ndarray) -> None:
+        """Clear the tokens that would repeat a member name, or trap one (structgen.names)."""
+        names, info = self._names[-1], self.compiled.tokenizer_info
+        clear_duplicate_closers(names, row, info, self._index, self._history[-1])
+        clear_dead_names(names, row, info, self._index, self._history[-1])
 
     def _stop_mask(self) -> np.ndarray:
         info = self.compiled.tokenizer_info
@@ -119,6 +151,11 @@ class GrammarMatcher:
         """Sorted ids of the tokens allowed next (convenience; slower than the bitmask)."""
         if self._terminated:
             return np.array(sorted(self.compiled.tokenizer_info.stop_token_ids))
+        if self._names is not None:
+            row = self._index.mask(self._history[-1]).view(np.uint32).copy()
+            self._clear_names(row)
+            bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+            return np.flatnonzero(bits[: self.compiled.tokenizer_info.vocab_size])
         return np.flatnonzero(self._index.allowed_tokens(self._history[-1]))
 
     def is_completed(self) -> bool:
@@ -141,6 +178,8 @@ class GrammarMatcher:
             raise MatcherError(f"cannot roll back {num_tokens} tokens: only {len(self._history) - 1} can be undone")
         if num_tokens:
             del self._history[-num_tokens:]
+            if self._names is not None:
+                del self._names[-num_tokens:]
             self._terminated = False
 
     def find_forced_bytes(self) -> bytes:
@@ -152,7 +191,16 @@ class GrammarMatcher:
         """
         if self._terminated:
             return b""
-        return self._index.forced_bytes(self._history[-1])[0]
+        data = self._index.forced_bytes(self._history[-1])[0]
+        if self._names is not None and data and self._names[-1].feed(data) is None:
+            # the grammar forces a name already written here: stop before its closing
+            # quote (no valid continuation exists; the mask will say so, not a forced byte)
+            state = self._names[-1]
+            for k in range(len(data)):
+                state = state.feed(data[k:k + 1])
+                if state is None:
+                    return data[:k]
+        return data
 
     def forced_string(self) -> str:
         """:meth:`find_forced_bytes` as text, cut before an incomplete UTF-8 character."""
@@ -171,5 +219,6 @@ class GrammarMatcher:
         other._index = self._index
         other._max_rollback = self._max_rollback
         other._history = list(self._history)
+        other._names = None if self._names is None else list(self._names)
         other._terminated = self._terminated
         return other

@@ -253,6 +253,7 @@ class _Converter:
         # why subschemas turned out empty, first first: an empty branch just drops out of its
         # anyOf, and only a whole schema that is empty is refused, with the first reason
         self.empty_reasons: list[SchemaError] = []
+        self.free_names = False  # some object takes names the grammar does not fix
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
 
@@ -307,6 +308,7 @@ class _Converter:
         return check
 
     def any_value(self) -> Expr:
+        self.free_names = True
         if "json_value" not in self.rules:
             ws = self.ws
             self.rules["json_value"] = NOTHING  # placeholder for recursion
@@ -337,7 +339,8 @@ class _Converter:
         rules.owner = self
         rules.update(self.rules)
         self.rules = rules
-        return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)))
+        return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
+                       free_names=self.free_names)
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
         """Validate ``node`` (default: the root) against the root's metaschema.
@@ -1370,6 +1373,8 @@ class _Converter:
             if names == NOTHING:
                 continue
             out.append((seq(Lit('"'), _json_encode_expr(names), Lit('"')), v))
+        if out:
+            self.free_names = True
         return out or None
 
     def string_language(self, schema: Any, ptr: str) -> Expr | None:

@@ -706,6 +706,13 @@ class TokenIndex:
             hit = self._forced[cid] = (bytes(run), cur)
         return hit
 
+    def next_configs(self, cid: int) -> np.ndarray:
+        """The 256 successor configurations of ``cid``, one per byte (``DEAD``: rejected).
+        Read-only; used by searches that need more than the shortest completion."""
+        row = self._row(cid).copy()
+        row.setflags(write=False)
+        return row
+
     def next_bytes(self, cid: int) -> np.ndarray:
         """Sorted byte values that may follow configuration ``cid`` (empty if none)."""
         return np.flatnonzero(self._row(cid))

@@ -68,7 +68,7 @@ def budget_walk(compiled, info, rng: np.random.Generator, max_new_tokens: int, *
         assert len(budget.plan) <= budget.remaining == max_new_tokens - step
         matcher.fill_next_token_bitmask(bitmask)
         full = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
-        budget.restrict(matcher.state, bitmask)
+        budget.restrict(matcher.state, bitmask, names=matcher.name_state)
         bits = np.unpackbits(bitmask[0].view(np.uint8), bitorder="little")[: info.vocab_size].astype(bool)
         allowed = np.flatnonzero(bits)
         assert len(allowed), f"budgeted mask empty after {bytes(out)!r} with {budget.remaining} tokens left"
@@ -78,7 +78,7 @@ def budget_walk(compiled, info, rng: np.random.Generator, max_new_tokens: int, *
         stop_ok = [t for t in allowed.tolist() if t in stops]
         tok = stop_ok[0] if stop_ok and rng.random() < stop_p else int(rng.choice(allowed))
         assert matcher.accept_token(tok), f"allowed token {tok} rejected after {bytes(out)!r}"
-        budget.advance(tok, matcher.state, matcher.is_terminated())
+        budget.advance(tok, matcher.state, matcher.is_terminated(), names=matcher.name_state)
         if matcher.is_terminated():
             return bytes(out), True, step + 1, matcher
         out += info.token_bytes[tok]
