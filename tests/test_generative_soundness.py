@@ -59,17 +59,9 @@ PROFILE = Profile(suite_sample=400, shared_per_subset=6, uniform_walks=8, weight
 
 SEED = 20261201
 
-# Invalid outputs caused by bugs outside this test's scope, by schema id: the reason names
-# the bug. xfail(strict=True): remove the entry once the bug is fixed.
-_FLOAT = ("integer/number: a long decimal such as 91523246675634290.9 parses to an integral float, "
-          "which jsonschema counts as an integer")
-KNOWN: dict[str, str] = {
-    "suite/draft7/oneOf/0": f"oneOf {_FLOAT} (valid under both branches)",
-    # found by the soak profile (STRUCTGEN_SOAK=1), not in the CI sample:
-    "suite/draft2020-12/oneOf/0": f"oneOf {_FLOAT} (valid under both branches)",
-    "suite/draft2020-12/not/0": f"not {{type: integer}}: {_FLOAT}",
-    "suite/draft2020-12/not/1": f"not {{type: [integer, boolean]}}: {_FLOAT}",
-}
+# Invalid outputs caused by bugs not yet fixed, by schema id: the reason names the bug.
+# xfail(strict=True): the entry must be removed once the bug is fixed.
+KNOWN: dict[str, str] = {}
 
 
 # -- corpora ------------------------------------------------------------------------------
