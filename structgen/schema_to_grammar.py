@@ -254,6 +254,7 @@ class _Converter:
         # anyOf, and only a whole schema that is empty is refused, with the first reason
         self.empty_reasons: list[SchemaError] = []
         self.free_names = False  # some object takes names the grammar does not fix
+        self.refuse_empty = False
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
 
@@ -264,7 +265,10 @@ class _Converter:
         raised if the whole schema ends up empty (a branch of anyOf may be empty)."""
         # inside a merged schema (allOf, $ref with siblings) ptr may name no place in the
         # user's schema: the nearest one that exists
-        self.empty_reasons.append(SchemaError(message, pointer=_existing_prefix(self.root, ptr), keyword=keyword))
+        reason = SchemaError(message, pointer=_existing_prefix(self.root, ptr), keyword=keyword)
+        if self.refuse_empty and not (keyword in ("enum", "const") and self._merging):
+            raise reason  # tool definitions: a contradiction anywhere is a definition error
+        self.empty_reasons.append(reason)
         return NOTHING
 
     def unsupported(self, keyword: str, ptr: str, why: str = "") -> None:
@@ -1906,11 +1910,13 @@ def schema_to_grammar(
     strict: bool = True,
     whitespace: Literal["compact", "flexible"] = "compact",
     max_whitespace: int = 8,
+    refuse_empty_subschemas: bool = False,
 ) -> Grammar:
     """Translate a JSON Schema into a grammar of its canonical JSON instances.
 
     Raises:
-        SchemaError: the schema is invalid (pointer to the fault) or trivially unsatisfiable.
+        SchemaError: the schema is invalid (pointer to the fault) or unsatisfiable as a whole (a
+            subschema no value satisfies just drops out, unless ``refuse_empty_subschemas``).
         UnsupportedSchemaError: strict mode and a keyword structgen cannot enforce.
         LimitError: a construct past one of the limits in ``docs/limits.md`` (located).
     """
@@ -1926,6 +1932,8 @@ def schema_to_grammar(
     # threads compiling at the same time (see compiler._deep_recursion)
     with _deep_recursion():
         try:
-            return _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace).convert()
+            converter = _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace)
+            converter.refuse_empty = refuse_empty_subschemas
+            return converter.convert()
         except RecursionError:
             raise SchemaError("the schema nests too deeply to compile", pointer="") from None

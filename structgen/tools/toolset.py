@@ -775,7 +775,7 @@ def _check_enforceable(tool: Tool, lenient: bool) -> Tool:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", StructgenWarning)
-                g = schema_to_grammar(tool.arguments_schema, strict=not lenient)
+                g = schema_to_grammar(tool.arguments_schema, strict=not lenient, refuse_empty_subschemas=True)
             break
         except UnsupportedSchemaError as exc:
             raise ToolSchemaError(f"{exc.message} (pass lenient=True to accept it unenforced)", tool=tool.name,
