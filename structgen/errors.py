@@ -16,6 +16,7 @@ __all__ = [
     "AutomatonSizeError",
     "TokenizerError",
     "MatcherError",
+    "InputFileError",
     "StructgenWarning",
 ]
 
@@ -112,6 +113,22 @@ class TokenizerError(StructgenError, ValueError):
 
 class MatcherError(StructgenError, ValueError):
     """Misuse of a matcher, bitmask or logits processor (shapes, batch size, devices)."""
+
+
+class InputFileError(StructgenError, ValueError):
+    """An input file that cannot be read or parsed (missing, unreadable, not JSON).
+
+    Attributes:
+        path: the file as the user named it.
+        line, column: where the text stops parsing (1-based), or None.
+    """
+
+    def __init__(self, path: str, message: str, *, line: int | None = None, column: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        where = f"{path}:{line}:{column}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
 
 
 class StructgenWarning(UserWarning):
