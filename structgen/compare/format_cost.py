@@ -154,6 +154,8 @@ def format_cost(tasks: list[Task], *, shared_data: Path | None = None,
                            "task_counts": {f: sum(t.family == f for t in with_ref)
                                            for f in sorted({t.family for t in with_ref})},
                            "by_tokenizer": {}, "unavailable": {}, "tasks": []}
+    if not with_ref:  # nothing to count (an ad hoc task has no reference answer)
+        return out
     for name in tokenizers or list(TOKENIZERS):
         count = load_counter(name, shared_data)
         if isinstance(count, str):

@@ -313,12 +313,16 @@ def format_cost_markdown(cost: dict[str, Any]) -> list[str]:
              "inside (plain compact JSON for a schema task or a tokenizer without a tool format). Cells: total "
              "tokens (ratio to the tool call).", ""]
     headers = ["tokenizer", "tool format"] + [FORMAT_LABELS[f] for f in FORMATS]
-    rows = [[name, t["tool_format"]] + [f"{t['totals'][f]} ({t['ratios'][f]:.2f})" for f in FORMATS]
+    rows = [[name, t["tool_format"]] + [f"{t['totals'][f]} ({_ratio(t['ratios'][f])})" for f in FORMATS]
             for name, t in cost["by_tokenizer"].items()]
     lines += [_md_table(headers, rows), ""]
     if cost.get("unavailable"):
         lines += ["Not available: " + "; ".join(f"{k} ({v})" for k, v in cost["unavailable"].items()), ""]
     return lines
+
+
+def _ratio(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
 
 
 def plot_format_cost(cost: dict[str, Any], out_dir: Path) -> list[Path]:
