@@ -102,3 +102,25 @@ def test_lenient_compile_checks_before_loading(tmp_path, capsys, no_model):
     d = _files(tmp_path)
     with pytest.raises(AssertionError, match="was loaded"):
         main(["compile", str(d / "phone.json"), "--lenient"])
+
+
+def test_model_banner_names_the_model_and_sets_expectations():
+    from structgen.models import model_banner
+
+    default = model_banner(None)
+    assert default.startswith("Model: SmolLM2-135M-Instruct") and "often wrong values" in default
+    assert "guarantees the structure" in default
+    assert model_banner("/models/qwen2-7b") == "Model: /models/qwen2-7b"
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("{d}/nothing.gguf", "does not exist"),
+    ("{d}", "not a model folder"),
+    ("{d}/broken.json", "not a .gguf model file"),
+    ("no-such-org/no-such-model-xyz", "cannot load 'no-such-org/no-such-model-xyz' offline"),
+])
+def test_compare_refuses_a_model_that_cannot_load_before_any_work(tmp_path, capsys, no_model, model, expected):
+    d = str(_files(tmp_path))
+    assert main(["compare", "--tasks", "default:1", "--model", model.format(d=d), "--out", d + "/out"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err

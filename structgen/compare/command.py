@@ -33,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="HF model folder, .gguf file or cached hub id (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0...")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
-    p.add_argument("--max-retries", type=int, default=3, help="re-asks after a failed attempt (default 3)")
+    p.add_argument("--max-retries", type=int, default=1,
+                   help="re-asks after a failed attempt (default 1, which keeps the default 12-task run to minutes on "
+                        "a CPU; bench/token_waste.py uses 3)")
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help="tokens per attempt; default: per task, 2 x its reference answer + 32, in [48, 256]")
     p.add_argument("--data", type=Path, default=Path("../shared/data"), help="folder holding bfcl/tasks.jsonl.gz")
@@ -119,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise StructgenError(f"--arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARMS)}")
     tasks = _tasks(args)
+    if not args.report_only:
+        check_model(args.model)
     from .metrics import summarise
     from .report import markdown_report, plot, plot_format_cost, print_summary
 
@@ -191,6 +195,27 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(kept)} tasks, {len(arms)} arms, {wall:.0f} s. Full tables, plots and rows: {args.out}/ "
           f"(report.md, token_waste.json)", file=sys.stderr)
     return 0
+
+
+def check_model(model: str | None) -> None:
+    """Refuse a ``--model`` that cannot load, before any work: in worker processes a load error
+    would surface late (or, in a pool initializer, not at all)."""
+    if model is None:
+        return
+    from ..models import _not_found, _resolve
+
+    kind, path = _resolve(model)
+    if kind == "dir" and not (Path(path) / "config.json").is_file():
+        raise StructgenError(f"--model {model}: the folder has no config.json and no .gguf file: not a model folder")
+    if kind == "hub":
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model, "config.json")
+        except Exception:  # noqa: BLE001 - an id the hub library rejects is not in the cache either
+            cached = None
+        if not isinstance(cached, str):
+            raise StructgenError("--model: " + _not_found(model, FileNotFoundError("not in the cache")))
 
 
 def model_name(model: str | None) -> str:
