@@ -185,10 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
     from .compare.command import add_arguments, run
 
-    k = sub.add_parser("compare", help="token waste: constrained calls vs free-form JSON vs YAML vs JSON mode",
-                       description="Run every task with four arms on one model: the constrained call (structgen), "
-                                   "free-form JSON, YAML and JSON mode, retrying failed answers; report tokens, "
-                                   "retries, validity, accuracy and speed per arm.")
+    k = sub.add_parser("compare", help="token economy: constrained calls vs free-form JSON vs YAML vs JSON mode",
+                       description="Count the tokens of the same answers in each format with every shipped tokenizer "
+                                   "(no model), then run every task with six arms on one model: the constrained call "
+                                   "(structgen), free-form JSON and YAML (zero-shot and with two worked examples) and "
+                                   "JSON mode (any object), retrying failed answers; report tokens, retries, validity, "
+                                   "accuracy and speed per arm. Results are always written (--out).")
     add_arguments(k)
     k.set_defaults(func=run)
     return p

@@ -1,4 +1,9 @@
-"""``structgen compare`` (and ``bench/token_waste.py``): arguments, the run, the files it writes."""
+"""``structgen compare`` (and ``bench/token_waste.py``): arguments, the run, the files it writes.
+
+Input mistakes (a missing schema or task file, bad JSON, an invalid schema, a model that
+cannot load) are refused before any model loads. Results always go to a folder (``--out``,
+or a new timestamped one), written as tasks finish; the terminal gets the 80-column summary.
+"""
 from __future__ import annotations
 
 import argparse
