@@ -123,7 +123,7 @@ def markdown_report(result: dict[str, Any], plots: list[str] | None = None) -> s
     lines += ["## Where each arm wins and loses against the constrained call (all tasks)", ""]
     for arm, x in wins_and_losses(s["overall"]).items():
         lines += [f"- {ARM_LABELS.get(arm, arm)} wins on: " + ("; ".join(x["wins"]) or "nothing") + ".",
-                  f"  It loses on: " + ("; ".join(x["losses"]) or "nothing") + "."]
+                  "  It loses on: " + ("; ".join(x["losses"]) or "nothing") + "."]
     lines += ["", "Per task family, every metric on which another arm beats the constrained call:", ""]
     lines += [f"- {x}" for x in s["findings"]] or ["- nowhere: the constrained call is best or tied on every metric"]
     note = weak_model_note({a: x for a, x in s["overall"].items() if x["n"]})
