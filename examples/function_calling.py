@@ -15,7 +15,7 @@ import dataclasses
 import enum
 import sys
 
-from structgen.models import load_model
+from structgen.models import load_model, model_banner
 from structgen.tools import ToolSet
 
 
@@ -76,6 +76,7 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     args = ap.parse_args()
 
+    print(model_banner(args.model), flush=True)
     model, tokenizer = load_model(args.model)
     tools = ToolSet.from_functions(get_weather, add, set_reminder)
     for request in args.prompt or REQUESTS:

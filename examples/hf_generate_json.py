@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 
 from structgen.generate import generate_json
-from structgen.models import load_model
+from structgen.models import load_model, model_banner
 
 HERE = Path(__file__).parent
 TASKS = [
@@ -30,6 +30,7 @@ def main() -> int:
     ap.add_argument("--model", help="HF model folder or .gguf file (default: embedded SmolLM2)")
     ap.add_argument("--max-new-tokens", type=int, default=160)
     args = ap.parse_args()
+    print(model_banner(args.model), flush=True)
     model, tokenizer = load_model(args.model)
     failures = 0
     for file, prompt in TASKS:

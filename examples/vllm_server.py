@@ -90,6 +90,9 @@ def main() -> None:
     ap.add_argument("--prompt", default="What's the weather like in Paris?")
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
+    from structgen.models import model_banner
+
+    print(model_banner(args.model), flush=True)
     if args.model is None:
         from structgen.models import hf_folder
 

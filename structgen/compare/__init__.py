@@ -1,12 +1,15 @@
-"""Token-waste comparison: constrained calls vs free-form JSON vs YAML vs JSON mode, on a real model.
+"""Token economy: constrained calls vs free-form JSON and YAML (zero- and few-shot) vs JSON mode.
 
 For each task (a prompt plus a JSON Schema or a BFCL tool set) every arm asks the same model
 with the same chat template; arms that can fail re-ask with the error appended, up to
-``max_retries`` times, and every completion token of every attempt counts. Layout:
+``max_retries`` times, and every completion token of every attempt counts. Beside the model
+run, :mod:`~structgen.compare.format_cost` counts the same reference answers in each format
+with every shipped tokenizer (no model). Layout:
 
 * :mod:`~structgen.compare.tasks`: task records, the default set, BFCL and JSONL loaders;
 * :mod:`~structgen.compare.judge`: fences, JSON/YAML parsing, validation, failure classes, accuracy;
-* :mod:`~structgen.compare.arms`: prompts, the retry loop, the four arms (pluggable);
+* :mod:`~structgen.compare.arms`: prompts (few-shot examples too), the retry loop, the six arms (pluggable);
+* :mod:`~structgen.compare.format_cost`: tokens of each format under each tokenizer;
 * :mod:`~structgen.compare.backend`: ``transformers`` generation, timing, NVML energy;
 * :mod:`~structgen.compare.runner`, :mod:`~structgen.compare.metrics`,
   :mod:`~structgen.compare.report`, :mod:`~structgen.compare.command` (``structgen compare``).
@@ -15,7 +18,8 @@ Importing this package loads neither torch nor transformers, rich nor matplotlib
 """
 from __future__ import annotations
 
-from .arms import ARMS, ArmSettings, Backend, Constraint, Generation, cut_retries, prompt_messages, run_arm
+from .arms import ARMS, ArmSettings, Backend, Constraint, Generation, cut_retries, fewshot_examples, prompt_messages, run_arm
+from .format_cost import FORMATS, format_cost, format_texts
 from .judge import FAILURE_CLASSES, Check, Judge, minimal_json, parse_answer, strip_fence
 from .metrics import findings, summarise, summarise_rows
 from .runner import run_compare, token_budget
@@ -24,6 +28,7 @@ from .tasks import Task, TaskError, adhoc_task, load_tasks
 __all__ = [
     "ARMS",
     "FAILURE_CLASSES",
+    "FORMATS",
     "ArmSettings",
     "Backend",
     "Check",
@@ -35,7 +40,10 @@ __all__ = [
     "TaskError",
     "adhoc_task",
     "cut_retries",
+    "fewshot_examples",
     "findings",
+    "format_cost",
+    "format_texts",
     "load_tasks",
     "minimal_json",
     "parse_answer",

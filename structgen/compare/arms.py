@@ -10,11 +10,18 @@ does for plain-JSON calls, so the constrained, free-form JSON and JSON-mode arms
 very same prompt; the YAML arm's system prompt says YAML instead of JSON. Schema tasks use
 JSONSchemaBench's system prompt, one example (schema → answer, the answer written in the
 arm's format) and then the task's schema.
+
+Few-shot arms (``json_fewshot``, ``yaml_fewshot``) give the free-form formats their best fair
+chance: the same system prompt, then two worked examples taken from *other* tasks of the
+same family (a question or schema, and the exact expected answer written in the arm's format,
+as a list when the asked task is a parallel one), then the task itself. See
+:func:`fewshot_examples`.
 """
 from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,7 +30,8 @@ from typing import Any, Literal, Protocol
 from .judge import Format, Judge, minimal_json
 from .tasks import Task, data_dir
 
-__all__ = ["ARMS", "Arm", "ArmSettings", "Backend", "Constraint", "Generation", "cut_retries", "prompt_messages", "run_arm"]
+__all__ = ["ARMS", "Arm", "ArmSettings", "Backend", "Constraint", "Generation", "cut_retries", "fewshot_examples",
+           "prompt_messages", "run_arm"]
 
 
 @dataclass(frozen=True)
@@ -31,12 +39,14 @@ class Constraint:
     """What a backend must constrain the output to.
 
     ``kind="task"``: the task's own grammar (the call schema of its tools, or its JSON
-    Schema), strict; ``kind="json"``: any JSON value (``grammars/json.lark``), no schema.
+    Schema), strict; ``kind="json"``: any JSON value (``grammars/json.lark``), no schema;
+    ``kind="json_object"``: JSON mode as APIs offer it, any JSON object (for a parallel
+    BFCL task, whose answer is a list of calls, any array of objects).
     ``close_truncated``: when the budget runs out, append the shortest text that completes
     the grammar (what ``ToolSet.generate`` does).
     """
 
-    kind: Literal["task", "json"]
+    kind: Literal["task", "json", "json_object"]
     close_truncated: bool = False
 
 
@@ -106,6 +116,13 @@ def _schema_prompt() -> dict[str, Any]:
     return json.loads((data_dir() / "schema_prompt.json").read_text(encoding="utf-8"))
 
 
+@lru_cache(maxsize=1)
+def _default_pool() -> list[Task]:
+    from .tasks import load_tasks
+
+    return load_tasks("default")
+
+
 def _dump(value: Any, fmt: Format) -> str:
     if fmt == "json":
         return json.dumps(value, ensure_ascii=False)
@@ -114,8 +131,77 @@ def _dump(value: Any, fmt: Format) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True).rstrip("\n")
 
 
-def prompt_messages(task: Task, fmt: Format, judge: Judge | None = None) -> list[dict[str, Any]]:
-    """The chat messages that ask for ``task``'s answer in ``fmt``."""
+def _user_text(task: Task) -> str:
+    return "\n".join(str(m.get("content") or "") for m in task.messages if m.get("role") != "system").strip()
+
+
+def _answer_value(example: Task, parallel: bool) -> Any:
+    """The reference answer of ``example`` shaped as the asked task expects it."""
+    ref = example.reference
+    if example.family != "bfcl":
+        return ref
+    return list(ref) if parallel or len(ref) != 1 else ref[0]
+
+
+def fewshot_examples(task: Task, pool: list[Task] | None = None, k: int = 2) -> list[Task]:
+    """``k`` worked examples for ``task``: other tasks of its family that have a reference answer.
+
+    Never the asked task itself (by id, nor a task with the same question or schema). For a
+    parallel BFCL task, parallel examples come first; for a single-call task, only
+    single-call examples (the exact shape expected). The choice is deterministic but varies
+    with the task (a CRC of its id picks where to start), so that no single pair of examples
+    decides the whole run. ``pool`` defaults to the shipped default tasks.
+    """
+    if pool is None:
+        pool = _default_pool()
+    key = _user_text(task) if task.family == "bfcl" else json.dumps(task.schema, sort_keys=True)
+    cands = [t for t in pool if t.family == task.family and t.id != task.id and t.reference is not None
+             and (_user_text(t) if t.family == "bfcl" else json.dumps(t.schema, sort_keys=True)) != key]
+    if not cands:
+        return []
+    start = zlib.crc32(task.id.encode("utf-8")) % len(cands)
+    rotated = cands[start:] + cands[:start]
+    if task.family == "bfcl" and task.parallel:
+        rotated.sort(key=lambda t: not t.parallel)  # stable: parallel examples first, rotation kept
+    elif task.family == "bfcl":  # one call asked: examples of one call (the exact expected shape)
+        rotated = [t for t in rotated if len(t.reference) == 1]
+    return rotated[:k]
+
+
+def _example_turns(task: Task, examples: list[Task], fmt: Format) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for ex in examples:
+        if task.family == "bfcl":
+            from ..tools.bfcl_match import toolset_for
+
+            tools = json.dumps(toolset_for({"functions": ex.functions})[0].to_openai(), ensure_ascii=False)
+            question = f"(Example with other tools: {tools})\n{_user_text(ex)}"
+        else:
+            instruction = _user_text(ex)
+            schema_text = json.dumps(ex.schema, ensure_ascii=False)
+            question = f"{instruction}\n\nJSON Schema:\n{schema_text}" if instruction else schema_text
+        turns += [{"role": "user", "content": question},
+                  {"role": "assistant", "content": _dump(_answer_value(ex, task.parallel), fmt)}]
+    return turns
+
+
+def prompt_messages(task: Task, fmt: Format, judge: Judge | None = None,
+                    examples: list[Task] | None = None) -> list[dict[str, Any]]:
+    """The chat messages that ask for ``task``'s answer in ``fmt``.
+
+    ``examples``: worked examples (see :func:`fewshot_examples`) placed as user/assistant
+    turns between the system prompt and the task; for schema tasks they replace the one
+    JSONSchemaBench example.
+    """
+    if examples:
+        zero = prompt_messages(task, fmt, judge)
+        system = zero[0]
+        if task.family == "bfcl":
+            body = [m for m in zero[1:]]
+            system = {"role": "system", "content": system["content"] + "\n\nExamples of correct answers follow."}
+        else:
+            body = zero[-1:]  # the task's schema turn; the shipped example is replaced
+        return [system, *_example_turns(task, examples, fmt), *body]
     if task.family == "bfcl":
         from ..tools.formats import JSON, tools_system_prompt
 
@@ -148,12 +234,12 @@ def retry_message(fmt: Format, error: str) -> str:
 
 
 def run_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings, *, name: str, fmt: Format,
-            constraint: Constraint | None) -> dict[str, Any]:
+            constraint: Constraint | None, examples: list[Task] | None = None) -> dict[str, Any]:
     """Ask, check, and re-ask with the error appended until valid or out of retries.
 
     Every completion token of every attempt is counted. Returns the result row of this arm.
     """
-    messages = prompt_messages(task, fmt, judge)
+    messages = prompt_messages(task, fmt, judge, examples)
     reset = getattr(backend, "reset_prefix_cache", None)
     if reset is not None:
         reset()  # retries may reuse this arm's own prompt, never another arm's
@@ -240,14 +326,28 @@ def yaml_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings) 
 
 
 def json_mode_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings) -> dict[str, Any]:
-    """(4) JSON mode: the grammar of any JSON value (no schema), validated, retries."""
-    return run_arm(backend, task, judge, settings, name="json_mode", fmt="json", constraint=Constraint("json"))
+    """(4) JSON mode, as APIs offer it: any JSON object (no schema), validated, retries."""
+    return run_arm(backend, task, judge, settings, name="json_mode", fmt="json", constraint=Constraint("json_object"))
+
+
+def json_fewshot_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings) -> dict[str, Any]:
+    """(5) free-form JSON with two worked examples from other tasks (:func:`fewshot_examples`)."""
+    return run_arm(backend, task, judge, settings, name="json_fewshot", fmt="json", constraint=None,
+                   examples=fewshot_examples(task))
+
+
+def yaml_fewshot_arm(backend: Backend, task: Task, judge: Judge, settings: ArmSettings) -> dict[str, Any]:
+    """(6) YAML with two worked examples from other tasks (:func:`fewshot_examples`)."""
+    return run_arm(backend, task, judge, settings, name="yaml_fewshot", fmt="yaml", constraint=None,
+                   examples=fewshot_examples(task))
 
 
 ARMS: dict[str, Arm] = {
     "constrained": constrained_arm,
     "json": json_arm,
+    "json_fewshot": json_fewshot_arm,
     "yaml": yaml_arm,
+    "yaml_fewshot": yaml_fewshot_arm,
     "json_mode": json_mode_arm,
 }
-"""The four arms, in report order."""
+"""The six arms, in report order (each few-shot arm beside its zero-shot one)."""

@@ -14,7 +14,14 @@ from typing import Any
 from .arms import Constraint, Generation
 from .tasks import Task
 
-__all__ = ["EnergyMeter", "HFBackend"]
+__all__ = ["EnergyMeter", "HFBackend", "json_object_schema"]
+
+
+def json_object_schema(task: Task) -> dict[str, Any]:
+    """JSON mode's schema: any object; for a parallel BFCL task (a list of calls) any array of objects."""
+    if task.family == "bfcl" and task.parallel:
+        return {"type": "array", "items": {"type": "object"}}
+    return {"type": "object"}
 
 
 class _Clock:
@@ -118,6 +125,8 @@ class HFBackend:
             from ..builtin import grammar_text
 
             return self.compiler.compile_grammar(grammar_text("json"))
+        if kind == "json_object":
+            return self.compiler.compile_json_schema(json_object_schema(task))
         if task.family == "bfcl":
             from ..tools.bfcl_match import toolset_for
             from ..tools.formats import JSON

@@ -62,11 +62,18 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Records of a JSONL file, gzipped when the name ends in ``.gz``."""
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
+    records = []
     try:
         with opener(p, "rt", encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as exc:  # located in the file, not in the line alone
+                        raise TaskError(f"{p}:{number}:{exc.colno}: not JSON: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise TaskError(f"cannot read tasks from {p}: {exc}") from None
+    return records
 
 
 def task_from_record(rec: dict[str, Any], default_id: str) -> Task:
