@@ -249,6 +249,22 @@ def _minimise(trans, final):
     return out_trans, out_final
 
 
+def _live_states(trans, final) -> set[int]:
+    """The states that can reach a final state (of a DFA whose states are all reachable)."""
+    preds: list[set[int]] = [set() for _ in trans]
+    for s, row in enumerate(trans):
+        for _, _, t in row:
+            preds[t].add(s)
+    live = {s for s in range(len(trans)) if final[s]}
+    stack = list(live)
+    while stack:
+        for p in preds[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    return live
+
+
 class _EliminationTooLarge(Exception):
     """State elimination passed ``ELIMINATION_NODES``: the result stays an automaton."""
 
@@ -257,18 +273,7 @@ def _to_expr(trans, final) -> Expr:
     """State elimination (Brzozowski–McCluskey) over trimmed states of the minimal DFA."""
     trans, final = _minimise(trans, final)
     n = len(trans)
-    # trim: keep states reachable from 0 that can reach a final state
-    preds: list[set[int]] = [set() for _ in range(n)]
-    for s, row in enumerate(trans):
-        for _, _, t in row:
-            preds[t].add(s)
-    live = {s for s in range(n) if final[s]}
-    stack = list(live)
-    while stack:
-        for p in preds[stack.pop()]:
-            if p not in live:
-                live.add(p)
-                stack.append(p)
+    live = _live_states(trans, final)
     if 0 not in live:
         return NOTHING
     if len(live) > ELIMINATION_STATES:
@@ -446,18 +451,7 @@ def intersect_automaton(a: Expr, b: Expr, label: str) -> Expr:
     products whose expression would be much larger than the automaton (a counted repeat
     against a numeric range). ``label`` must name the language; NOTHING when empty."""
     trans, final = _minimise(*_product(_dfa(a), _dfa(b), keep_b_final=True))
-    n = len(trans)
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for s, row in enumerate(trans):
-        for _, _, t in row:
-            preds[t].append(s)
-    live = {s for s in range(n) if final[s]}
-    stack = list(live)
-    while stack:
-        for p in preds[stack.pop()]:
-            if p not in live:
-                live.add(p)
-                stack.append(p)
+    live = _live_states(trans, final)
     if 0 not in live:
         return NOTHING
     keep = sorted(live)  # 0 stays first
