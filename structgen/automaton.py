@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _core
 from .counters import CounterRule, lift_counters
-from .errors import AutomatonSizeError, GrammarError
+from .errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from .grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
 from .regex import parse_regex
 from .utf8 import charset_to_byte_sequences
@@ -579,7 +579,7 @@ def build_automaton(
                 productive.add(r)
                 changed = True
     if 0 not in productive:
-        raise GrammarError(f"the grammar matches no string at all (rule {grammar.start!r} is empty)")
+        raise EmptyGrammarError(f"the grammar matches no string at all (rule {grammar.start!r} is empty)")
     out = []
     for r, (trans, final, calls) in enumerate(raw):
         if r not in productive:  # unreachable after trimming; keep a placeholder rejecting all

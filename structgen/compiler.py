@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .automaton import DEFAULT_MAX_STATES, PushdownAutomaton, build_automaton
-from .errors import GrammarError, SchemaError
+from .errors import EmptyGrammarError, GrammarError, SchemaError
 from .grammar import Grammar
 from .token_index import TokenIndex, TokenTrie
 from .tokenizer import TokenizerInfo
@@ -263,9 +263,7 @@ class GrammarCompiler:
                     schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
         except RecursionError:
             raise SchemaError("the schema nests too deeply to compile", pointer="") from None
-        except GrammarError as exc:
-            if isinstance(exc, SchemaError) or "matches no string" not in str(exc):
-                raise
+        except EmptyGrammarError:
             raise SchemaError("the schema is unsatisfiable: no JSON value can be valid", pointer="") from None
 
     def compile_grammar(self, grammar: Grammar | str, *, start: str = "start") -> CompiledGrammar:

@@ -28,17 +28,13 @@ import torch
 
 from .bitmask import apply_token_bitmask_inplace, bitmask_words
 from .compiler import CompiledGrammar
-from .errors import MatcherError, StructgenError
+from .errors import DecodingError, MatcherError
 from .fast_forward import planner_for
 from .matcher import GrammarMatcher
 
 __all__ = ["DecodeResult", "GenerationStream", "generate"]
 
 Prompt = str | Sequence[dict]
-
-
-class DecodingError(StructgenError, ValueError):
-    """Bad arguments to :func:`generate` (which grammar, which prompts)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,13 @@ __all__ = [
     "MatcherError",
     "StructgenTypeError",
     "InputFileError",
+    "EmptyGrammarError",
+    "DecodingError",
+    "StructgenArgsError",
+    "TaskError",
+    "ToolError",
+    "ToolDefinitionError",
+    "ToolCallError",
     "StructgenWarning",
 ]
 
@@ -64,6 +71,10 @@ class ToolSchemaError(SchemaError):
 
 class GrammarError(StructgenError, ValueError):
     """A grammar is ill-formed (undefined rule, left recursion, empty language...)."""
+
+
+class EmptyGrammarError(GrammarError):
+    """The grammar's language is empty: no string at all matches its start rule."""
 
 
 class GrammarSyntaxError(GrammarError):
@@ -168,6 +179,65 @@ class InputFileError(StructgenError, ValueError):
         self.column = column
         where = f"{path}:{line}:{column}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
+
+
+class DecodingError(StructgenError, ValueError):
+    """Bad arguments to :func:`generate` (which grammar, which prompts)."""
+
+
+class StructgenArgsError(StructgenError, ValueError):
+    """A request's ``"structgen"`` extra argument is malformed (vLLM answers HTTP 400)."""
+
+
+class TaskError(StructgenError, ValueError):
+    """A task specification or task file that cannot be read."""
+
+
+class ToolError(StructgenError, ValueError):
+    """Misuse of the tools API (unknown tool, bad ``tool_choice``, bad call-count bounds...)."""
+
+
+class ToolDefinitionError(ToolError):
+    """A tool that cannot be defined: duplicate or invalid name, malformed dict, unsupported annotation.
+
+    Attributes:
+        tool: the tool's name (None when the name itself is missing).
+        parameter: the Python parameter at fault, or None.
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None, parameter: str | None = None) -> None:
+        self.message = message
+        self.tool = tool
+        self.parameter = parameter
+        where = f"tool {tool!r}: " if tool is not None else ""
+        super().__init__(where + message)
+
+
+class ToolCallError(ToolError):
+    """A tool call that does not parse, does not validate, or cannot be converted for dispatch.
+
+    Attributes:
+        tool: the called tool's name (None if the call has no usable name).
+        argument: the top-level argument at fault, or None.
+        pointer: JSON pointer into the call's ``arguments`` ("" = the whole object).
+        index: position of the call in the parsed output.
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None, argument: str | None = None,
+                 pointer: str = "", index: int | None = None) -> None:
+        self.message = message
+        self.tool = tool
+        self.argument = argument
+        self.pointer = pointer
+        self.index = index
+        parts = []
+        if index is not None:
+            parts.append(f"call {index}")
+        if tool is not None:
+            parts.append(f"tool {tool!r}")
+        if argument is not None:
+            parts.append(f"argument {argument!r} at {pointer or '/'}")
+        super().__init__((", ".join(parts) + ": " if parts else "") + message)
 
 
 class StructgenWarning(UserWarning):

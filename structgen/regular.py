@@ -23,7 +23,6 @@ from .grammar import (
     Repeat,
     Seq,
     alt,
-    expr_size,
     intersect_charsets,
     seq,
 )

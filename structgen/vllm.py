@@ -67,7 +67,7 @@ import numpy as np
 
 from .bitmask import apply_token_bitmask_inplace, bitmask_words
 from .compiler import CompiledGrammar, GrammarCompiler
-from .errors import StructgenError
+from .errors import StructgenArgsError, StructgenError
 from .matcher import GrammarMatcher
 
 try:  # the engine only loads subclasses of its own base class
@@ -85,10 +85,6 @@ EXTRA_ARGS_KEY = "structgen"
 _KINDS = ("json_schema", "grammar", "tools", "json")
 _OPTIONS = {"json_schema": {"whitespace", "strict"}, "grammar": {"start"},
             "tools": {"tool_choice", "parallel", "format", "whitespace", "strict"}, "json": {"whitespace"}}
-
-
-class StructgenArgsError(StructgenError, ValueError):
-    """A request's ``"structgen"`` extra argument is malformed (vLLM answers HTTP 400)."""
 
 
 @dataclass(frozen=True)

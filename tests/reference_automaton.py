@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from structgen.automaton import _distinct_columns, _too_large
+from structgen.automaton import _NFA, _distinct_columns, _too_large
 
 
 def _closure(nfa, states) -> frozenset[int]:

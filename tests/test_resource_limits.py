@@ -19,7 +19,6 @@ import pytest
 
 from structgen import (AutomatonSizeError, GrammarCompiler, LimitError, MatcherError, SchemaError,
                        UnsupportedSchemaError)
-from structgen.counters import MAX_CONFIG_STACKS
 from structgen.errors import StructgenTypeError
 from structgen.schema_text import MAX_NUMBER_LENGTH
 from tests.conftest import toy_info

@@ -14,13 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StructgenError
+from ..errors import TaskError
 
 __all__ = ["Task", "TaskError", "adhoc_task", "data_dir", "load_tasks", "read_jsonl", "task_from_record"]
-
-
-class TaskError(StructgenError, ValueError):
-    """A task specification or task file that cannot be read."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ arrive. A task's arms stay in one process, so the arms of a task see the same ma
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from .tasks import Task

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import SchemaError, StructgenError, StructgenWarning, ToolSchemaError, UnsupportedSchemaError
+from ..errors import (
+    SchemaError,
+    StructgenWarning,
+    ToolCallError,
+    ToolDefinitionError,
+    ToolError,
+    ToolSchemaError,
+    UnsupportedSchemaError,
+)
 from ..grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, opt, seq
 from ..regex import ANY_CHAR
 from .bfcl import bfcl_to_json_schema
@@ -46,51 +54,6 @@ _WS = CharSet.of([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])  # JSON whitespace
 # --------------------------------------------------------------------------- errors
 
 
-class ToolError(StructgenError, ValueError):
-    """Misuse of the tools API (unknown tool, bad ``tool_choice``, bad call-count bounds...)."""
-
-
-class ToolDefinitionError(ToolError):
-    """A tool that cannot be defined: duplicate or invalid name, malformed dict, unsupported annotation.
-
-    Attributes:
-        tool: the tool's name (None when the name itself is missing).
-        parameter: the Python parameter at fault, or None.
-    """
-
-    def __init__(self, message: str, *, tool: str | None = None, parameter: str | None = None) -> None:
-        self.message = message
-        self.tool = tool
-        self.parameter = parameter
-        where = f"tool {tool!r}: " if tool is not None else ""
-        super().__init__(where + message)
-
-
-class ToolCallError(ToolError):
-    """A tool call that does not parse, does not validate, or cannot be converted for dispatch.
-
-    Attributes:
-        tool: the called tool's name (None if the call has no usable name).
-        argument: the top-level argument at fault, or None.
-        pointer: JSON pointer into the call's ``arguments`` ("" = the whole object).
-        index: position of the call in the parsed output.
-    """
-
-    def __init__(self, message: str, *, tool: str | None = None, argument: str | None = None,
-                 pointer: str = "", index: int | None = None) -> None:
-        self.message = message
-        self.tool = tool
-        self.argument = argument
-        self.pointer = pointer
-        self.index = index
-        parts = []
-        if index is not None:
-            parts.append(f"call {index}")
-        if tool is not None:
-            parts.append(f"tool {tool!r}")
-        if argument is not None:
-            parts.append(f"argument {argument!r} at {pointer or '/'}")
-        super().__init__((", ".join(parts) + ": " if parts else "") + message)
 
 
 # --------------------------------------------------------------------------- records
