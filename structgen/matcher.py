@@ -8,7 +8,7 @@ import numpy as np
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
 from .errors import MatcherError, StructgenTypeError
-from .names import INITIAL, NameState, clear_dead_names, clear_duplicate_closers
+from .names import INITIAL, NameState, clear_names
 from .token_index import DEAD
 
 __all__ = ["GrammarMatcher", "check_token_id"]
@@ -137,9 +137,7 @@ class GrammarMatcher:
 
     def _clear_names(self, row: np.ndarray) -> None:
         """Clear the tokens that would repeat a member name, or trap one (structgen.names)."""
-        names, info = self._names[-1], self.compiled.tokenizer_info
-        clear_duplicate_closers(names, row, info, self._index, self._history[-1])
-        clear_dead_names(names, row, info, self._index, self._history[-1])
+        clear_names(self._names[-1], row, self.compiled.tokenizer_info, self._index, self._history[-1])
 
     def _stop_mask(self) -> np.ndarray:
         info = self.compiled.tokenizer_info

@@ -22,7 +22,7 @@ import numpy as np
 
 from .tokenizer import TokenizerInfo
 
-__all__ = ["NameState", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers", "clear_dead_names",
+__all__ = ["NameState", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers", "clear_dead_names", "clear_names",
            "distinct_completion"]
 
 OUTSIDE, VALUE, KEY = 0, 1, 2
@@ -507,3 +507,36 @@ def _fresh_name(index, cid: int, state: NameState, max_nodes: int):
 
 # printable ASCII first among equal choices, as the grammar's own completions
 _RANK = [b - 0x20 if 0x20 <= b < 0x7F else 0x100 + b for b in range(256)]
+
+
+# per TokenIndex: (configuration, name state) -> (words, their values) after both clears
+_CLEARED: "weakref.WeakKeyDictionary[object, dict[tuple, tuple[np.ndarray, np.ndarray]]]" = weakref.WeakKeyDictionary()
+_CLEARED_CAP = 1 << 16
+
+
+def clear_names(state: NameState, row: np.ndarray, info: TokenizerInfo, index, cid: int) -> None:
+    """:func:`clear_duplicate_closers` and :func:`clear_dead_names` on a uint32 row that
+    holds configuration ``cid``'s mask, memoised per (configuration, name state).
+
+    What they clear depends on nothing else, and outputs of one schema revisit the same
+    pairs (the declared names recur): a repeat costs a dict lookup and, where tokens are
+    cleared, one masked assignment, instead of the per-token lexer work (about 15 µs a step
+    on SmolLM2 without the memo). Past ``_CLEARED_CAP`` entries per index the memo restarts."""
+    memo = _CLEARED.get(index)
+    if memo is None:
+        memo = _CLEARED.setdefault(index, {})
+    key = (cid, state.stack, state.expect_key, state.mode, state.esc, state.key, state.named)
+    hit = memo.get(key)
+    if hit is None:
+        mask = index.mask(cid).view(np.uint32)
+        cleared = mask.copy()
+        clear_duplicate_closers(state, cleared, info, index, cid)
+        clear_dead_names(state, cleared, info, index, cid)
+        words = np.flatnonzero(cleared != mask)
+        hit = (words, cleared[words])
+        if len(memo) >= _CLEARED_CAP:
+            memo.clear()
+        memo[key] = hit
+    words, values = hit
+    if len(words):
+        row[words] &= values
