@@ -345,12 +345,16 @@ def test_5000_digit_integer_in_schema_text_is_a_located_limit_error(compiler):
 
 
 def test_cli_reads_schema_files_through_the_same_checks(tmp_path):
-    from structgen.cli import _read_schema
+    from structgen.cli import read_json
+    from structgen.errors import InputFileError
 
     p = tmp_path / "s.json"
     p.write_text('{"maximum": NaN}', encoding="utf-8")
-    with pytest.raises(SystemExit, match="line 1, column 13"):
-        _read_schema(str(p))
+    with pytest.raises(InputFileError, match="NaN is not a JSON number at line 1, column 13"):
+        read_json(str(p))
+    p.write_text('{"maximum": ' + "9" * 5000 + "}", encoding="utf-8")
+    with pytest.raises(InputFileError, match="line 1, column 13"):
+        read_json(str(p))
 
 
 # -- API arguments -------------------------------------------------------------------------------
