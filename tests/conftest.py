@@ -11,6 +11,12 @@ DATA = Path(__file__).parent / "data"
 SHARED = Path(os.environ.get("STRUCTGEN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
+def tokenizer_folder(name: str) -> Path:
+    """A real tokenizer's folder: the copy in tests/data, else the one in ../shared/data."""
+    local = DATA / "tokenizers" / name
+    return local if local.exists() else SHARED / "tokenizers" / name
+
+
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():

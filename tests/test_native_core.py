@@ -11,7 +11,7 @@ import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 
-from .conftest import DATA, SHARED
+from .conftest import tokenizer_folder
 from .reference_masks import reference_mask
 from .walks import random_walk, structural_tokens
 
@@ -32,16 +32,11 @@ TEXTS = ['{"name":"naïve 東京 \\"q\\" ok","age":-42,"tags":["a b","ñ"],"extr
          '{"v":"ab é","kids":[{"v":"x","kids":[]},{"kids":[{"v":"zz"}]}]}']
 
 
-def _folder(name):
-    local = DATA / "tokenizers" / name
-    return local if local.exists() else SHARED / "tokenizers" / name
-
-
 @pytest.fixture(scope="module", params=NAMES)
 def info(request, smollm2_info):
     if request.param == "smollm2":
         return smollm2_info
-    folder = _folder(request.param)
+    folder = tokenizer_folder(request.param)
     if not (folder / "tokenizer.json").exists():
         pytest.skip(f"{folder} not present")
     from transformers import AutoTokenizer

@@ -15,23 +15,18 @@ import pytest
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerError, TokenizerInfo
 from structgen.canonical import canonical_json
 
-from .conftest import DATA, SHARED
+from .conftest import tokenizer_folder
 from .walks import random_walk, structural_tokens
 
 NAMES = ["smollm2", "phi3", "llama3", "qwen2", "gpt2", "deepseek-coder"]
 TEXTS = ['{"name":"Zoë","age":42}', ' hello wörld 😀\n\t"x"', "a<0x0A>b", "  spaced   out  ", "日本語のテキスト"]
 
 
-def _folder(name):
-    local = DATA / "tokenizers" / name
-    return local if local.exists() else SHARED / "tokenizers" / name
-
-
 @pytest.fixture(scope="module", params=NAMES)
 def tokenizer(request, smollm2_tokenizer):
     if request.param == "smollm2":
         return request.param, smollm2_tokenizer
-    folder = _folder(request.param)
+    folder = tokenizer_folder(request.param)
     if not (folder / "tokenizer.json").exists():
         pytest.skip(f"{folder} not present")
     from transformers import AutoTokenizer
