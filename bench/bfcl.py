@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from structgen.errors import StructgenError
+from structgen.integrations.hf_generate import generate_tool_calls
 from structgen.tools import SMOLLM2, ToolCallError
 from structgen.tools.bfcl_match import calls_match, sample_tasks, toolset_for
 
@@ -178,8 +179,8 @@ def run_generation(sample: list[dict[str, Any]], max_new_tokens: int, log: Any, 
                                "max_new_tokens": budget}
         # constrained
         try:
-            g = ts.generate(model, tok, messages, tool_choice="required", parallel=par, format=SMOLLM2,
-                            whitespace=whitespace, max_new_tokens=budget)
+            g = generate_tool_calls(ts, model, tok, messages, tool_choice="required", parallel=par, format=SMOLLM2,
+                                    whitespace=whitespace, max_new_tokens=budget)
             calls = [(c.name, c.arguments) for c in g.calls]
             row["constrained"] = {"text": g.text, "tokens": g.new_tokens, "seconds": round(g.seconds, 3),
                                   "complete": g.complete, "closed": g.closed, "valid": bool(g.calls),

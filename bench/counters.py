@@ -44,7 +44,7 @@ SCHEMAS = {
 
 
 def compile_cost(compiler: GrammarCompiler, schema: dict, *, traced: bool = True) -> tuple[object, float, int]:
-    from structgen import automaton
+    from structgen.index import automaton
 
     automaton._RAW_CACHE.clear()  # cold: rule automata are shared between compiles otherwise
     automaton._MIN_CACHE.clear()

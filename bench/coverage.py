@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from structgen import GrammarCompiler, StructgenError, TokenizerInfo  # noqa: E402
-from structgen.canonical import canonical_json  # noqa: E402
+from structgen.schema.canonical import canonical_json  # noqa: E402
 
 TIME_LIMIT_S = 20
 

@@ -84,7 +84,7 @@ def load(args):
         ids = tok(PROMPT, return_tensors="pt")["input_ids"]
         name = f"random-llama-{args.random_llama} + {Path(args.tokenizer).name} tokenizer"
     else:
-        from structgen.generate import chat_inputs
+        from structgen.integrations.hf_generate import chat_inputs
         from structgen.models import load_default
 
         model, tok = load_default()
@@ -97,7 +97,7 @@ def load(args):
 
 def make_processors(tok, model):
     """Per arm: a factory of fresh logits-processor lists (one per generate call)."""
-    from structgen.hf import JSONSchemaLogitsProcessor
+    from structgen.integrations.hf import JSONSchemaLogitsProcessor
 
     vocab = model.config.vocab_size
     arms = {"unconstrained": list,

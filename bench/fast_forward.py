@@ -44,8 +44,8 @@ import jsonschema
 
 import structgen
 from structgen.errors import StructgenError
-from structgen.generate import chat_inputs, generate_constrained
-from structgen.hf import JSONSchemaLogitsProcessor, compiler_for
+from structgen.integrations.hf import JSONSchemaLogitsProcessor, ToolCallLogitsProcessor, compiler_for
+from structgen.integrations.hf_generate import chat_inputs, generate_constrained
 from structgen.tools import SMOLLM2, ToolSet
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -120,8 +120,8 @@ def hf_run(model: Any, tok: Any, task: dict[str, Any], max_new: int) -> tuple[st
         tools = task["tools"]
         prompt = tools.chat_prompt(tok, task["prompt"], format=SMOLLM2)
         inputs = tok(prompt, return_tensors="pt", add_special_tokens=False).to(model.device)
-        proc = tools.logits_processor(tok, parallel=task["parallel"], format=SMOLLM2, max_whitespace=2,
-                                      vocab_size=model.config.vocab_size)
+        proc = ToolCallLogitsProcessor(tools, tok, parallel=task["parallel"], format=SMOLLM2, max_whitespace=2,
+                                       vocab_size=model.config.vocab_size)
     run = generate_constrained(model, tok, inputs, proc, max_new_tokens=max_new)
     info = proc.compiled.tokenizer_info
     text = b"".join(info.token_bytes[t] or b"" for t in run.body).decode("utf-8", errors="replace")

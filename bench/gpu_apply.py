@@ -84,7 +84,7 @@ def main() -> None:
     from triton.testing import do_bench
 
     from structgen import apply_token_bitmask_inplace
-    from structgen.kernels.triton_bitmask import apply_token_bitmask_triton
+    from structgen.runtime.kernels.triton_bitmask import apply_token_bitmask_triton
 
     try:
         import xgrammar

@@ -4,7 +4,7 @@
 
 Corpus: the first ``--per-subset`` schemas (with a valid instance) of every MaskBench subset
 in ``../shared/data/maskbench``; each valid instance (up to ``--paths``) is written as
-compact JSON in the schema's property order (``structgen.canonical.canonical_json``) and
+compact JSON in the schema's property order (``structgen.schema.canonical.canonical_json``) and
 tokenized by the tokenizer under test. Every engine compiles the same schemas (compact
 separators, no free whitespace) and, along every path, fills the next-token bitmask before
 each token and then accepts the token, as a decoding loop does. Mask figures are per fill,
@@ -49,7 +49,7 @@ from bench.engines import ENGINES, load_engine  # noqa: E402
 
 
 def build_corpus(shared: Path, per_subset: int, paths: int) -> list[dict]:
-    from structgen.canonical import canonical_json
+    from structgen.schema.canonical import canonical_json
 
     corpus = []
     for file in sorted((shared / "maskbench").glob("*.jsonl.gz")):

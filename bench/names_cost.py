@@ -1,4 +1,4 @@
-"""What keeping member names distinct costs per token (structgen/names.py).
+"""What keeping member names distinct costs per token (structgen/runtime/names.py).
 
     python bench/names_cost.py [--repeat 5]
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo  # noqa: E402
-from structgen.canonical import canonical_json  # noqa: E402
+from structgen.schema.canonical import canonical_json  # noqa: E402
 
 
 def cases() -> list[tuple[str, object, list]]:

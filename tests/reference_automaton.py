@@ -2,14 +2,14 @@
 refinement in numpy rounds, the way structgen built rule DFAs before the native core.
 
 tests/test_native_automaton.py swaps them in for the native ``_determinise`` and
-``_minimal_blocks`` of structgen.automaton and checks that every rule DFA comes out equal,
+``_minimal_blocks`` of structgen.index.automaton and checks that every rule DFA comes out equal,
 array for array.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from structgen.automaton import _NFA, _distinct_columns, _too_large
+from structgen.index.automaton import _NFA, _distinct_columns, _too_large
 
 
 def _closure(nfa, states) -> frozenset[int]:

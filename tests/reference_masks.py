@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from structgen.token_index import DEAD
+from structgen.index.token_index import DEAD
 
 _PADDED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

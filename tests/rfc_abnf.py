@@ -1,7 +1,7 @@
 """Reference matchers transcribed rule by rule from the ABNF of RFC 3986 (URI) and RFC 3987
 (IRI), as parser combinators over end positions (test helper).
 
-Independent of ``structgen.formats`` (which writes the same grammars as regular expressions):
+Independent of ``structgen.regex.formats`` (which writes the same grammars as regular expressions):
 a combinator maps a string and a start position to the set of positions where the rule can
 end, so alternatives and repetitions are explored exhaustively, as ABNF means them.
 """

@@ -64,7 +64,7 @@ def test_allocate_is_all_allowed():
 
 TRITON_CHECK = r"""
 import numpy as np, torch
-from structgen.kernels.triton_bitmask import apply_token_bitmask_triton
+from structgen.runtime.kernels.triton_bitmask import apply_token_bitmask_triton
 from tests.test_bitmask import random_case, reference
 rng = np.random.default_rng(2)
 for batch, vocab, mask_vocab in [(1, 100, 100), (3, 5000, 5000), (2, 1000, 961), (2, 257, 300)]:
@@ -112,7 +112,7 @@ def test_cuda_kernel_matches_reference(batch, vocab, mask_vocab, dtype):
     assert torch.equal(torch.isinf(sub.cpu()), torch.isinf(expected_rows))
     sub = logits.cuda()
     apply_token_bitmask_inplace(sub, bm[: len(rows)].cuda(), indices=rows)
-    from structgen.kernels import triton_bitmask
+    from structgen.runtime.kernels import triton_bitmask
 
     assert "disabled" not in triton_bitmask._LAUNCHERS, "this Triton's launcher refused the direct call"
     assert triton_bitmask._LAUNCHERS, "the direct launcher was never used"
@@ -123,7 +123,7 @@ def test_cuda_kernel_matches_reference(batch, vocab, mask_vocab, dtype):
 @pytest.mark.parametrize("full_store", [False, True])
 @pytest.mark.parametrize("words_per_program", [32, 128, 256])
 def test_cuda_kernel_variants(full_store, words_per_program):
-    from structgen.kernels.triton_bitmask import apply_token_bitmask_triton
+    from structgen.runtime.kernels.triton_bitmask import apply_token_bitmask_triton
 
     rng = np.random.default_rng(words_per_program)
     for batch, vocab, mask_vocab in [(2, 128256, 128000), (5, 4099, 4200)]:

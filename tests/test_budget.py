@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher, MatcherError
-from structgen.budget import TokenBudget
-from structgen.token_index import DEAD, UNREACHABLE
+from structgen.runtime.budget import TokenBudget
+from structgen.index.token_index import DEAD, UNREACHABLE
 
 from .conftest import toy_info
 from .walks import budget_walk, random_walk, structural_tokens
@@ -102,7 +102,7 @@ def test_advance_refuses_a_token_outside_the_budget(smollm2_compiler, smollm2_in
 @pytest.mark.parametrize("grammar", ["json", "json_compact"])
 def test_every_rule_state_has_a_finite_completion(grammar, smollm2_compiler):
     compiled = smollm2_compiler.compile_builtin_json(whitespace="flexible" if grammar == "json" else "compact")
-    from structgen.automaton import completion_distances
+    from structgen.index.automaton import completion_distances
 
     for rule, dist in zip(compiled.automaton.rules, completion_distances(compiled.automaton)):
         assert (dist < UNREACHABLE).all(), f"rule {rule.name}: a state cannot reach the rule's end"

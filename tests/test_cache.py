@@ -151,8 +151,8 @@ def test_vocabulary_trie_cache_round_trip_and_corruption(tmp_path, monkeypatch, 
     # the prepared vocabulary is cached as plain arrays (no pickle) and rebuilt when corrupt
     import numpy as np
 
-    from structgen.token_index import TokenTrie
-    from structgen.vocab_cache import load_trie
+    from structgen.index.token_index import TokenTrie
+    from structgen.index.vocab_cache import load_trie
 
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
     built = load_trie(smollm2_info)

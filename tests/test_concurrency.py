@@ -3,7 +3,7 @@
 The memo tables of a compiled grammar fill lazily, so the first visits of configurations race
 when threads share a fresh grammar. Races need a thread switch at the wrong bytecode, which a
 short run rarely hits by chance; so the tests widen the windows: ``len()`` inside
-``structgen.token_index`` (used while interning configurations and growing the row table)
+``structgen.index.token_index`` (used while interning configurations and growing the row table)
 and the compiler cache's dict methods first yield the GIL (``time.sleep(0)``). Unlocked,
 both tests fail; with the locks, yielding changes nothing.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher
-from structgen.canonical import canonical_json
+from structgen.schema.canonical import canonical_json
 
 from .conftest import toy_info
 
@@ -28,7 +28,7 @@ TOKENS = [b'{"', b'":', b'"}', b'},', b"true", b"[1", b", ", b"\\u00", b'"a', b"
 
 @pytest.fixture
 def fast_switching(monkeypatch):
-    import structgen.token_index as token_index
+    import structgen.index.token_index as token_index
 
     def yielding_len(obj):
         time.sleep(0)  # let another thread run here: between reading a size and using it

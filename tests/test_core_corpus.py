@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from structgen import GrammarMatcher
-from structgen.canonical import canonical_json
-from structgen.token_index import DEAD
+from structgen.schema.canonical import canonical_json
+from structgen.index.token_index import DEAD
 
 from .conftest import DATA
 from .walks import random_walk, structural_tokens

@@ -13,11 +13,12 @@ import random
 import numpy as np
 import pytest
 
-from structgen import GrammarCompiler, GrammarMatcher, counters
-from structgen.automaton import build_automaton
+from structgen import GrammarCompiler, GrammarMatcher
+from structgen.index import counters
+from structgen.index.automaton import build_automaton
 from structgen.grammar import MAX_CODEPOINT, CharSet, Grammar, Repeat
 from structgen.regex import parse_regex
-from structgen.regular import bound_length, intersect
+from structgen.regex.regular import bound_length, intersect
 
 from .conftest import toy_info
 from .exprmatch import expr_fullmatch

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from structgen import GrammarCompiler
-from structgen.fast_forward import ForcedTokenPlanner, hf_encoder
+from structgen.runtime.fast_forward import ForcedTokenPlanner, hf_encoder
 
 from .conftest import toy_info
 
@@ -27,8 +27,8 @@ INT_OBJECT = {"type": "object", "properties": {"n": {"type": "integer"}}, "requi
 def test_generate_is_callable_and_the_module_still_imports_without_torch():
     code = (
         "import sys, structgen\n"
-        "from structgen.generate import generate_json, chat_inputs\n"
-        "import structgen.generate as g\n"
+        "from structgen.integrations.hf_generate import generate_json, chat_inputs\n"
+        "import structgen.integrations.hf_generate as g\n"
         "assert g is structgen.generate and callable(structgen.generate)\n"
         "sys.exit(1 if 'torch' in sys.modules else 0)\n"
     )
@@ -40,7 +40,7 @@ def test_generate_is_callable_and_the_module_still_imports_without_torch():
 def test_generate_wants_exactly_one_grammar():
     pytest.importorskip("torch")
     import structgen
-    from structgen.decoding import DecodingError
+    from structgen.integrations.decoding import DecodingError
 
     with pytest.raises(DecodingError, match="exactly one"):
         structgen.generate(None, None, "hi", schema={}, grammar="start: \"a\"")
@@ -220,7 +220,7 @@ def test_fast_forward_outputs_validate_with_fewer_passes(model_and_tokenizer, pr
 @pytest.mark.model
 def test_token_by_token_loop_matches_model_generate(model_and_tokenizer):
     import structgen
-    from structgen.generate import generate_json
+    from structgen.integrations.hf_generate import generate_json
 
     model, tok = model_and_tokenizer
     prompt, name = CASES[0]
@@ -339,8 +339,8 @@ def _speculate(model, prompt_ids, compiled, *, k, max_new_tokens, temperature, s
 
 @pytest.mark.model
 def test_speculative_decoding_with_rollback_keeps_output_valid(model_and_tokenizer):
-    from structgen.decoding import _prompt_ids
-    from structgen.hf import compiler_for
+    from structgen.integrations.decoding import _prompt_ids
+    from structgen.integrations.hf import compiler_for
 
     model, tok = model_and_tokenizer
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},

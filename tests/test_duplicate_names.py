@@ -1,7 +1,7 @@
 """Member names are distinct within an object wherever the grammar leaves them free.
 
 A context-free grammar cannot say "each name once"; the matcher tracks the decoded names
-of each open object (structgen/names.py). Regression tests for each way a duplicate got
+of each open object (structgen/runtime/names.py). Regression tests for each way a duplicate got
 out: through the budget's shortest completion, through accept_token, through the mask,
 through an escaped spelling of the same name, through forced bytes.
 """
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
-from structgen.budget import TokenBudget
-from structgen.names import INITIAL, decode_name
+from structgen.runtime.budget import TokenBudget
+from structgen.runtime.names import INITIAL, decode_name
 
 from .conftest import toy_info
 from .walks import budget_walk, random_walk
@@ -244,7 +244,7 @@ def test_duplicate_keys_processor_budget_mode():
     """The HF logits processor (budget mode) goes through the matcher's name tracking:
     rows driven by random logits under minProperties end with distinct names."""
     torch = pytest.importorskip("torch")
-    from structgen.hf import GrammarLogitsProcessor
+    from structgen.integrations.hf import GrammarLogitsProcessor
 
     from .test_processor import _texts, fake_generate
 

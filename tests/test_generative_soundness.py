@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
-from structgen.budget import TokenBudget
+from structgen.runtime.budget import TokenBudget
 from structgen.errors import StructgenError
 
 from .conftest import DATA, SHARED

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from structgen import Grammar, GrammarCompiler, GrammarError, GrammarMatcher, GrammarSyntaxError, RegexError
-from structgen.builtin import grammar_text, load_grammar
-from structgen.schema_to_grammar import schema_to_grammar
+from structgen.grammar.builtin import grammar_text, load_grammar
+from structgen.schema.to_grammar import schema_to_grammar
 
 from .conftest import toy_info
 

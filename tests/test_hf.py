@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from structgen import MatcherError  # noqa: E402
-from structgen.generate import chat_inputs, generate_json  # noqa: E402
-from structgen.hf import GrammarLogitsProcessor, JSONSchemaLogitsProcessor, compiler_for  # noqa: E402
+from structgen.integrations.hf_generate import chat_inputs, generate_json  # noqa: E402
+from structgen.integrations.hf import GrammarLogitsProcessor, JSONSchemaLogitsProcessor, compiler_for  # noqa: E402
 
 from .model_schemas import SCHEMAS  # shared with the vLLM test
 

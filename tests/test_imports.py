@@ -7,7 +7,8 @@ def test_import_structgen_does_not_load_torch_or_transformers():
     code = (
         "import sys, structgen\n"
         "from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo, Grammar\n"
-        "import structgen.schema_to_grammar, structgen.cli, structgen.models, structgen.generate\n"
+        "import structgen.schema.to_grammar, structgen.cli, structgen.models, structgen.integrations.hf_generate\n"
+        "import structgen.integrations.decoding, structgen.integrations.hf, structgen.tools, structgen.compare.command\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "print(bad); sys.exit(1 if bad else 0)\n"
     )

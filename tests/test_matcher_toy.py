@@ -11,7 +11,7 @@ from structgen import (
     TokenizerInfo,
     allocate_token_bitmask,
 )
-from structgen.token_index import DEAD
+from structgen.index.token_index import DEAD
 
 from .conftest import toy_info
 

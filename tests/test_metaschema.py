@@ -1,6 +1,6 @@
 """The fast metaschema predicates never call a schema valid that jsonschema rejects.
 
-``structgen.metaschema.fast_check`` may only answer True where jsonschema finds no error
+``structgen.schema.metaschema.fast_check`` may only answer True where jsonschema finds no error
 (False just means jsonschema is asked). Checked on every schema of the copied
 JSON-Schema-Test-Suite (2020-12 and draft-07) and of the core real-world corpus, as they are
 and after mutations that give asserted keywords values of the wrong type or range.
@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from structgen.metaschema import fast_check
+from structgen.schema.metaschema import fast_check
 
 DATA = Path(__file__).parent / "data"
 SUITE = DATA / "json-schema-test-suite" / "tests"

@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from structgen import automaton
-from structgen.automaton import build_automaton
-from structgen.builtin import load_grammar
+from structgen.index import automaton
+from structgen.index.automaton import build_automaton
+from structgen.grammar.builtin import load_grammar
 from structgen.errors import AutomatonSizeError
-from structgen.schema_to_grammar import schema_to_grammar
+from structgen.schema.to_grammar import schema_to_grammar
 
 from . import reference_automaton
 from .conftest import DATA

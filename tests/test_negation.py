@@ -2,7 +2,7 @@
 
 ``not``, overlapping ``oneOf`` (branch i and no other), ``if``/``then``/``else``,
 ``maxContains`` and ``unevaluatedProperties``/``unevaluatedItems`` are compiled by
-rewriting the schema (see structgen/unevaluated.py and ``_negate``). For each schema below,
+rewriting the schema (see structgen/schema/unevaluated.py and ``_negate``). For each schema below,
 every value of a fixed pool is serialised canonically and must be accepted exactly when
 jsonschema says it is valid: an accepted invalid value is an under-constraint, a rejected
 valid one a false rejection (allowed only where listed as known).
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.coverage import accepts, byte_compiler  # noqa: E402
-from structgen.canonical import canonical_json  # noqa: E402
+from structgen.schema.canonical import canonical_json  # noqa: E402
 
 POOL = [None, True, False, 0, 1, 2, -3, 1.5, 2.25, -0.5, 100, "", "a", "ab", "abc", "foo", "bar", "then", [], [1], [1, 2],
         [2, 2, 2], [1, "a"], ["a", "b", "c"], [1, 1, 3, 1], [True, False], {}, {"foo": 1}, {"foo": "x"},

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher
-from structgen.formats import FORMAT_PATTERNS
+from structgen.regex.formats import FORMAT_PATTERNS
 
 from .conftest import toy_info
 from .walks import random_walk

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from structgen.grammar import NOTHING, Alt, CharSet, Expr, Lit, Repeat, Seq
-from structgen.numeric import int_range_expr
+from structgen.schema.numeric import int_range_expr
 
 from .exprmatch import expr_fullmatch
 

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from structgen import GrammarCompiler, GrammarMatcher, MatcherError  # noqa: E402
-from structgen.hf import GrammarLogitsProcessor  # noqa: E402
+from structgen.integrations.hf import GrammarLogitsProcessor  # noqa: E402
 
 from .conftest import toy_info  # noqa: E402
 

@@ -41,10 +41,10 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
-from structgen.canonical import canonical_json
+from structgen.schema.canonical import canonical_json
 from structgen.errors import MatcherError, RegexError, SchemaError, StructgenError, StructgenWarning
-from structgen.schema_to_grammar import _existing_prefix
-from structgen.token_index import DEAD
+from structgen.schema.to_grammar import _existing_prefix
+from structgen.index.token_index import DEAD
 
 from . import strategies as S
 from .conftest import DATA, SHARED, toy_info
@@ -585,7 +585,7 @@ def test_canonical_order_follows_dependency_expansion(deps):
     grammar writes it with the required names; canonical_json expands dependencies the same
     way (it wrote {"a":...,"b":...} where the grammar writes "b" first: a valid MaskBench
     instance counted as rejected)."""
-    from structgen.canonical import canonical_json
+    from structgen.schema.canonical import canonical_json
 
     schema = {"type": "object", "patternProperties": {"^[a-e]$": True}, "additionalProperties": False, **deps}
     value = {"a": True, "b": True, "d": 1} if "dependentRequired" in deps else {"a": True, "b": True}

@@ -8,7 +8,7 @@ import pytest
 
 from structgen.grammar import Alt, CharSet, Lit, Repeat, iter_nodes
 from structgen.regex import ANY_CHAR, parse_regex
-from structgen.regular import difference, intersect
+from structgen.regex.regular import difference, intersect
 
 from .exprmatch import expr_fullmatch
 
@@ -57,7 +57,7 @@ def test_empty_intersection_is_nothing():
 @pytest.mark.parametrize("seed", range(12))
 def test_star_minus_literals_equals_the_product_construction(seed):
     # the direct trie construction must give the language of the general DFA difference
-    from structgen.regular import _dfa, _product, _to_expr
+    from structgen.regex.regular import _dfa, _product, _to_expr
 
     rng = random.Random(seed)
     alphabet = "abé\"" if seed % 2 else "ab"

@@ -20,7 +20,7 @@ import pytest
 from structgen import (AutomatonSizeError, GrammarCompiler, LimitError, MatcherError, SchemaError,
                        UnsupportedSchemaError)
 from structgen.errors import StructgenTypeError
-from structgen.schema_text import MAX_NUMBER_LENGTH
+from structgen.schema.text import MAX_NUMBER_LENGTH
 from tests.conftest import toy_info
 
 GUARD_SECONDS = 120  # a safety net against hangs, not a speed assertion
@@ -118,9 +118,9 @@ def test_end_anchored_repeat_of_a_longer_item_decodes_with_bounded_configuration
 def test_config_stack_limit_refuses_and_leaves_the_matcher_usable(compiler, monkeypatch):
     # no pattern left in this suite grows configurations without bound; a small limit shows
     # the refusal: a LimitError from the step that would cross it, the matcher unchanged
-    import structgen.counters
+    import structgen.index.counters
 
-    monkeypatch.setattr(structgen.counters, "MAX_CONFIG_STACKS", 3)
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 3)
     # after i a's the count may be anything from i/2 to i: one stack per count
     g = compile_(compiler, {"type": "string", "pattern": "^(a|aa){100}$"})
     m = g.matcher()
@@ -134,7 +134,7 @@ def test_config_stack_limit_refuses_and_leaves_the_matcher_usable(compiler, monk
     with pytest.raises(LimitError):
         m.accept_string("a")
     assert m.state == before and len(m._history) == steps
-    monkeypatch.setattr(structgen.counters, "MAX_CONFIG_STACKS", 512)
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 512)
     assert m.accept_string("a" * (150 - steps + 1) + '"') and m.is_completed()
 
 

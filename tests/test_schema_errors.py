@@ -17,7 +17,7 @@ from structgen import (
     TokenizerInfo,
     UnsupportedSchemaError,
 )
-from structgen.schema_to_grammar import schema_to_grammar
+from structgen.schema.to_grammar import schema_to_grammar
 
 from .conftest import toy_info
 
@@ -215,7 +215,7 @@ def test_size_limit_refused_in_bounded_work(monkeypatch, schema):
     """Refused with the size reached and how to raise the limit, after building no more
     states than the limit allows, whatever the bound (before the fix, maxItems 10**12 looped
     10**12 times and minItems 10**12 recursed out)."""
-    from structgen import automaton
+    from structgen.index import automaton
 
     built = {"n": 0}
     new = automaton._NFA.new

@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from structgen import GrammarCompiler, SchemaError, UnsupportedSchemaError
-from structgen.canonical import canonical_json
-from structgen.schema_to_grammar import _FRACTION_TEXT, schema_to_grammar
+from structgen.schema.canonical import canonical_json
+from structgen.schema.to_grammar import _FRACTION_TEXT, schema_to_grammar
 
 from .conftest import toy_info
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher
-from structgen.token_index import PLAIN_BYTES, TokenTrie
+from structgen.index.token_index import PLAIN_BYTES, TokenTrie
 
 from .conftest import toy_info
 
@@ -146,7 +146,7 @@ def test_row_classes_exact_even_when_hashes_collide(monkeypatch):
 
 def test_shared_rule_automata_equal_fresh_ones(smollm2_info):
     # rules reused between compiles (any JSON value) must give the automaton a fresh build gives
-    from structgen import automaton
+    from structgen.index import automaton
 
     schemas = [{"type": "object", "properties": {"a": {"type": "string"}}},
                {"type": "object", "properties": {"b": {"type": "array"}}}, True]
@@ -192,7 +192,7 @@ def test_masks_equal_token_by_token_reference(smollm2_info, case):
 def test_rows_without_frame_tables_give_the_same_masks(smollm2_info, monkeypatch, case):
     """Single-frame rows read a per-(rule, parent) table; past its memory budget they group
     bytes in Python instead. Both must give the same masks (recursion and counters included)."""
-    from structgen import token_index
+    from structgen.index import token_index
 
     schema = {"$defs": {"node": {"type": "object", "properties": {
         "v": {"type": "string", "maxLength": 100}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerError, TokenizerInfo
-from structgen.canonical import canonical_json
+from structgen.schema.canonical import canonical_json
 
 from .conftest import tokenizer_folder
 from .walks import random_walk, structural_tokens

@@ -16,7 +16,9 @@ import jsonschema
 import pytest
 
 from structgen import Grammar, GrammarCompiler, SchemaError, StructgenWarning
-from structgen.canonical import canonical_json
+from structgen.integrations.hf import ToolCallLogitsProcessor
+from structgen.integrations.hf_generate import generate_tool_calls
+from structgen.schema.canonical import canonical_json
 from structgen.tools import (
     HERMES,
     JSON,
@@ -569,13 +571,12 @@ def test_chat_prompt(two_tools, smollm2_tokenizer):
 
 
 def test_logits_processor_reads_the_format_from_the_tokenizer(two_tools, smollm2_tokenizer):
-    pytest.importorskip("torch")
-    proc = two_tools.logits_processor(smollm2_tokenizer, "get_weather", parallel=True, max_calls=2)
+    proc = ToolCallLogitsProcessor(two_tools, smollm2_tokenizer, "get_weather", parallel=True, max_calls=2)
     assert proc.format == SMOLLM2
     assert accepts(proc.compiled, f"<tool_call>[{W},{W}]</tool_call>")
     assert not accepts(proc.compiled, f"<tool_call>[{W},{W},{W}]</tool_call>")
     assert not accepts(proc.compiled, '<tool_call>[{"name":"web_search","arguments":{"query":"q"}}]</tool_call>')
-    hermes = two_tools.logits_processor(smollm2_tokenizer, "auto", format="hermes")
+    hermes = ToolCallLogitsProcessor(two_tools, smollm2_tokenizer, "auto", format="hermes")
     assert hermes.format == HERMES and accepts(hermes.compiled, "No call needed.")
 
 
@@ -732,7 +733,7 @@ def test_smollm2_calls_and_dispatches():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread is faster for a 135M model on a shared CPU
     try:
-        result = ts.generate(model, tok, "What is 12 plus 30? Use the add tool.", max_new_tokens=40)
+        result = generate_tool_calls(ts, model, tok, "What is 12 plus 30? Use the add tool.", max_new_tokens=40)
     finally:
         torch.set_num_threads(threads)
     assert result.text.startswith("<tool_call>[") and result.text.endswith("]</tool_call>")

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from structgen.grammar import CharSet
-from structgen.utf8 import charset_to_byte_sequences, utf8_sequences
+from structgen.regex.utf8 import charset_to_byte_sequences, utf8_sequences
 
 
 def _valid_count(lo: int, hi: int) -> int:

@@ -1,4 +1,4 @@
-"""structgen.vllm's bookkeeping, driven by a stand-in of vLLM's persistent batch (no vLLM needed).
+"""structgen.integrations.vllm's bookkeeping, driven by a stand-in of vLLM's persistent batch (no vLLM needed).
 
 tests/vllm_standin.py reproduces how vLLM's V1 InputBatch reports rows removed, added and
 moved (condense, swap) to logits processors; tests/test_vllm.py runs the real engine.
@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from structgen import GrammarCompiler, GrammarMatcher, SchemaError, StructgenError
-from structgen.bitmask import apply_token_bitmask_inplace, bitmask_words
-from structgen.vllm import GrammarSpec, StructgenArgsError, StructgenLogitsProcessor
+from structgen.runtime.bitmask import apply_token_bitmask_inplace, bitmask_words
+from structgen.integrations.vllm import GrammarSpec, StructgenArgsError, StructgenLogitsProcessor
 
 from .conftest import toy_info
 from .vllm_standin import BatchUpdate, MoveDirectionality, PersistentBatch, Request, SamplingParams

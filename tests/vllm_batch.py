@@ -33,7 +33,7 @@ def main(folder: str, out_path: str, use_structgen: bool) -> None:
     from vllm import LLM, SamplingParams
 
     tok = AutoTokenizer.from_pretrained(folder)
-    kwargs = {"logits_processors": ["structgen.vllm:StructgenLogitsProcessor"]} if use_structgen else {}
+    kwargs = {"logits_processors": ["structgen.integrations.vllm:StructgenLogitsProcessor"]} if use_structgen else {}
     llm = LLM(model=folder, dtype="float32", max_model_len=1024, max_num_seqs=8, seed=0,
               enforce_eager=True, **kwargs)
     prompts, params = [], []

@@ -49,7 +49,7 @@ def random_walk(matcher, info, rng: np.random.Generator, *, max_steps: int = 300
 
 def budget_walk(compiled, info, rng: np.random.Generator, max_new_tokens: int, *, stop_p: float = 0.1,
                 on_step=None):
-    """A walk under budget-aware masking (``structgen.budget.TokenBudget``), at most
+    """A walk under budget-aware masking (``structgen.runtime.budget.TokenBudget``), at most
     ``max_new_tokens`` tokens; returns (output bytes, terminated, tokens taken, matcher).
 
     Checks on the way: the budgeted mask is never empty and only narrows the grammar's mask;
@@ -57,7 +57,7 @@ def budget_walk(compiled, info, rng: np.random.Generator, max_new_tokens: int, *
     Sampling is uniform over allowed tokens (long strings and deep nesting are likely).
     """
     from structgen import GrammarMatcher, allocate_token_bitmask
-    from structgen.budget import TokenBudget
+    from structgen.runtime.budget import TokenBudget
 
     matcher = GrammarMatcher(compiled)
     budget = TokenBudget(compiled, max_new_tokens)

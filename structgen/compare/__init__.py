@@ -1,4 +1,4 @@
-"""Token economy: constrained calls vs free-form JSON and YAML (zero- and few-shot) vs JSON mode.
+"""Token economy: takes tasks and a model, gives tokens, retries, validity and accuracy per arm (constrained calls vs free-form JSON and YAML vs JSON mode).
 
 For each task (a prompt plus a JSON Schema or a BFCL tool set) every arm asks the same model
 with the same chat template; arms that can fail re-ask with the error appended, up to
@@ -19,6 +19,7 @@ Importing this package loads neither torch nor transformers, rich nor matplotlib
 from __future__ import annotations
 
 from .arms import ARMS, ArmSettings, Backend, Constraint, Generation, cut_retries, fewshot_examples, prompt_messages, run_arm
+from .backend import HFBackend
 from .format_cost import FORMATS, format_cost, format_texts
 from .judge import FAILURE_CLASSES, Check, Judge, minimal_json, parse_answer, strip_fence
 from .metrics import findings, summarise, summarise_rows
@@ -59,7 +60,5 @@ __all__ = [
 
 def __getattr__(name: str):  # HFBackend lazily: its module is light, but keep the door shut on torch
     if name == "HFBackend":
-        from .backend import HFBackend
-
         return HFBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
+from ..tools.bfcl_match import toolset_for
+from ..tools.formats import JSON, tools_system_prompt
 from .judge import Format, Judge, minimal_json
-from .tasks import Task, data_dir
+from .tasks import Task, data_dir, load_tasks
 
 __all__ = ["ARMS", "Arm", "ArmSettings", "Backend", "Constraint", "Generation", "cut_retries", "fewshot_examples",
            "prompt_messages", "run_arm"]
@@ -118,8 +120,6 @@ def _schema_prompt() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _default_pool() -> list[Task]:
-    from .tasks import load_tasks
-
     return load_tasks("default")
 
 
@@ -172,8 +172,6 @@ def _example_turns(task: Task, examples: list[Task], fmt: Format) -> list[dict[s
     turns: list[dict[str, Any]] = []
     for ex in examples:
         if task.family == "bfcl":
-            from ..tools.bfcl_match import toolset_for
-
             tools = json.dumps(toolset_for({"functions": ex.functions})[0].to_openai(), ensure_ascii=False)
             question = f"(Example with other tools: {tools})\n{_user_text(ex)}"
         else:
@@ -203,8 +201,6 @@ def prompt_messages(task: Task, fmt: Format, judge: Judge | None = None,
             body = zero[-1:]  # the task's schema turn; the shipped example is replaced
         return [system, *_example_turns(task, examples, fmt), *body]
     if task.family == "bfcl":
-        from ..tools.formats import JSON, tools_system_prompt
-
         toolset = (judge or Judge(task)).toolset
         tools = toolset.to_openai()
         system = tools_system_prompt(JSON, tools) if fmt == "json" else _YAML_TOOLS.format(

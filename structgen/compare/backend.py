@@ -1,6 +1,6 @@
 """The Hugging Face backend of the comparison: one ``model.generate`` per attempt, timed.
 
-Constrained attempts go through :func:`structgen.generate.generate_constrained` (the helper
+Constrained attempts go through :func:`structgen.integrations.hf_generate.generate_constrained` (the helper
 behind ``generate_json`` and ``ToolSet.generate``) with a grammar processor; free attempts
 call ``model.generate`` directly. Both are greedy, batch of one, same chat template. A
 streamer-shaped clock records when each token arrives (time to first token, time per output
@@ -11,6 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..grammar.builtin import grammar_text
+from ..integrations.decoding import generate as structgen_generate
+from ..integrations.hf import GrammarLogitsProcessor, compiler_for
+from ..integrations.hf_generate import chat_inputs, generate_constrained
+from ..tools import shortest_completion
+from ..tools.bfcl_match import toolset_for
+from ..tools.formats import JSON
 from .arms import Constraint, Generation
 from .tasks import Task
 
@@ -72,8 +79,6 @@ class HFBackend:
     """A ``transformers`` causal LM and its tokenizer, as the comparison's :class:`Backend`."""
 
     def __init__(self, model: Any, tokenizer: Any, *, fast_forward: bool = False) -> None:
-        from ..hf import compiler_for
-
         # fast_forward: constrained attempts decode with structgen.generate, which appends
         # grammar-forced tokens without a forward pass each (forced_tokens, forward_passes)
         self.fast_forward = fast_forward
@@ -122,15 +127,10 @@ class HFBackend:
     def _compile(self, task: Task, kind: str) -> Any:
         """The grammar of an attempt (the compiler caches it, so retries do not recompile)."""
         if kind == "json":
-            from ..builtin import grammar_text
-
             return self.compiler.compile_grammar(grammar_text("json"))
         if kind == "json_object":
             return self.compiler.compile_json_schema(json_object_schema(task))
         if task.family == "bfcl":
-            from ..tools.bfcl_match import toolset_for
-            from ..tools.formats import JSON
-
             if task.id not in self._toolsets:
                 self._toolsets = {task.id: toolset_for({"functions": task.functions})[0]}
             return self._toolsets[task.id].compile(self.compiler, parallel=task.parallel, format=JSON)
@@ -139,8 +139,6 @@ class HFBackend:
     def generate(self, task: Task, messages: list[dict[str, Any]], *, max_new_tokens: int,
                  constraint: Constraint | None) -> Generation:
         """One greedy generation of ``messages`` (see :class:`Backend`)."""
-        from ..generate import chat_inputs
-
         inputs = chat_inputs(self.tokenizer, messages).to(self.model.device)
         ids = inputs["input_ids"][0].tolist()
         clock = _Clock()
@@ -158,9 +156,6 @@ class HFBackend:
             finished = bool(new) and new[-1] in self.stop_ids
             text, closed = self.tokenizer.decode(new, skip_special_tokens=True), False
         else:
-            from ..generate import generate_constrained
-            from ..hf import GrammarLogitsProcessor
-
             s0 = time.perf_counter()
             compiled = self._compile(task, constraint.kind)
             setup = time.perf_counter() - s0
@@ -179,8 +174,6 @@ class HFBackend:
             body = bytearray(b"".join(info.token_bytes[t] or b"" for t in run.body))
             finished, closed = run.matcher.is_completed(), False
             if not finished and constraint.close_truncated:
-                from ..tools import shortest_completion
-
                 tail = shortest_completion(run.matcher)
                 if tail is not None:
                     body += tail
@@ -192,15 +185,11 @@ class HFBackend:
 
     def _fast_forward(self, compiled: Any, messages: list[dict[str, Any]], inputs: Any, max_new_tokens: int,
                       constraint: Constraint, setup: float, e0: float | None) -> Generation:
-        from .. import generate as structgen_generate
-
         t0 = time.perf_counter()
         r = structgen_generate(self.model, self.tokenizer, messages, grammar=compiled, max_new_tokens=max_new_tokens)
         seconds = time.perf_counter() - t0
         text, finished, closed = r.text, r.status == "complete", False
         if not finished and constraint.close_truncated:
-            from ..tools import shortest_completion
-
             matcher = compiled.matcher()
             if matcher.accept_string(text):
                 tail = shortest_completion(matcher)

@@ -19,8 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StructgenError
+from ..inputs import check_schema, read_json
+from ..models import _not_found, _resolve, load_model
 from .arms import ARMS, cut_retries
+from .backend import HFBackend
+from .format_cost import format_cost
+from .metrics import summarise
+from .report import markdown_report, plot, plot_format_cost, print_summary
+from .runner import run_compare
 from .tasks import Task, adhoc_task, load_tasks, read_jsonl
+from .workers import default_workers, run_in_workers
 
 __all__ = ["add_arguments", "run"]
 
@@ -79,8 +87,6 @@ def _check_extras() -> None:
 def _tasks(args: argparse.Namespace) -> list[Task]:
     tasks: list[Task] = []
     if args.schema:
-        from ..cli import check_schema, read_json
-
         schema = read_json(args.schema)
         check_schema(args.schema, schema)  # before the model loads
         tasks.append(adhoc_task(schema, args.prompt))
@@ -102,8 +108,6 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
 
 
 def _workers(args: argparse.Namespace, n_tasks: int) -> int:
-    from .workers import default_workers
-
     return max(1, min(args.workers or default_workers(args.device, os.cpu_count()), n_tasks))
 
 
@@ -128,9 +132,6 @@ def run(args: argparse.Namespace) -> int:
     tasks = _tasks(args)
     if not args.report_only:
         check_model(args.model)
-    from .metrics import summarise
-    from .report import markdown_report, plot, plot_format_cost, print_summary
-
     t_start = time.perf_counter()
     if args.out is None:
         if args.resume:
@@ -170,8 +171,6 @@ def run(args: argparse.Namespace) -> int:
     kept = {r["task"] for r in rows}
     generated = bool(todo) and not args.report_only
     earlier = _earlier_result(args.out) if args.resume and not generated else {}
-    from .format_cost import format_cost
-
     cost = format_cost([t for t in tasks if t.id in kept] or tasks, shared_data=args.data)
     result = {
         "command": _command_line(),
@@ -207,8 +206,6 @@ def check_model(model: str | None) -> None:
     would surface late (or, in a pool initializer, not at all)."""
     if model is None:
         return
-    from ..models import _not_found, _resolve
-
     kind, path = _resolve(model)
     if kind == "dir" and not (Path(path) / "config.json").is_file():
         raise StructgenError(f"--model {model}: the folder has no config.json and no .gguf file: not a model folder")
@@ -238,10 +235,6 @@ def _generate(args: argparse.Namespace, todo: list[Task], arms: list[str], rows_
     if workers > 1:
         return _generate_in_workers(args, todo, arms, rows_path, skipped, workers)
     import torch
-
-    from ..models import load_model
-    from .backend import HFBackend
-    from .runner import run_compare
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -320,8 +313,6 @@ def _save(rows_path: Path | None, task_rows: list[dict[str, Any]]) -> None:
 
 def _generate_in_workers(args: argparse.Namespace, todo: list[Task], arms: list[str], rows_path: Path | None,
                          skipped: list[dict[str, str]], workers: int) -> list[dict[str, Any]]:
-    from .workers import run_in_workers
-
     options = {"arms": arms, "max_retries": args.max_retries, "max_new_tokens": args.max_new_tokens}
     common = {"workers": workers, "model": args.model, "device": args.device, "threads": args.threads,
               "fast_forward": args.fast_forward, "options": options, "skipped": skipped}

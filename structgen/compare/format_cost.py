@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..models import load_default_tokenizer
 from .tasks import Task
 
 __all__ = ["FORMATS", "TOKENIZERS", "format_cost", "format_texts", "load_counter"]
@@ -117,8 +118,6 @@ def _counter_at(path: str) -> Callable[[str], int]:
 
 @lru_cache(maxsize=1)
 def _smollm2_counter() -> Callable[[str], int]:
-    from ..models import load_default_tokenizer
-
     tok = load_default_tokenizer()
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 

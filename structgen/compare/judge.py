@@ -19,6 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import jsonschema
+
+from ..tools import ToolCallError
+from ..tools.bfcl_match import calls_match, toolset_for
 from .tasks import Task
 
 __all__ = ["FAILURE_CLASSES", "Check", "Judge", "minimal_json", "parse_answer", "strip_fence"]
@@ -119,8 +123,6 @@ class Judge:
         self.toolset = None
         self.lenient = False
         if task.family == "bfcl":
-            from ..tools.bfcl_match import toolset_for
-
             self.toolset, self.lenient = toolset_for({"functions": task.functions})
 
     def check(self, text: str, fmt: Format, *, finished: bool = True) -> Check:
@@ -139,8 +141,6 @@ class Judge:
 
     def _validate(self, value: Any) -> tuple[Any, str | None]:
         if self.toolset is not None:
-            from ..tools import ToolCallError
-
             items = value if isinstance(value, list) else [value]
             if not items:
                 return None, "the list of calls is empty"
@@ -150,8 +150,6 @@ class Judge:
             except ToolCallError as exc:
                 return None, str(exc)
             return calls, None
-        import jsonschema
-
         schema = self.task.schema
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
@@ -177,7 +175,5 @@ class Judge:
         if answer is None:
             return False
         if self.toolset is not None:
-            from ..tools.bfcl_match import calls_match
-
             return calls_match([(c["name"], c["arguments"]) for c in answer], gt)
         return answer == gt

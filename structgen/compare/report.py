@@ -7,10 +7,13 @@ tables go to ``report.md``. rich and matplotlib are the ``bench`` extra
 """
 from __future__ import annotations
 
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
-import textwrap
+from .format_cost import FORMAT_LABELS, FORMATS
+from .metrics import METRICS
 
 __all__ = ["COLUMNS", "markdown_report", "plot", "plot_format_cost", "print_summary", "print_table", "summary_lines",
            "table_rows", "wins_and_losses"]
@@ -190,8 +193,6 @@ def _free_arms(per_arm: dict[str, Any], baseline: str = "constrained") -> list[s
 
 def wins_and_losses(per_arm: dict[str, Any], baseline: str = "constrained") -> dict[str, dict[str, list[str]]]:
     """Per arm other than ``baseline``: the metrics it wins on and those it loses on (vs ``baseline``)."""
-    from .metrics import METRICS
-
     base = per_arm.get(baseline)
     out: dict[str, dict[str, list[str]]] = {}
     if not base or not base["n"]:
@@ -263,8 +264,6 @@ def summary_lines(result: dict[str, Any], width: int = WIDTH) -> list[str]:
                      f"{x['retries_total']:>8}{x['tokens_mean']:>9.1f}{ratio:>7}{_pct(x['accuracy']):>9}")
     cost = result.get("format_cost")
     if cost and cost.get("by_tokenizer"):
-        from .format_cost import FORMAT_LABELS, FORMATS
-
         lines += [""] + _wrap(f"Format cost (no model): tokens of the same {cost['n_tasks']} reference answers, "
                               "as a ratio to the tool call", width)
         head = f"{'tokenizer':<15}" + "".join(f"{FORMAT_LABELS[f][:12]:>13}" for f in FORMATS)
@@ -295,15 +294,11 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
 
 def print_summary(result: dict[str, Any], file: Any = None) -> None:
     """Print :func:`summary_lines` (80 columns) to ``file`` (default stdout)."""
-    import sys
-
     print("\n".join(summary_lines(result)), file=file or sys.stdout)
 
 
 def format_cost_markdown(cost: dict[str, Any]) -> list[str]:
     """The format-cost section of the Markdown report."""
-    from .format_cost import FORMAT_LABELS, FORMATS
-
     if not cost or not cost.get("by_tokenizer"):
         return []
     counts = ", ".join(f"{k}: {v}" for k, v in cost["task_counts"].items())
@@ -327,8 +322,6 @@ def _ratio(v: float | None) -> str:
 
 def plot_format_cost(cost: dict[str, Any], out_dir: Path) -> list[Path]:
     """``format_cost.png``: tokens per format relative to the tool call, one bar group per tokenizer."""
-    from .format_cost import FORMAT_LABELS, FORMATS
-
     if not cost or not cost.get("by_tokenizer"):
         return []
     import matplotlib

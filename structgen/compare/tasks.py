@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TaskError
+from ..tools.bfcl_match import sample_tasks
 
 __all__ = ["Task", "TaskError", "adhoc_task", "data_dir", "load_tasks", "read_jsonl", "task_from_record"]
 
@@ -135,8 +136,6 @@ def load_tasks(spec: str, *, shared_data: Path | None = None, seed: int = 0) -> 
     if name == "default":
         records = read_jsonl(data_dir() / "default_tasks.jsonl")
     elif name == "bfcl":
-        from ..tools.bfcl_match import sample_tasks
-
         path = (shared_data or Path("../shared/data")) / "bfcl" / "tasks.jsonl.gz"
         if not path.is_file():
             raise TaskError(f"BFCL tasks not found at {path}; pass --data DIR (the folder holding bfcl/tasks.jsonl.gz)")

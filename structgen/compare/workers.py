@@ -14,6 +14,9 @@ import multiprocessing
 from collections.abc import Callable
 from typing import Any
 
+from ..models import load_model
+from .backend import HFBackend
+from .runner import run_compare
 from .tasks import Task
 
 __all__ = ["default_workers", "run_in_workers"]
@@ -24,9 +27,6 @@ _STATE: dict[str, Any] = {}
 def _init(model: str | None, device: str, threads: int, fast_forward: bool, options: dict[str, Any]) -> None:
     import torch
 
-    from ..models import load_model
-    from .backend import HFBackend
-
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     m, tok = load_model(model, device=device)
@@ -35,8 +35,6 @@ def _init(model: str | None, device: str, threads: int, fast_forward: bool, opti
 
 
 def _run(item: tuple[int, Task]) -> tuple[int, list[dict[str, Any]], list[dict[str, str]]]:
-    from .runner import run_compare
-
     index, task = item
     skipped: list[dict[str, str]] = []
     rows = run_compare(_STATE["backend"], [task], skipped=skipped, **_STATE["options"])

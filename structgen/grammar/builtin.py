@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 
-from .grammar import Grammar
+from .rules import Grammar
 
 __all__ = ["load_grammar", "grammar_text"]
 
@@ -12,14 +13,12 @@ __all__ = ["load_grammar", "grammar_text"]
 def grammar_text(name: str) -> str:
     """Lark text of a built-in grammar, e.g. ``"json"``."""
     try:
-        from importlib.resources import files
-
         res = files("structgen.grammars") / f"{name}.lark"
         if res.is_file():
             return res.read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError):  # running from a source tree
         pass
-    path = Path(__file__).resolve().parent.parent / "grammars" / f"{name}.lark"
+    path = Path(__file__).resolve().parents[2] / "grammars" / f"{name}.lark"
     return path.read_text(encoding="utf-8")
 
 

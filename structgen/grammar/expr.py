@@ -1,6 +1,6 @@
-"""Context-free grammars whose terminals are regular expressions, printable as Lark text.
+"""Grammar expressions: the right-hand sides of rules, printable as Lark text.
 
-A :class:`Grammar` maps rule names to expressions (:data:`Expr`). Expressions are frozen
+A :class:`~structgen.grammar.Grammar` maps rule names to expressions (:data:`Expr`). Expressions are frozen
 trees: literals, regexes, code-point sets, sequences, alternatives, bounded or unbounded
 repetitions and references to other rules. ``str(grammar)`` prints Lark syntax and
 :meth:`Grammar.from_lark` reads it back with lark's own grammar parser.
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Union
-
-from .errors import GrammarError, GrammarSyntaxError
+from typing import Union
 
 __all__ = [
     "Expr",
@@ -27,7 +25,6 @@ __all__ = [
     "Alt",
     "Repeat",
     "Ref",
-    "Grammar",
     "EMPTY",
     "NOTHING",
     "seq",
@@ -284,50 +281,6 @@ def expr_to_lark(e: Expr, prec: int = 0) -> str:
     raise TypeError(f"not a grammar expression: {e!r}")
 
 
-# --------------------------------------------------------------------------- grammar
-
-
-@dataclass(frozen=True)
-class Grammar:
-    """A context-free grammar: named rules over regular terminals, with a start rule.
-
-    Rule names follow Lark: lowercase names are rules, UPPERCASE names are terminals (whose
-    bodies may only reference other terminals). ``str(grammar)`` is Lark text.
-    """
-
-    rules: Mapping[str, Expr]
-    start: str = "start"
-    warnings: tuple[str, ...] = field(default=(), compare=False)
-    free_names: bool = field(default=False, compare=False)
-    """The language is JSON text with objects whose member names the grammar does not fix
-    (any name, a pattern): matchers then keep the names of each object distinct, which no
-    context-free grammar can say (see ``structgen.names``). Lark text does not carry it."""
-
-    def __post_init__(self) -> None:
-        if self.start not in self.rules:
-            raise GrammarError(f"start rule {self.start!r} is not defined")
-        for name, body in self.rules.items():
-            for ref in iter_refs(body):
-                if ref not in self.rules:
-                    raise GrammarError(f"rule {name!r} references undefined symbol {ref!r}")
-
-    def __str__(self) -> str:
-        order = [self.start] + [n for n in self.rules if n != self.start]
-        lines = []
-        for n in order:
-            body = self.rules[n]
-            sep = ": " if n[:1].islower() or n[:1] == "_" and n[1:2].islower() else ": "
-            lines.append(f"{n}{sep}{expr_to_lark(body)}")
-        return "\n".join(lines) + "\n"
-
-    @classmethod
-    def from_lark(cls, text: str, *, start: str = "start") -> "Grammar":
-        """Read Lark grammar text (see :mod:`structgen.lark_reader` for what is supported)."""
-        from .lark_reader import read_lark
-
-        return read_lark(text, start=start)
-
-
 def iter_nodes(e: Expr):
     """Every node of an expression tree (depth first; rule references are not followed)."""
     stack = [e]
@@ -363,4 +316,4 @@ def referenced_names(e: Expr) -> set[str]:
 
 
 # re-exported for error construction by readers
-__all__ += ["GrammarSyntaxError", "referenced_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]
+__all__ += ["referenced_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]

@@ -12,10 +12,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import GrammarError, GrammarSyntaxError
-from .grammar import CharSet, Expr, Grammar, Lit, Ref, Regex, Repeat, alt, opt, referenced_names, seq
+import lark
+from lark import Token, Tree
+from lark.exceptions import UnexpectedInput
+from lark.load_grammar import _get_parser, _literal_to_pattern
 
-__all__ = ["read_lark"]
+from ..errors import GrammarError, GrammarSyntaxError
+from .expr import CharSet, Expr, Lit, Ref, Regex, Repeat, alt, opt, referenced_names, seq
+
+__all__ = ["read_lark_rules"]
 
 
 def _syntax_error(message: str, token: Any, text: str) -> GrammarSyntaxError:
@@ -30,10 +35,6 @@ class _Reader:
         self.rules: dict[str, Expr] = {}
 
     def read(self) -> dict[str, Expr]:
-        from lark import Token, Tree
-        from lark.exceptions import UnexpectedInput
-        from lark.load_grammar import _get_parser
-
         try:
             tree = _get_parser().parse(self.text + "\n")  # lark needs a final newline
         except UnexpectedInput as exc:
@@ -72,8 +73,6 @@ class _Reader:
         self.rules[name] = self._expr(body)
 
     def _import(self, stmt: Any) -> None:
-        from lark import Token
-
         lib = stmt.children[0]
         parts = [str(t) for t in lib.children]
         first = next(lib.scan_values(lambda v: isinstance(v, Token)), None)
@@ -86,8 +85,6 @@ class _Reader:
                 alias = str(stmt.children[1])
         if len(path) != 1:
             raise _syntax_error("only lark's standard grammars can be imported (e.g. %import common.WS)", first, self.text)
-        import lark
-
         file = os.path.join(os.path.dirname(lark.__file__), "grammars", path[0] + ".lark")
         if not os.path.exists(file):
             raise _syntax_error(f"no standard grammar named {path[0]!r}", first, self.text)
@@ -104,9 +101,6 @@ class _Reader:
             todo.extend(referenced_names(lib_rules[n]))
 
     def _expr(self, node: Any) -> Expr:
-        from lark import Token
-        from lark.load_grammar import _literal_to_pattern
-
         if isinstance(node, Token):
             if node.type in ("RULE", "TERMINAL"):
                 return Ref(str(node))
@@ -166,9 +160,9 @@ def _ci(c: str) -> str:
     return "\\" + c if c in "\\^$.|?*+()[]{}/" else c
 
 
-def read_lark(text: str, *, start: str = "start") -> Grammar:
-    """Parse Lark grammar text; errors carry line, column and a caret excerpt."""
+def read_lark_rules(text: str, *, start: str = "start") -> dict[str, Expr]:
+    """The rules of Lark grammar text; errors carry line, column and a caret excerpt."""
     rules = _Reader(text).read()
     if start not in rules:
         raise GrammarError(f"the grammar has no start rule {start!r} (define `{start}: ...`)")
-    return Grammar(rules, start)
+    return rules

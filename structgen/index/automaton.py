@@ -13,6 +13,7 @@ construction and minimisation run in the native core (structgen._core).
 """
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import OrderedDict
 from itertools import chain
@@ -21,12 +22,12 @@ from typing import Mapping
 
 import numpy as np
 
-from . import _core
+from .. import _core
 from .counters import CounterRule, lift_counters
-from .errors import AutomatonSizeError, EmptyGrammarError, GrammarError
-from .grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
-from .regex import parse_regex
-from .utf8 import charset_to_byte_sequences
+from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
+from ..grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
+from ..regex.parser import parse_regex
+from ..regex.utf8 import charset_to_byte_sequences
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
@@ -629,8 +630,6 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
 
     Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
     """
-    import heapq
-
     rules = pda.rules
     preds = [None if isinstance(rule, CounterRule) else _byte_predecessors(rule.trans) for rule in rules]
     minlen = [UNREACHABLE] * len(rules)

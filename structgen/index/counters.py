@@ -21,7 +21,9 @@ from typing import Mapping
 
 import numpy as np
 
-from .grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
+from ..grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
+from ..errors import LimitError
+from ..regex.parser import parse_regex
 
 __all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "canonical_count", "check_config_stacks", "lift_counters",
            "prune_subsumed"]
@@ -165,8 +167,6 @@ def check_config_stacks(n: int) -> None:
     :data:`MAX_CONFIG_STACKS` (read at each call, so the module attribute can be changed)."""
     if n <= MAX_CONFIG_STACKS:
         return
-    from .errors import LimitError
-
     raise LimitError(f"a parser configuration needs {n} stacks: a counted repeat restarts while earlier runs of "
                      "it are still counting (e.g. an unanchored pattern ending in a large exact repeat, "
                      "'b{5000}$'); anchor the pattern with '^' or lower the count",
@@ -204,8 +204,6 @@ def nullable(e: Expr, null_rules: set[str]) -> bool:
     if isinstance(e, Ref):
         return e.name in null_rules
     if isinstance(e, Regex):
-        from .regex import parse_regex
-
         return nullable(parse_regex(e.pattern, e.flags), null_rules)
     if isinstance(e, Dfa):
         return e.final[0]
@@ -249,8 +247,6 @@ def lift_counters(
             options = tuple(rewrite(x) for x in e.options)
             return e if options == e.options else Alt(options)
         if isinstance(e, Regex):
-            from .regex import parse_regex
-
             parsed = parse_regex(e.pattern, e.flags)
             lifted = rewrite(parsed)
             return e if lifted == parsed else lifted

@@ -9,7 +9,7 @@ entry is rebuilt. The cache lives in ``$STRUCTGEN_CACHE_DIR`` or ``~/.cache/stru
 (``$XDG_CACHE_HOME/structgen`` when set); ``STRUCTGEN_NO_CACHE=1`` turns it off.
 
 Used for converted GGUF models (:mod:`structgen.models`) and prepared vocabularies
-(:mod:`structgen.vocab_cache`).
+(:mod:`structgen.index.vocab_cache`).
 """
 from __future__ import annotations
 

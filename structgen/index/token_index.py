@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core
+from .. import _core
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
 from .counters import CounterRule, canonical_count, check_config_stacks, prune_subsumed
-from .grammar import CharSet
+from ..grammar import CharSet
 from .tokenizer import TokenizerInfo
-from .utf8 import charset_to_byte_sequences
+from ..regex.utf8 import charset_to_byte_sequences
 
 __all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie"]
 

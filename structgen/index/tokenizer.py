@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Literal, Sequence
 
-from .errors import TokenizerError
+from ..errors import TokenizerError
 
 __all__ = ["TokenizerInfo", "VocabType"]
 
@@ -173,8 +174,6 @@ class TokenizerInfo:
     @classmethod
     def from_tokenizer_json(cls, path: str, **kwargs: Any) -> "TokenizerInfo":
         """Load a ``tokenizer.json`` folder or file through ``transformers`` (offline)."""
-        import os
-
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
         if os.path.isdir(path):

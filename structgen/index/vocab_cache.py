@@ -1,10 +1,10 @@
 """The per-vocabulary work every grammar of one tokenizer shares, cached on disk.
 
-:class:`~structgen.token_index.TokenTrie` (the vocabulary trie with its plain-byte split)
+:class:`~structgen.index.token_index.TokenTrie` (the vocabulary trie with its plain-byte split)
 depends only on the token bytes, so it is stored once per vocabulary, keyed by
-:attr:`TokenizerInfo.fingerprint <structgen.tokenizer.TokenizerInfo.fingerprint>` and a
+:attr:`TokenizerInfo.fingerprint <structgen.index.tokenizer.TokenizerInfo.fingerprint>` and a
 format version, as one numpy ``.npz`` of plain integer arrays read back with
-``allow_pickle=False``, through :mod:`structgen.disk_cache` (checksummed, private to the
+``allow_pickle=False``, through :mod:`structgen.index.disk_cache` (checksummed, private to the
 user, rebuilt when stale or corrupt).
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``model.generate`` runs one forward pass per output token. Structured output is full of
 text the grammar forces (``","arguments":{"`` after a tool name); this loop appends such
-text (as canonical, boundary-safe tokens from :mod:`structgen.fast_forward`) in the same
+text (as canonical, boundary-safe tokens from :mod:`structgen.runtime.fast_forward`) in the same
 forward pass as the token sampled before it, so a pass costs one *choice*, not one token.
 
 Batches: each row keeps its own matcher and its own chunk of tokens per pass (a sampled
@@ -11,8 +11,8 @@ row's newest token sits in the last column and the model computes one row of log
 (``logits_to_keep=1``); padding is masked out of attention and the position ids skip it, so
 a row sees exactly the sequence it would see alone. Finished rows ride along as masked pads.
 
-This module imports torch; ``import structgen`` does not load it (``structgen.generate``
-imports it on first call).
+torch is imported when decoding starts, not with this module: ``import structgen`` (which
+exports :func:`generate`) stays free of it.
 """
 from __future__ import annotations
 
@@ -22,15 +22,18 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
+from ..errors import DecodingError, MatcherError
+from ..runtime.bitmask import apply_token_bitmask_inplace, bitmask_words
+from ..runtime.compiler import CompiledGrammar
+from ..runtime.fast_forward import planner_for
+from ..runtime.matcher import GrammarMatcher
+from ..tools import ToolCallFormat, ToolSet
+from .hf_tokenizer import compiler_for
 
-from .bitmask import apply_token_bitmask_inplace, bitmask_words
-from .compiler import CompiledGrammar
-from .errors import DecodingError, MatcherError
-from .fast_forward import planner_for
-from .matcher import GrammarMatcher
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DecodeResult", "GenerationStream", "generate"]
 
@@ -97,11 +100,15 @@ class _Sampler:
                  seed: int | None) -> None:
         if do_sample and temperature <= 0:
             raise DecodingError(f"temperature must be > 0 when sampling, not {temperature}")
+        import torch
+
         self.do_sample, self.temperature, self.top_k, self.top_p = do_sample, temperature, top_k, top_p
         self.gen = torch.Generator().manual_seed(seed) if seed is not None else None
 
     def __call__(self, logits: torch.Tensor) -> list[int]:
         """One token per row of masked float32 CPU logits."""
+        import torch
+
         if not self.do_sample:
             return logits.argmax(-1).tolist()
         logits = logits / self.temperature
@@ -131,6 +138,8 @@ def _decode(model: Any, tokenizer: Any, compiled: CompiledGrammar, prompts: list
 
     ``stats`` receives ``passes``, ``ttft`` and the rows (filled as decoding goes).
     """
+    import torch
+
     t0 = time.perf_counter()
     planner = planner_for(compiled, tokenizer) if fast_forward else None
     stop_ids = set(compiled.tokenizer_info.stop_token_ids)
@@ -312,8 +321,6 @@ def generate(
         DecodingError: not exactly one of schema/grammar/tools, or an empty batch.
         SchemaError, GrammarSyntaxError, ToolError: the grammar does not compile.
     """
-    from .hf import compiler_for
-
     if sum(x is not None for x in (schema, grammar, tools)) != 1:
         raise DecodingError("give exactly one of schema=, grammar= or tools=")
     if max_new_tokens < 1:
@@ -327,8 +334,6 @@ def generate(
     if schema is not None:
         compiled = compiler.compile_json_schema(schema, strict=strict, whitespace=whitespace)
     elif tools is not None:
-        from .tools import ToolCallFormat, ToolSet
-
         if not isinstance(tools, ToolSet):
             tools = ToolSet.from_openai(tools)
         fmt = ToolCallFormat.detect(tokenizer)

@@ -12,47 +12,29 @@ call :meth:`GrammarLogitsProcessor.finish` with the output ids; ``truncated`` th
 row whether the length limit, not a stop token, ended the output. With
 ``max_new_tokens=`` (budget-aware mode, opt-in) the processor also masks every token after
 which the output could no longer be completed within that many tokens, so every row ends
-on a complete value (see ``structgen.budget``).
+on a complete value (see ``structgen.runtime.budget``).
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Literal, Sequence
 
-from .bitmask import apply_token_bitmask_inplace, bitmask_words
-from .budget import TokenBudget
-from .compiler import CompiledGrammar, GrammarCompiler
-from .errors import MatcherError
-from .matcher import GrammarMatcher
-from .tokenizer import TokenizerInfo
+from ..errors import MatcherError
+from ..runtime.bitmask import apply_token_bitmask_inplace, bitmask_words
+from ..runtime.budget import TokenBudget
+from ..runtime.compiler import CompiledGrammar
+from ..runtime.matcher import GrammarMatcher
+from ..tools import ToolCallFormat, ToolChoice, ToolSet
+from .hf_tokenizer import compiler_for
 
-try:  # subclass transformers' base class when available (it is only a marker interface)
-    from transformers import LogitsProcessor as _Base
-except ImportError:  # pragma: no cover - transformers is an optional dependency
-    _Base = object
-
-__all__ = ["GrammarLogitsProcessor", "JSONSchemaLogitsProcessor", "compiler_for"]
-
-_COMPILERS: dict[int, tuple[Any, GrammarCompiler]] = {}
+__all__ = ["GrammarLogitsProcessor", "JSONSchemaLogitsProcessor", "ToolCallLogitsProcessor", "compiler_for"]
 
 
-def compiler_for(tokenizer: Any, *, vocab_size: int | None = None) -> GrammarCompiler:
-    """The (cached) :class:`GrammarCompiler` for a Hugging Face tokenizer."""
-    key = id(tokenizer) ^ hash(vocab_size)
-    hit = _COMPILERS.get(key)
-    if hit is not None and hit[0]() is tokenizer:
-        return hit[1]
-    compiler = GrammarCompiler(TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size))
-    try:
-        ref = weakref.ref(tokenizer)
-    except TypeError:  # not weak-referenceable: keep it alive with the entry instead
-        ref = (lambda t: (lambda: t))(tokenizer)
-    _COMPILERS[key] = (ref, compiler)
-    return compiler
-
-
-class GrammarLogitsProcessor(_Base):
+class GrammarLogitsProcessor:
     """Masks every token that cannot continue a valid output, for a whole batch.
+
+    ``generate()`` calls its processors by shape (``processor(input_ids, scores)``), so this
+    class does not subclass ``transformers.LogitsProcessor``: importing that would import torch
+    with this module.
 
     Args:
         compiled: one :class:`CompiledGrammar` for every row, or a sequence with one per row.
@@ -62,13 +44,14 @@ class GrammarLogitsProcessor(_Base):
             a row cut by the length limit is reported in :attr:`truncated`.
 
     Attributes:
+        compiled: the grammar given (one, or one per row).
         matchers: the per-row matchers (after the first call).
-        budgets: the per-row :class:`~structgen.budget.TokenBudget` (budget-aware mode).
+        budgets: the per-row :class:`~structgen.runtime.budget.TokenBudget` (budget-aware mode).
     """
 
     def __init__(self, compiled: CompiledGrammar | Sequence[CompiledGrammar], *,
                  max_new_tokens: int | None = None) -> None:
-        self._compiled = compiled
+        self.compiled = compiled
         self.max_new_tokens = max_new_tokens
         if max_new_tokens is not None:  # refuse a budget too small for the grammar now, not mid-generate()
             for g in (compiled if isinstance(compiled, Sequence) else [compiled]):
@@ -92,7 +75,7 @@ class GrammarLogitsProcessor(_Base):
         import torch
 
         batch, width = scores.shape
-        grammars = list(self._compiled) if isinstance(self._compiled, Sequence) else [self._compiled] * batch
+        grammars = list(self.compiled) if isinstance(self.compiled, Sequence) else [self.compiled] * batch
         if len(grammars) != batch:
             raise MatcherError(f"{len(grammars)} grammars given for a batch of {batch} rows")
         info = grammars[0].tokenizer_info
@@ -225,4 +208,34 @@ class JSONSchemaLogitsProcessor(GrammarLogitsProcessor):
         compiled = compiler_for(tokenizer, vocab_size=vocab_size).compile_json_schema(
             schema, strict=strict, whitespace=whitespace)
         super().__init__(compiled, max_new_tokens=max_new_tokens)
-        self.compiled = compiled
+        self.compiled: CompiledGrammar = compiled
+
+
+class ToolCallLogitsProcessor(GrammarLogitsProcessor):
+    """A :class:`GrammarLogitsProcessor` for the calls of a :class:`~structgen.tools.ToolSet`.
+
+    Args:
+        tools: the tool set.
+        tokenizer: the model's ``transformers`` tokenizer.
+        tool_choice, parallel, min_calls, max_calls, whitespace, max_whitespace: as in
+            :meth:`ToolSet.grammar <structgen.tools.ToolSet.grammar>`.
+        format: the call format; ``None`` reads it from the tokenizer's chat template
+            (:meth:`ToolCallFormat.detect <structgen.tools.ToolCallFormat.detect>`).
+        vocab_size: the model's logits width, if it differs from ``len(tokenizer)``.
+        max_new_tokens: budget-aware mode (see :class:`GrammarLogitsProcessor`).
+
+    Attributes:
+        format: the call format the grammar was built for (parse the output with it).
+    """
+
+    def __init__(self, tools: ToolSet, tokenizer: Any, tool_choice: ToolChoice = "required", *,
+                 parallel: bool = False, min_calls: int = 1, max_calls: int | None = None,
+                 format: str | ToolCallFormat | None = None, whitespace: Literal["compact", "flexible"] = "compact",
+                 max_whitespace: int = 8, vocab_size: int | None = None, max_new_tokens: int | None = None) -> None:
+        fmt = ToolCallFormat.detect(tokenizer) if format is None else ToolCallFormat.named(format)
+        compiled = tools.compile(compiler_for(tokenizer, vocab_size=vocab_size), tool_choice, parallel=parallel,
+                                 min_calls=min_calls, max_calls=max_calls, format=fmt, whitespace=whitespace,
+                                 max_whitespace=max_whitespace)
+        super().__init__(compiled, max_new_tokens=max_new_tokens)
+        self.compiled: CompiledGrammar = compiled
+        self.format: ToolCallFormat = fmt

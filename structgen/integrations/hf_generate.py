@@ -1,23 +1,26 @@
-"""One-call constrained generation with a Hugging Face model (used by the CLI and examples).
+"""Constrained generation through Hugging Face's ``model.generate`` with a logits processor
+(used by the CLI, the comparison backend and examples).
 
-This module is also callable: ``structgen.generate(model, tokenizer, prompt, schema=...)``
-runs :func:`structgen.decoding.generate`, the fast-forward decoding loop. (A package
-attribute and a submodule of the same name cannot be two objects: importing the submodule
-rebinds the attribute. So the module itself answers the call, and both
-``structgen.generate(...)`` and ``from structgen.generate import generate_json`` work.)
-torch is imported on the first call, not here.
+:func:`generate_json` writes one JSON value, :func:`generate_tool_calls` one answer of tool
+calls; :func:`generate_constrained` is the loop both share. structgen's own decoding loop,
+which appends forced tokens without a forward pass each, is :func:`structgen.generate`
+(:mod:`structgen.integrations.decoding`). Nothing here imports torch: the tokenizer and
+model the caller passes do.
 """
 from __future__ import annotations
 
-import sys
 import time
-import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import MatcherError
+from ..errors import MatcherError
+from ..runtime.matcher import GrammarMatcher
+from ..tools import ToolCallFormat, ToolChoice, ToolGeneration, ToolSet, shortest_completion
+from .hf import GrammarLogitsProcessor, JSONSchemaLogitsProcessor, ToolCallLogitsProcessor
 
-__all__ = ["GenerationResult", "ConstrainedRun", "generate_json", "generate_constrained", "chat_inputs"]
+__all__ = ["GenerationResult", "ConstrainedRun", "generate_json", "generate_tool_calls", "generate_constrained",
+           "chat_inputs"]
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,6 @@ def generate_json(
     With ``budget=True`` (budget-aware mode) tokens after which the value could not be
     completed within ``max_new_tokens`` are masked: the result is always complete.
     """
-    from .hf import JSONSchemaLogitsProcessor
-
     inputs = chat_inputs(tokenizer, prompt).to(model.device)
     proc = JSONSchemaLogitsProcessor(schema, tokenizer, strict=strict, whitespace=whitespace,
                                      vocab_size=getattr(model.config, "vocab_size", None),
@@ -86,7 +87,7 @@ class ConstrainedRun:
     new: list[int]
     body: list[int]
     seconds: float
-    matcher: Any
+    matcher: GrammarMatcher
 
     @property
     def truncated(self) -> bool:
@@ -94,7 +95,7 @@ class ConstrainedRun:
         return not self.matcher.is_terminated()
 
 
-def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, max_new_tokens: int,
+def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: GrammarLogitsProcessor, *, max_new_tokens: int,
                          do_sample: bool = False, **generate_kwargs: Any) -> ConstrainedRun:
     """Run ``model.generate`` (batch of one) with ``proc`` and replay the output.
 
@@ -108,10 +109,14 @@ def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, 
     out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=max_new_tokens, do_sample=do_sample,
                          pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id, **generate_kwargs)
     seconds = time.perf_counter() - t0
-    if hasattr(proc, "finish"):
-        proc.finish(out)  # the processor's truncated/completed flags become exact
+    proc.finish(out)  # the processor's truncated/completed flags become exact
     new = out[0, inputs["input_ids"].shape[1]:].tolist()
-    matcher = proc.compiled.matcher()
+    compiled = proc.compiled
+    if isinstance(compiled, Sequence):
+        if len(compiled) != 1:
+            raise MatcherError(f"generate_constrained runs a batch of one; the processor has {len(compiled)} grammars")
+        compiled = compiled[0]
+    matcher = compiled.matcher()
     body = []
     for t in new:
         if matcher.is_terminated():
@@ -123,12 +128,37 @@ def generate_constrained(model: Any, tokenizer: Any, inputs: Any, proc: Any, *, 
     return ConstrainedRun(new, body, seconds, matcher)
 
 
-class _CallableModule(types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Fast-forward constrained generation: see :func:`structgen.decoding.generate`."""
-        from .decoding import generate
+def generate_tool_calls(tools: ToolSet, model: Any, tokenizer: Any, messages: str | Sequence[Mapping[str, Any]], *,
+                        tool_choice: ToolChoice = "required", parallel: bool = False, min_calls: int = 1,
+                        max_calls: int | None = None, format: str | ToolCallFormat | None = None,
+                        whitespace: Literal["compact", "flexible"] = "compact", max_whitespace: int = 2,
+                        max_new_tokens: int = 128, close_truncated: bool = True, do_sample: bool = False,
+                        **generate_kwargs: Any) -> ToolGeneration:
+    """Prompt with the tools (:meth:`ToolSet.chat_prompt <structgen.tools.ToolSet.chat_prompt>`),
+    generate under the call grammar (:class:`~structgen.integrations.hf.ToolCallLogitsProcessor`), parse.
 
-        return generate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+    When the token budget runs out mid-call and ``close_truncated`` is set, the shortest
+    text that completes the grammar is appended (``ToolGeneration.closed``), so the calls
+    still parse and validate.
+    """
+    fmt = ToolCallFormat.detect(tokenizer) if format is None else ToolCallFormat.named(format)
+    prompt = tools.chat_prompt(tokenizer, messages, format=fmt)
+    inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(model.device)
+    proc = ToolCallLogitsProcessor(tools, tokenizer, tool_choice, parallel=parallel, min_calls=min_calls,
+                                   max_calls=max_calls, format=fmt, whitespace=whitespace,
+                                   max_whitespace=max_whitespace, vocab_size=getattr(model.config, "vocab_size", None))
+    run = generate_constrained(model, tokenizer, inputs, proc, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                               **generate_kwargs)
+    new, seconds, matcher = run.new, run.seconds, run.matcher
+    info = proc.compiled.tokenizer_info
+    body = bytearray(b"".join(info.token_bytes[t] or b"" for t in run.body))
+    complete = matcher.is_completed()
+    closed = False
+    if not complete and close_truncated:
+        tail = shortest_completion(matcher)
+        if tail is not None:
+            body += tail
+            closed = True
+    text = body.decode("utf-8", errors="replace")
+    calls = tools.parse(text, format=fmt) if (complete or closed) else []
+    return ToolGeneration(text, calls, len(new), seconds, complete, closed)

@@ -5,13 +5,13 @@ that carries a ``"structgen"`` entry in its extra arguments is constrained; othe
 are left alone::
 
     from vllm import LLM, SamplingParams
-    from structgen.vllm import StructgenLogitsProcessor
+    from structgen.integrations.vllm import StructgenLogitsProcessor
 
     llm = LLM(model, logits_processors=[StructgenLogitsProcessor])
     params = SamplingParams(extra_args={"structgen": {"json_schema": schema}})
 
 The OpenAI-compatible server takes the class by name
-(``--logits-processors structgen.vllm:StructgenLogitsProcessor``) and the request's
+(``--logits-processors structgen.integrations.vllm:StructgenLogitsProcessor``) and the request's
 ``vllm_xargs`` (whose values must be strings or numbers, so the spec travels as JSON text):
 ``{"vllm_xargs": {"structgen": json.dumps({"tools": [...]})}}``.
 
@@ -65,10 +65,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .bitmask import apply_token_bitmask_inplace, bitmask_words
-from .compiler import CompiledGrammar, GrammarCompiler
-from .errors import StructgenArgsError, StructgenError
-from .matcher import GrammarMatcher
+from ..errors import StructgenArgsError, StructgenError
+from ..grammar import Grammar
+from ..runtime.bitmask import apply_token_bitmask_inplace, bitmask_words
+from ..runtime.compiler import CompiledGrammar, GrammarCompiler
+from ..runtime.matcher import GrammarMatcher
+from ..schema.text import loads_schema
+from ..schema.to_grammar import schema_to_grammar
+from ..tools import ToolSet
+from .hf import compiler_for
 
 try:  # the engine only loads subclasses of its own base class
     from vllm.v1.sample.logits_processor import LogitsProcessor as _Base
@@ -136,8 +141,6 @@ class GrammarSpec:
                 f"unknown option(s) {sorted(unknown)} for {kind!r}; expected some of {sorted(_OPTIONS[kind])}")
         value = raw[kind]
         if kind == "json_schema" and isinstance(value, (str, bytes)):
-            from .schema_text import loads_schema
-
             try:
                 value = loads_schema(value)  # NaN, Infinity and overlong numbers refused, located
             except ValueError as exc:
@@ -162,9 +165,6 @@ class GrammarSpec:
         Raises:
             SchemaError, GrammarError, ToolError: as the compiler would, later.
         """
-        from .grammar import Grammar
-        from .schema_to_grammar import schema_to_grammar
-
         o = self.options
         if self.kind == "json_schema":
             schema_to_grammar(self.value, strict=o.get("strict", True), whitespace=o.get("whitespace", "compact"))
@@ -175,8 +175,6 @@ class GrammarSpec:
                                     format=o.get("format", "json"), whitespace=o.get("whitespace", "compact"))
 
     def _toolset(self) -> Any:
-        from .tools import ToolSet
-
         return ToolSet.from_openai(self.value, lenient=not self.options.get("strict", True))
 
     def compile(self, compiler: GrammarCompiler) -> CompiledGrammar:
@@ -222,8 +220,6 @@ class StructgenLogitsProcessor(_Base):
     # compiler's caches and the vocabulary trie are built lazily and are not locked.
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
         from transformers import AutoTokenizer
-
-        from .hf import compiler_for
 
         mc = vllm_config.model_config
         tokenizer = AutoTokenizer.from_pretrained(

@@ -8,8 +8,9 @@ expression by state elimination. The result is an ordinary expression (Lark-prin
 """
 from __future__ import annotations
 
-from .errors import GrammarError, LimitError
-from .grammar import (
+import hashlib
+from ..errors import GrammarError, LimitError
+from ..grammar import (
     EMPTY,
     MAX_CODEPOINT,
     NOTHING,
@@ -26,6 +27,7 @@ from .grammar import (
     intersect_charsets,
     seq,
 )
+from .parser import parse_regex
 
 __all__ = ["intersect", "intersect_automaton", "difference", "bound_length"]
 
@@ -63,8 +65,6 @@ class _CharNFA:
             for lo, hi in e.ranges:
                 self.edges[a].append((lo, hi, b))
         elif isinstance(e, Regex):
-            from .regex import parse_regex
-
             self.build(parse_regex(e.pattern, e.flags), a, b)
         elif isinstance(e, Seq):
             cur = a
@@ -372,8 +372,6 @@ linear."""
 def _automaton(trans, final, live) -> Expr:
     """The live states of a DFA (start state 0 among them) as a Dfa node, labelled by a hash
     of its table: equal labels mean equal tables, hence equal languages."""
-    import hashlib
-
     keep = [0] + sorted(live - {0})
     new = {q: i for i, q in enumerate(keep)}
     table = tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[q] if t in new) for q in keep)

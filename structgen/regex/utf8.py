@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .grammar import CharSet
+from ..grammar import CharSet
 
 __all__ = ["utf8_sequences", "charset_to_byte_sequences", "ByteSequence"]
 

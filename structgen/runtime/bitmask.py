@@ -7,12 +7,13 @@ is allowed. This module imports torch lazily, so ``import structgen`` stays ligh
 from __future__ import annotations
 
 import functools
+import importlib.util
 import sys
 from typing import Any
 
 import numpy as np
 
-from .errors import MatcherError
+from ..errors import MatcherError
 
 __all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_words", "unpack_bitmask"]
 
@@ -71,8 +72,6 @@ def unpack_bitmask(bitmask: Any, vocab_size: int) -> Any:
 @functools.cache
 def _triton_available() -> bool:
     # cached: find_spec costs microseconds, and at batch 1 the whole kernel costs a few
-    import importlib.util
-
     return importlib.util.find_spec("triton") is not None
 
 

@@ -6,7 +6,7 @@ cannot be closed in the tokens left: ``{"name": "a very long str`` with two toke
 in time, so generation always ends on a complete value of the grammar.
 
 The bound used: for a parser configuration, the fewest tokens that spell its *shortest
-completion in bytes* (:meth:`~structgen.token_index.TokenIndex.completion_tokens`: the
+completion in bytes* (:meth:`~structgen.index.token_index.TokenIndex.completion_tokens`: the
 shortest text from compile-time distances, then a fewest-token segmentation of that text
 by the vocabulary). That is an upper bound on the tokens really needed (some longer text
 might need fewer tokens), so the mask is on the safe side: it may forbid a token that could
@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import MatcherError
+from ..index.token_index import _segment, _token_table
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
-from .errors import MatcherError
 from .names import INITIAL, KEY, NameState, decode_name, distinct_completion
-from .token_index import _segment, _token_table
 
 __all__ = ["TokenBudget", "DISTINCT_SLACK"]
 
@@ -58,7 +58,7 @@ class TokenBudget:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise MatcherError(f"max_new_tokens must be a positive integer, not {max_new_tokens!r}")
         self._index = compiled.index
-        # with free member names a completion must not repeat a name (structgen.names): the
+        # with free member names a completion must not repeat a name (structgen.runtime.names): the
         # grammar's shortest text ({"":0,"":0} under minProperties 2) may not do
         self._free_names = compiled.free_names
         self.remaining = max_new_tokens
@@ -88,7 +88,7 @@ class TokenBudget:
         """Clear, in row ``index`` of a filled CPU bitmask, the tokens after which the output
         at configuration ``state`` could not be completed within the remaining budget.
 
-        ``names``: the matcher's :attr:`~structgen.matcher.GrammarMatcher.name_state`, for
+        ``names``: the matcher's :attr:`~structgen.runtime.matcher.GrammarMatcher.name_state`, for
         grammars with free member names (completions then keep names distinct)."""
         row = as_numpy_row(bitmask, index).view(np.uint32)
         if self.remaining <= 0:  # generate() was given a larger limit: only stop tokens now

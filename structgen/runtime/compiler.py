@@ -3,20 +3,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .automaton import DEFAULT_MAX_STATES, PushdownAutomaton, build_automaton
-from .errors import EmptyGrammarError, GrammarError, SchemaError
-from .grammar import Grammar
-from .token_index import TokenIndex, TokenTrie
-from .tokenizer import TokenizerInfo
+import numpy as np
+
+from ..index.automaton import DEFAULT_MAX_STATES, PushdownAutomaton, build_automaton
+from ..errors import EmptyGrammarError, GrammarError, SchemaError
+from ..grammar import Grammar
+from ..index.token_index import TokenIndex, TokenTrie
+from ..index.tokenizer import TokenizerInfo
+from ..index.vocab_cache import load_trie
+from ..guards import deep_recursion as _deep_recursion, gc_paused as _gc_paused
+from ..schema.resources import embed_resources
+from ..schema.text import check_schema_depth, loads_schema
+from ..schema.to_grammar import schema_to_grammar
+from ..grammar.builtin import load_grammar
+from .matcher import GrammarMatcher
 
 __all__ = ["GrammarCompiler", "CompiledGrammar", "CompileStats"]
 
@@ -74,75 +81,7 @@ class CompiledGrammar:
 
     def matcher(self, **kwargs: Any):
         """A new :class:`~structgen.matcher.GrammarMatcher` for this grammar."""
-        from .matcher import GrammarMatcher
-
         return GrammarMatcher(self, **kwargs)
-
-
-DEEP_RECURSION_LIMIT = 20_000
-"""The interpreter's recursion limit while any compile runs (restored after the last)."""
-
-_rec_lock = threading.Lock()
-_rec_depth = 0
-_rec_old = 0
-
-
-@contextmanager
-def _deep_recursion(limit: int | None = None):
-    """Raise the recursion limit while compiling: schema nesting becomes expression depth,
-    walked recursively by the converter, the automaton builder and jsonschema (1,000 nested
-    levels need ~5,000 frames; CPython 3.11+ runs Python-to-Python calls without C stack).
-
-    The limit is process-wide, so concurrent compiles share one raise: the first to enter
-    raises it, the last to leave restores it. (Each restoring its own saved value let a
-    thread that finished first pull the limit down under another one's deep recursion, and a
-    thread that saved the raised value left it raised for good.)"""
-    global _rec_depth, _rec_old
-    limit = DEEP_RECURSION_LIMIT if limit is None else limit
-    with _rec_lock:
-        if _rec_depth == 0:
-            _rec_old = sys.getrecursionlimit()
-            if _rec_old < limit:
-                sys.setrecursionlimit(limit)
-        _rec_depth += 1
-    try:
-        yield
-    finally:
-        with _rec_lock:
-            _rec_depth -= 1
-            if _rec_depth == 0:
-                sys.setrecursionlimit(_rec_old)
-
-
-_gc_lock = threading.Lock()
-_gc_depth = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused():
-    """Suspend automatic garbage collection while compiling (nesting- and thread-safe).
-
-    Compiling allocates many short-lived containers, and each allocation burst triggers
-    collections that traverse every live object of the process: with a vocabulary trie and a
-    model loaded, full passes made the large schemas about 30% slower (bench: total compile
-    time of the MaskBench sample 3.5 s -> 2.5 s). Cycles made meanwhile are collected by the
-    first automatic collection after compiling."""
-    import gc
-
-    global _gc_depth, _gc_was_enabled
-    with _gc_lock:
-        if _gc_depth == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            if _gc_depth == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 class GrammarCompiler:
@@ -183,8 +122,6 @@ class GrammarCompiler:
         """The vocabulary trie shared by every grammar of this compiler (built once)."""
         with self._lock:
             if self._trie is None:
-                from .vocab_cache import load_trie
-
                 self._trie = load_trie(self.tokenizer_info)  # disk-cached per vocabulary fingerprint
             return self._trie
 
@@ -196,8 +133,6 @@ class GrammarCompiler:
 
     def _byte_alphabet(self):
         if self._alphabet is None:
-            import numpy as np
-
             alphabet = np.zeros(256, dtype=bool)
             for b in self.tokenizer_info.token_bytes:
                 if b:
@@ -236,11 +171,7 @@ class GrammarCompiler:
                 allows (with its JSON pointer, or line and column in schema text).
             AutomatonSizeError: the automaton would exceed ``max_states``.
         """
-        from .schema_to_grammar import schema_to_grammar
-
         if isinstance(schema, (str, bytes, bytearray)):
-            from .schema_text import loads_schema
-
             with _deep_recursion():  # the decoder recurses once per nesting level
                 schema = loads_schema(schema)  # NaN, Infinity, overlong numbers, too deep: refused, located
         if draft is not None:
@@ -248,12 +179,8 @@ class GrammarCompiler:
                 raise SchemaError(f"unknown draft {draft!r}; expected one of {', '.join(DRAFT_URIS)}", pointer="")
             if isinstance(schema, dict) and "$schema" not in schema:
                 schema = {"$schema": DRAFT_URIS[draft], **schema}
-        from .schema_text import check_schema_depth
-
         check_schema_depth(schema)  # before json.dumps and the converter recurse into it
         if resources:
-            from .schema_resources import embed_resources
-
             schema = embed_resources(schema, resources)
         try:
             with _deep_recursion():
@@ -279,8 +206,6 @@ class GrammarCompiler:
 
     def compile_builtin_json(self, *, whitespace: Whitespace = "flexible") -> CompiledGrammar:
         """Any JSON value (``grammars/json.lark``), the "JSON mode" of other engines."""
-        from .builtin import load_grammar
-
         name = "json" if whitespace == "flexible" else "json_compact"
         # any JSON value: every object's names are free, and must still be distinct
         return self._cached(("builtin", name), lambda: dataclasses.replace(load_grammar(name), free_names=True))

@@ -31,9 +31,9 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
+from ..index.token_index import DEAD
 from .compiler import CompiledGrammar
 from .matcher import GrammarMatcher
-from .token_index import DEAD
 
 __all__ = ["Encoder", "ForcedTokenPlanner", "hf_encoder", "planner_for"]
 

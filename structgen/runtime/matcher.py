@@ -1,15 +1,17 @@
 """GrammarMatcher: the only mutable object — where one output stands in its grammar."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .bitmask import as_numpy_row
-from .compiler import CompiledGrammar
-from .errors import MatcherError, StructgenTypeError
+from ..errors import MatcherError, StructgenTypeError
 from .names import INITIAL, NameState, clear_names
-from .token_index import DEAD
+from ..index.token_index import DEAD
+
+if TYPE_CHECKING:  # the compiler makes matchers (CompiledGrammar.matcher)
+    from .compiler import CompiledGrammar
 
 __all__ = ["GrammarMatcher", "check_token_id"]
 

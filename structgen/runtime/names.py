@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tokenizer import TokenizerInfo
+from ..index.tokenizer import TokenizerInfo
 
 __all__ = ["NameState", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers", "clear_dead_names", "clear_names",
            "distinct_completion"]

@@ -12,16 +12,14 @@ import json
 import re
 from typing import Any
 
+import jsonschema
+
+from .json_values import dumps_compact, json_equal
+from .merge import MergeConflict, merge
+from .to_grammar import dependency_alternatives
+from .unevaluated import expand_unevaluated
+
 __all__ = ["canonical_json", "json_equal", "dumps_compact"]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def dumps_compact(value: Any) -> str:
-    """Compact JSON, non-ASCII written raw except lone surrogates (no UTF-8 form): ``\\uXXXX``."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
 
 def canonical_json(value: Any, schema: Any, *, root: Any = None) -> str:
     """Serialise ``value`` the way the grammar compiled from ``schema`` writes it."""
@@ -30,8 +28,6 @@ def canonical_json(value: Any, schema: Any, *, root: Any = None) -> str:
 
 class _Canon:
     def __init__(self, root: Any) -> None:
-        import jsonschema
-
         self.root = root
         cls = jsonschema.validators.validator_for(root) if isinstance(root, dict) else jsonschema.Draft202012Validator
         self.validator = cls(root)
@@ -42,16 +38,12 @@ class _Canon:
         """allOf, and $ref or anyOf with siblings, as the one merged schema the grammar is built from."""
         if not isinstance(schema, dict):
             return schema
-        from .schema_merge import MergeConflict, merge
-
         notes = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "$defs", "definitions"}
         siblings = {k: v for k, v in schema.items() if k not in notes}
         resolve = lambda ref: self._pointer(ref)  # noqa: E731
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             return self.combine(self._plain(schema))
         if any(k in schema for k in ("dependentRequired", "dependentSchemas", "dependencies")):
-            from .schema_to_grammar import dependency_alternatives
-
             rest = dict(schema)
             parts = dependency_alternatives(rest)  # as the compiler expands them
             return self.combine({**rest, "allOf": [*rest.get("allOf", []), *parts]})
@@ -75,15 +67,11 @@ class _Canon:
 
     def _plain(self, schema: dict) -> Any:
         """unevaluated* made plain keywords, as the compiler does (:mod:`structgen.unevaluated`)."""
-        from .unevaluated import expand_unevaluated
-
         return expand_unevaluated(schema, "", resolve_ref=lambda ref, at: (self._pointer(ref), ref[1:]),
                                   oneof_overlap=lambda branches, at: None, unsupported=lambda *args: None,
                                   rebase=lambda s, at: s, legacy_items=self.legacy_ref)
 
     def _merge(self, a: Any, b: Any) -> Any:
-        from .schema_merge import MergeConflict, merge
-
         try:
             return merge(a, b, self._pointer)
         except MergeConflict:
@@ -142,14 +130,3 @@ class _Canon:
             return "[" + ",".join(
                 self.dump(v, prefix[i] if i < len(prefix) else items) for i, v in enumerate(value)) + "]"
         return dumps_compact(value)
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON Schema equality: 1 == 1.0, but true != 1; objects by members, arrays in order."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
-    return type(a) in (int, float) and type(b) in (int, float) and a == b or a == b

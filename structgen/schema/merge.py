@@ -11,11 +11,12 @@ declare, so a property declared on one side only must also satisfy the other sid
 from __future__ import annotations
 
 import json
+import math
 from contextvars import ContextVar
 from typing import Any, Callable
 
-from .canonical import json_equal
-from .errors import LimitError
+from .json_values import json_equal
+from ..errors import LimitError
 
 __all__ = ["merge", "merge_lenient", "MergeConflict", "MAX_MERGE_STEPS"]
 
@@ -144,8 +145,6 @@ def _merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int) -> Any:
         elif key in ("x-structgen-not-strings", "x-structgen-not-patterns"):  # excluded by either side
             out[key] = sorted(set(a[key]) | set(b[key]))
         elif key == "multipleOf" and all(isinstance(x, int) for x in (a[key], b[key])):
-            import math
-
             out[key] = math.lcm(a[key], b[key])  # multiples of both: multiples of the lcm
         elif key in _LOWER:
             out[key] = max(a[key], b[key])

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from .grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Repeat, alt, seq
+from ..errors import AutomatonSizeError
+from ..grammar import EMPTY, NOTHING, CharSet, Dfa, Expr, Lit, Repeat, alt, seq
+from ..regex.regular import _dfa, _minimise
 
 __all__ = ["int_range_expr", "number_range_expr"]
 
@@ -219,10 +221,6 @@ def multiples_expr(k: int, lo: int | None = None, hi: int | None = None) -> Expr
         AutomatonSizeError: the product needs more than MAX_MULTIPLE_STATES states (raised
             while it grows).
     """
-    from .errors import AutomatonSizeError
-    from .grammar import Dfa
-    from .regular import _dfa, _minimise
-
     if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_MODULUS:
         raise ValueError(f"modulus {k!r} outside 1..{MAX_MODULUS}")
     rng = int_range_expr(lo, hi)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
-from .errors import SchemaError
+from ..errors import SchemaError
 
 __all__ = ["embed_resources"]
 

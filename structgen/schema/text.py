@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from .errors import LimitError, SchemaError
+from ..errors import LimitError, SchemaError
 
 __all__ = ["MAX_NUMBER_LENGTH", "MAX_SCHEMA_DEPTH", "check_schema_depth", "loads_schema"]
 

@@ -14,19 +14,24 @@ Departures kept on purpose (sound, documented in the README):
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
+import itertools
 import json
 import math
 import re
 import warnings
+from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import unquote, urldefrag, urljoin
 
-from .canonical import dumps_compact, json_equal
-from .errors import AutomatonSizeError, LimitError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
-from .grammar import (
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from ..errors import AutomatonSizeError, LimitError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
+from ..grammar import (
     EMPTY,
     NOTHING,
+    Alt,
     CharSet,
     Dfa,
     Expr,
@@ -35,16 +40,21 @@ from .grammar import (
     Ref,
     Regex,
     Repeat,
+    Seq,
     alt,
     expr_size,
     opt,
     seq,
 )
-from .formats import FORMAT_PATTERNS
+from ..guards import deep_recursion as _deep_recursion
+from ..regex.formats import FORMAT_PATTERNS
+from ..regex.parser import ANY_CHAR, parse_regex, search_expr
+from ..regex.regular import automaton_lengths, bound_length, difference, intersect, intersect_automaton, map_automaton
+from .json_values import dumps_compact, json_equal
+from .merge import MergeConflict, merge, merge_lenient
+from .metaschema import fast_check
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
-from .regex import ANY_CHAR, parse_regex, search_expr
-from .regular import automaton_lengths, bound_length, difference, intersect, intersect_automaton, map_automaton
-from .schema_merge import MergeConflict, merge, merge_lenient
+from .text import check_schema_depth
 from .unevaluated import expand_unevaluated
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
@@ -157,8 +167,6 @@ def _json_encode_expr(e: Expr) -> Expr:
         return _encode_json_charset(e)
     if isinstance(e, Lit):
         return Lit(json.dumps(e.text, ensure_ascii=False)[1:-1])
-    from .grammar import Alt, Seq
-
     if isinstance(e, Seq):
         return seq(*(_json_encode_expr(x) for x in e.items))
     if isinstance(e, Alt):
@@ -172,8 +180,6 @@ def _json_encode_expr(e: Expr) -> Expr:
 
 def _length_range(e: Expr) -> tuple[int, float]:
     """Minimum and maximum number of characters an expression matches."""
-    from .grammar import Alt, Seq
-
     if isinstance(e, Lit):
         return len(e.text), len(e.text)
     if isinstance(e, CharSet):
@@ -280,8 +286,6 @@ class _Converter:
         warnings.warn(text, StructgenWarning, stacklevel=4)
 
     def validator(self, subschema: Any):
-        import jsonschema
-
         if self._validator is None:
             cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
             # the internal keywords negations write (merged into schemas whose literals are
@@ -353,10 +357,6 @@ class _Converter:
         look into (``$defs`` under draft-07, where it is no keyword) is still a schema once
         referenced, and unchecked it could reach the converter as ``{"enum": null}``.
         """
-        import jsonschema
-
-        from .metaschema import fast_check
-
         node = self.root if node is None else node
         if not isinstance(node, (dict, bool)):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(node).__name__}", pointer=ptr)
@@ -514,8 +514,6 @@ class _Converter:
         """``$dynamicRef`` as the ``$ref`` it statically is, where that is exact: the fragment
         is a pointer, or names a plain ``$anchor``, or the only ``$dynamicAnchor`` of that
         name in the whole document (the dynamic scope can then only find that one)."""
-        from urllib.parse import urldefrag
-
         ref = schema["$dynamicRef"]
         at = _ptr(ptr, "$dynamicRef")
         target_ptr = self.to_pointer(ref, at)
@@ -685,8 +683,6 @@ class _Converter:
         out = dict(schema)
         if isinstance(out.get("$dynamicRef"), str):
             # an absolute URI with the same fragment: an anchor name must stay one
-            from urllib.parse import urljoin
-
             ref, base = out["$dynamicRef"], self._base_at(at)
             out["$dynamicRef"] = base + ref if ref.startswith("#") else urljoin(base, ref)
         if isinstance(out.get("$ref"), str):
@@ -710,8 +706,6 @@ class _Converter:
 
         Only schema positions are visited (not enum/const data); in draft-07 and older a
         ``$ref`` hides its siblings, ``$id`` included."""
-        from urllib.parse import urldefrag, urljoin
-
         self._resources: dict[str, str] = {}
         self._anchors: dict[tuple[str, str], str] = {}
         self._dynamic_anchors: dict[str, list[str]] = {}
@@ -754,8 +748,6 @@ class _Converter:
         return fragments or not ident.startswith("#")
 
     def _own_base(self, node: dict, base: str) -> str:
-        from urllib.parse import urldefrag, urljoin
-
         if not self._declares_id(node):
             return base
         ident = node["$id"] if "$id" in node else node["id"]
@@ -775,8 +767,6 @@ class _Converter:
 
     def to_pointer(self, ref: str, ptr: str) -> str:
         """The JSON pointer (in this document) a ``$ref`` written at ``ptr`` leads to."""
-        from urllib.parse import urldefrag, urljoin
-
         if not isinstance(ref, str):
             raise SchemaError(f"$ref must be a string, not {type(ref).__name__}", pointer=ptr, keyword="$ref")
         if not hasattr(self, "_resources"):
@@ -901,8 +891,6 @@ class _Converter:
             raise UnsupportedSchemaError(f"anchors ({'#' + pointer!r}) are not supported yet", pointer=ptr, keyword="$ref")
         for raw in pointer[1:].split("/"):
             part = raw.replace("~1", "/").replace("~0", "~")
-            from urllib.parse import unquote
-
             part = unquote(part)
             if isinstance(node, dict) and part in node:
                 node = node[part]
@@ -1064,8 +1052,6 @@ class _Converter:
             if values is None:
                 return None
             choices.append(values)
-        import itertools
-
         total = sum(math.prod(len(c) for c in choices[:n]) for n in range(lo, hi + 1))
         if total > limit:
             return None
@@ -1575,8 +1561,6 @@ def _check_not_strings(validator: Any, words: list, instance: Any, schema: dict)
 
 
 def _jsonschema_error(message: str) -> Any:
-    from jsonschema.exceptions import ValidationError
-
     return ValidationError(message)
 
 
@@ -1850,8 +1834,6 @@ def _normalise(schema: Any) -> Any:
 
 def _decimal_bounds(schema: dict):
     """(lo, lo_strict, hi, hi_strict) as exact decimals, the tightest of all bound keywords."""
-    from decimal import Decimal
-
     def dec(v) -> Decimal:
         return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
 
@@ -1878,8 +1860,6 @@ def _decimal_bounds(schema: dict):
 
 
 def _int_bounds(schema: dict, ptr: str) -> tuple[int | None, int | None]:
-    import math
-
     lo = hi = None
 
     def tighten_lo(v: float, exclusive: bool) -> None:
@@ -1924,12 +1904,9 @@ def schema_to_grammar(
         raise ValueError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
     if max_whitespace < 0:
         raise ValueError("max_whitespace must be >= 0")
-    from .compiler import _deep_recursion
-    from .schema_text import check_schema_depth
-
     check_schema_depth(schema)
     # deeply nested schemas recurse in jsonschema and here; the limit is raised once for all
-    # threads compiling at the same time (see compiler._deep_recursion)
+    # threads compiling at the same time (see structgen.guards.deep_recursion)
     with _deep_recursion():
         try:
             converter = _Converter(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace)

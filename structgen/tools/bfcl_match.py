@@ -16,6 +16,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StructgenWarning, ToolSchemaError
+from .toolset import ToolSet
 
 if TYPE_CHECKING:
     from .toolset import ToolSet
@@ -115,6 +116,4 @@ def toolset_for(task: dict[str, Any]) -> tuple[ToolSet, bool]:
 
 
 def _toolset() -> Any:
-    from .toolset import ToolSet  # imported late: toolset is the heavier module
-
     return ToolSet

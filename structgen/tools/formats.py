@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..grammar import EMPTY, NOTHING, Alt, CharSet, Expr, Repeat, Seq, alt, seq
-from ..regex import ANY_CHAR
+from ..regex.parser import ANY_CHAR
 
 __all__ = ["HERMES", "JSON", "SMOLLM2", "ToolCallFormat", "kmp_automaton", "text_without"]
 

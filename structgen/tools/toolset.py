@@ -9,8 +9,11 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
+
+import jsonschema
 
 from ..errors import (
     SchemaError,
@@ -21,8 +24,11 @@ from ..errors import (
     ToolSchemaError,
     UnsupportedSchemaError,
 )
-from ..grammar import Alt, CharSet, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, opt, seq
-from ..regex import ANY_CHAR
+from ..grammar import NOTHING, Alt, CharSet, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, opt, seq
+from ..index.tokenizer import TokenizerInfo
+from ..regex.parser import ANY_CHAR
+from ..runtime.compiler import GrammarCompiler
+from ..schema.to_grammar import schema_to_grammar
 from .bfcl import bfcl_to_json_schema
 from .formats import JSON, ToolCallFormat, text_not_starting_with, text_without, tools_system_prompt
 from .python_types import Mismatch, UnsupportedAnnotation, convert_arguments, function_schema
@@ -253,8 +259,6 @@ def _rebase_refs(schema: Any, base: str) -> Any:
 
 def _catalogue_dir() -> Any:
     try:
-        from importlib.resources import files
-
         res = files("structgen") / "data" / "tools"
         if res.is_dir():
             return res
@@ -278,7 +282,7 @@ def load_catalogue() -> dict[str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class ToolGeneration:
-    """The result of :meth:`ToolSet.generate`.
+    """The result of :func:`structgen.integrations.hf_generate.generate_tool_calls`.
 
     Attributes:
         text: the output text (tags included).
@@ -476,8 +480,6 @@ class ToolSet:
 
     def _schema_rules(self, schema: dict[str, Any], whitespace: str, max_whitespace: int,
                       prefix: str = "call") -> dict[str, Expr]:
-        from ..schema_to_grammar import schema_to_grammar
-
         with warnings.catch_warnings():  # relaxations were recorded (and warned) per tool
             warnings.simplefilter("ignore", StructgenWarning)
             g = schema_to_grammar(schema, strict=not self.lenient, whitespace=whitespace, max_whitespace=max_whitespace)
@@ -488,9 +490,6 @@ class ToolSet:
                 min_calls: int = 1, max_calls: int | None = None, format: str | ToolCallFormat = JSON,
                 whitespace: Literal["compact", "flexible"] = "compact", max_whitespace: int = 8) -> Any:
         """A :class:`~structgen.CompiledGrammar` of :meth:`grammar` for a compiler (or a ``TokenizerInfo``)."""
-        from ..compiler import GrammarCompiler
-        from ..tokenizer import TokenizerInfo
-
         if isinstance(compiler, TokenizerInfo):
             compiler = GrammarCompiler(compiler)
         fmt = ToolCallFormat.named(format)
@@ -503,27 +502,6 @@ class ToolSet:
         return compiler.compile_grammar(self.grammar(tool_choice, parallel=parallel, min_calls=min_calls,
                                                      max_calls=max_calls, format=fmt, whitespace=whitespace,
                                                      max_whitespace=max_whitespace))
-
-    def logits_processor(self, tokenizer: Any, tool_choice: ToolChoice = "required", *, parallel: bool = False,
-                         min_calls: int = 1, max_calls: int | None = None,
-                         format: str | ToolCallFormat | None = None,
-                         whitespace: Literal["compact", "flexible"] = "compact", max_whitespace: int = 8,
-                         vocab_size: int | None = None) -> Any:
-        """A :class:`~structgen.hf.GrammarLogitsProcessor` for ``model.generate`` (one per call).
-
-        ``format=None`` reads the format from the tokenizer's chat template
-        (:meth:`ToolCallFormat.detect`). The processor has ``.compiled`` and ``.format``.
-        """
-        from ..hf import GrammarLogitsProcessor, compiler_for
-
-        fmt = ToolCallFormat.detect(tokenizer) if format is None else ToolCallFormat.named(format)
-        compiled = self.compile(compiler_for(tokenizer, vocab_size=vocab_size), tool_choice, parallel=parallel,
-                                min_calls=min_calls, max_calls=max_calls, format=fmt, whitespace=whitespace,
-                                max_whitespace=max_whitespace)
-        proc = GrammarLogitsProcessor(compiled)
-        proc.compiled = compiled
-        proc.format = fmt
-        return proc
 
     # -- prompting --------------------------------------------------------------------
 
@@ -589,8 +567,6 @@ class ToolSet:
         Raises:
             ToolCallError: unknown tool, or arguments that violate the tool's schema.
         """
-        import jsonschema
-
         if isinstance(call, ToolCall):
             name, args = call.name, call.arguments
         else:
@@ -659,44 +635,6 @@ class ToolSet:
             positional.append(kwargs.pop(p.name) if p.name in kwargs else p.default)
         return tool.function(*positional, **kwargs)
 
-    # -- one-call generation -----------------------------------------------------------
-
-    def generate(self, model: Any, tokenizer: Any, messages: str | Sequence[Mapping[str, Any]], *,
-                 tool_choice: ToolChoice = "required", parallel: bool = False, min_calls: int = 1,
-                 max_calls: int | None = None, format: str | ToolCallFormat | None = None,
-                 whitespace: Literal["compact", "flexible"] = "compact", max_whitespace: int = 2,
-                 max_new_tokens: int = 128,
-                 close_truncated: bool = True, do_sample: bool = False, **generate_kwargs: Any) -> ToolGeneration:
-        """Prompt with the tools (:meth:`chat_prompt`), generate under the call grammar, parse.
-
-        When the token budget runs out mid-call and ``close_truncated`` is set, the shortest
-        text that completes the grammar is appended (``ToolGeneration.closed``), so the calls
-        still parse and validate.
-        """
-        fmt = ToolCallFormat.detect(tokenizer) if format is None else ToolCallFormat.named(format)
-        prompt = self.chat_prompt(tokenizer, messages, format=fmt)
-        inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(model.device)
-        proc = self.logits_processor(tokenizer, tool_choice, parallel=parallel, min_calls=min_calls,
-                                     max_calls=max_calls, format=fmt, whitespace=whitespace,
-                                     max_whitespace=max_whitespace, vocab_size=getattr(model.config, "vocab_size", None))
-        from ..generate import generate_constrained
-
-        run = generate_constrained(model, tokenizer, inputs, proc, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                                   **generate_kwargs)
-        new, seconds, matcher = run.new, run.seconds, run.matcher
-        info = proc.compiled.tokenizer_info
-        body = bytearray(b"".join(info.token_bytes[t] or b"" for t in run.body))
-        complete = matcher.is_completed()
-        closed = False
-        if not complete and close_truncated:
-            tail = shortest_completion(matcher)
-            if tail is not None:
-                body += tail
-                closed = True
-        text = body.decode("utf-8", errors="replace")
-        calls = self.parse(text, format=fmt) if (complete or closed) else []
-        return ToolGeneration(text, calls, len(new), seconds, complete, closed)
-
 
 def _bounds(min_calls: int, max_calls: int | None) -> tuple[int, int | None]:
     if not isinstance(min_calls, int) or min_calls < 1:
@@ -730,9 +668,6 @@ def _check_enforceable(tool: Tool, lenient: bool) -> Tool:
     ``"type": "integer", "enum": ["1", "2", "dontcare"]``). The ``type`` is dropped, the
     values kept, and the repair recorded as a relaxation.
     """
-    from ..grammar import NOTHING
-    from ..schema_to_grammar import schema_to_grammar
-
     repairs: list[str] = []
     while True:
         try:
@@ -782,7 +717,7 @@ def _drop_conflicting_type(params: dict[str, Any], exc: SchemaError) -> tuple[di
 def shortest_completion(matcher: Any) -> bytes | None:
     """A shortest text (bytes) that completes the matcher's grammar from where it stands, or None.
 
-    Read from the compiled grammar (:meth:`~structgen.token_index.TokenIndex.shortest_completion`:
+    Read from the compiled grammar (:meth:`~structgen.index.token_index.TokenIndex.shortest_completion`:
     distances computed at compile time on the pushdown automaton, printable ASCII preferred
     among equally short choices). The matcher is not moved.
     """

@@ -1,1 +1,1 @@
-"""Device kernels. Imported lazily: nothing here loads at ``import structgen``."""
+"""Device kernels: take logits and a bitmask on a GPU, mask the logits in place (Triton; imported only when used)."""

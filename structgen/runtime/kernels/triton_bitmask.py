@@ -28,6 +28,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
+from ...errors import MatcherError
+
 __all__ = ["apply_token_bitmask_triton"]
 
 DEFAULT_WORDS = 128  # 4096 tokens a program
@@ -86,8 +88,6 @@ def apply_token_bitmask_triton(logits: Any, bitmask: Any, indices: Any = None, *
         MatcherError: ``bitmask`` is not a 2-D int32 tensor on the logits' device.
     """
     if str(bitmask.dtype) != "torch.int32" or bitmask.dim() != 2 or bitmask.device != logits.device:
-        from ..errors import MatcherError
-
         raise MatcherError(f"bitmask must be a 2-D torch.int32 tensor on {logits.device}, found "
                            f"{bitmask.dtype} of shape {tuple(bitmask.shape)} on {bitmask.device}")
     rows, words = bitmask.shape

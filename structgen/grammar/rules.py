@@ -1,0 +1,50 @@
+"""A context-free grammar: named rules over regular terminals, with a start rule."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import GrammarError
+from .expr import Expr, expr_to_lark, iter_refs
+from .lark_reader import read_lark_rules
+
+__all__ = ["Grammar"]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A context-free grammar: named rules over regular terminals, with a start rule.
+
+    Rule names follow Lark: lowercase names are rules, UPPERCASE names are terminals (whose
+    bodies may only reference other terminals). ``str(grammar)`` is Lark text.
+    """
+
+    rules: Mapping[str, Expr]
+    start: str = "start"
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    free_names: bool = field(default=False, compare=False)
+    """The language is JSON text with objects whose member names the grammar does not fix
+    (any name, a pattern): matchers then keep the names of each object distinct, which no
+    context-free grammar can say (see ``structgen.runtime.names``). Lark text does not carry it."""
+
+    def __post_init__(self) -> None:
+        if self.start not in self.rules:
+            raise GrammarError(f"start rule {self.start!r} is not defined")
+        for name, body in self.rules.items():
+            for ref in iter_refs(body):
+                if ref not in self.rules:
+                    raise GrammarError(f"rule {name!r} references undefined symbol {ref!r}")
+
+    def __str__(self) -> str:
+        order = [self.start] + [n for n in self.rules if n != self.start]
+        lines = []
+        for n in order:
+            body = self.rules[n]
+            sep = ": " if n[:1].islower() or n[:1] == "_" and n[1:2].islower() else ": "
+            lines.append(f"{n}{sep}{expr_to_lark(body)}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_lark(cls, text: str, *, start: str = "start") -> "Grammar":
+        """Read Lark grammar text (see :mod:`structgen.grammar.lark_reader` for what is supported)."""
+        return cls(read_lark_rules(text, start=start), start)
