@@ -6,13 +6,13 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import jsonschema
 import numpy as np
 
 from .compare.command import add_arguments, run
-from .errors import StructgenError
+from .errors import InputFileError, StructgenError
 from .index.tokenizer import TokenizerInfo
 from .inputs import check_grammar, check_schema, read_json, read_text
 from .integrations.hf_generate import generate_json

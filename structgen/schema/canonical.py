@@ -16,6 +16,7 @@ import jsonschema
 
 from .json_values import dumps_compact, json_equal
 from .merge import MergeConflict, merge
+from .pointer import unescape
 from .to_grammar import dependency_alternatives
 from .unevaluated import expand_unevaluated
 
@@ -80,7 +81,7 @@ class _Canon:
     def _pointer(self, ref: str) -> Any:
         node = self.root
         for raw in ref[1:].split("/")[1:]:
-            part = raw.replace("~1", "/").replace("~0", "~")
+            part = unescape(raw)
             node = node[int(part)] if isinstance(node, list) else node[part]
         return node
 

@@ -19,6 +19,8 @@ from importlib import resources
 from typing import Any, Callable
 from urllib.parse import urldefrag, urljoin
 
+from .pointer import unescape
+
 __all__ = ["fast_check"]
 
 Check = Callable[[Any], bool]
@@ -61,7 +63,7 @@ def _pointer(doc: Any, fragment: str) -> Any:
     if not fragment.startswith("/"):
         raise _Unsupported(f"anchor fragment {fragment!r}")
     for part in fragment[1:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
+        part = unescape(part)
         doc = doc[int(part)] if isinstance(doc, list) else doc[part]
     return doc
 

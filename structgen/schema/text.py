@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ..errors import LimitError, SchemaError
+from .pointer import from_path
 
 __all__ = ["MAX_NUMBER_LENGTH", "MAX_SCHEMA_DEPTH", "check_schema_depth", "loads_schema"]
 
@@ -132,9 +133,9 @@ def check_schema_depth(schema: Any, limit: int | None = None) -> None:
         if depth >= limit:
             parts = []
             while entry is not None and entry[3] is not None:
-                parts.append(str(entry[2]).replace("~", "~0").replace("/", "~1"))
+                parts.append(entry[2])
                 entry = entry[3]
-            pointer = "".join("/" + p for p in reversed(parts))
+            pointer = from_path(reversed(parts))
             raise LimitError(f"the schema nests deeper than {limit} levels", limit_name="MAX_SCHEMA_DEPTH",
                              limit=limit, reached=depth + 1, pointer=pointer)
         for key, value in items:

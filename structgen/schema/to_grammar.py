@@ -54,6 +54,7 @@ from .json_values import dumps_compact, json_equal
 from .merge import MergeConflict, merge, merge_lenient
 from .metaschema import fast_check
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
+from .pointer import child, unescape
 from .text import check_schema_depth
 from .unevaluated import expand_unevaluated
 
@@ -134,10 +135,7 @@ _WS_CHARS = CharSet.of([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
 
 
 def _ptr(base: str, *parts: Any) -> str:
-    out = base
-    for p in parts:
-        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
-    return out
+    return child(base, *parts)
 
 
 @lru_cache(maxsize=4096)  # the same few classes (any string character, \\w, ...) recur in every schema
@@ -890,8 +888,7 @@ class _Converter:
         if not pointer.startswith("/"):
             raise UnsupportedSchemaError(f"anchors ({'#' + pointer!r}) are not supported yet", pointer=ptr, keyword="$ref")
         for raw in pointer[1:].split("/"):
-            part = raw.replace("~1", "/").replace("~0", "~")
-            part = unquote(part)
+            part = unquote(unescape(raw))
             if isinstance(node, dict) and part in node:
                 node = node[part]
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -1786,7 +1783,7 @@ _MISSING = object()
 
 def _child(node: Any, raw: str) -> Any:
     """The member a JSON-pointer segment (escaped) names in ``node``, or ``_MISSING``."""
-    part = raw.replace("~1", "/").replace("~0", "~")
+    part = unescape(raw)
     if isinstance(node, dict) and part in node:
         return node[part]
     if isinstance(node, list) and part.isdigit() and int(part) < len(node):

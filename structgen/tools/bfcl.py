@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ToolSchemaError
+from ..schema.pointer import child
 
 __all__ = ["BFCL_TYPES", "bfcl_to_json_schema"]
 
@@ -48,12 +49,6 @@ _SCHEMA_ONE = ("additionalProperties", "additionalItems", "not", "if", "then", "
                "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 
 
-def _ptr(base: str, *parts: Any) -> str:
-    for p in parts:
-        base += "/" + str(p).replace("~", "~0").replace("/", "~1")
-    return base
-
-
 def bfcl_to_json_schema(schema: Any, *, tool: str, pointer: str = "") -> tuple[Any, list[str]]:
     """Translate one BFCL parameter schema; returns ``(json_schema, notes)``.
 
@@ -70,23 +65,23 @@ def _convert(s: Any, tool: str, ptr: str, notes: list[str]) -> Any:
     out: dict[str, Any] = {}
     for key, value in s.items():
         if key == "optional":
-            notes.append(f"{_ptr(ptr, 'optional') or '#'}: dropped BFCL's non-standard 'optional' keyword "
+            notes.append(f"{child(ptr, 'optional') or '#'}: dropped BFCL's non-standard 'optional' keyword "
                          f"({value!r}); optional = not in 'required'")
             continue
         if key == "type":
-            out["type"] = _map_type(value, tool, _ptr(ptr, "type"), notes)
+            out["type"] = _map_type(value, tool, child(ptr, "type"), notes)
             if out["type"] is None:
                 del out["type"]
             continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {k: _convert(v, tool, _ptr(ptr, key, k), notes) for k, v in value.items()}
+            out[key] = {k: _convert(v, tool, child(ptr, key, k), notes) for k, v in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_convert(v, tool, _ptr(ptr, key, i), notes) for i, v in enumerate(value)]
+            out[key] = [_convert(v, tool, child(ptr, key, i), notes) for i, v in enumerate(value)]
         elif key == "items":
-            out[key] = ([_convert(v, tool, _ptr(ptr, key, i), notes) for i, v in enumerate(value)]
-                        if isinstance(value, list) else _convert(value, tool, _ptr(ptr, key), notes))
+            out[key] = ([_convert(v, tool, child(ptr, key, i), notes) for i, v in enumerate(value)]
+                        if isinstance(value, list) else _convert(value, tool, child(ptr, key), notes))
         elif key in _SCHEMA_ONE:
-            out[key] = _convert(value, tool, _ptr(ptr, key), notes)
+            out[key] = _convert(value, tool, child(ptr, key), notes)
         else:
             out[key] = value
     if s.get("type") == "dict" and isinstance(s.get("properties"), dict) and s["properties"] \
@@ -98,13 +93,13 @@ def _convert(s: Any, tool: str, ptr: str, notes: list[str]) -> Any:
         items = dict(out["items"]) if isinstance(out.get("items"), dict) else {}
         items["enum"] = out.pop("enum")
         out["items"] = items
-        notes.append(f"{_ptr(ptr, 'enum')}: enum of scalars on an array moved to its items")
+        notes.append(f"{child(ptr, 'enum')}: enum of scalars on an array moved to its items")
     return out
 
 
 def _map_type(t: Any, tool: str, ptr: str, notes: list[str]) -> Any:
     if isinstance(t, list):
-        mapped = [_map_type(x, tool, _ptr(ptr, i), notes) for i, x in enumerate(t)]
+        mapped = [_map_type(x, tool, child(ptr, i), notes) for i, x in enumerate(t)]
         return None if None in mapped else list(dict.fromkeys(mapped))
     if not isinstance(t, str) or t not in BFCL_TYPES:
         raise ToolSchemaError(f"unknown BFCL type {t!r}; known: {sorted(k for k in BFCL_TYPES if k)} and ''",

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import EMPTY, NOTHING, Alt, CharSet, Expr, Repeat, Seq, alt, seq
+from ..grammar import EMPTY, NOTHING, CharSet, Expr, Repeat, alt, seq
 from ..regex.parser import ANY_CHAR
 
 __all__ = ["HERMES", "JSON", "SMOLLM2", "ToolCallFormat", "kmp_automaton", "text_without"]
@@ -222,17 +222,6 @@ def text_without(trigger: str) -> Expr:
     return const
 
 
-def expr_size(e: Expr) -> int:
-    """Number of nodes of an expression tree (to keep constructed grammars small)."""
-    if isinstance(e, (Seq,)):
-        return 1 + sum(expr_size(x) for x in e.items)
-    if isinstance(e, Alt):
-        return 1 + sum(expr_size(x) for x in e.options)
-    if isinstance(e, Repeat):
-        return 1 + expr_size(e.item)
-    return 1
-
-
 def text_not_starting_with(chars: str, *, skip: CharSet | None = None) -> Expr:
     """Any text whose first character outside ``skip`` is not one of ``chars`` (or that is only ``skip``)."""
     banned = CharSet.of([(ord(c), ord(c)) for c in chars])
@@ -242,4 +231,4 @@ def text_not_starting_with(chars: str, *, skip: CharSet | None = None) -> Expr:
         alt(EMPTY, seq(first, Repeat(ANY_CHAR, 0, None)))
 
 
-__all__ += ["expr_size", "text_not_starting_with", "tools_system_prompt"]
+__all__ += ["text_not_starting_with", "tools_system_prompt"]

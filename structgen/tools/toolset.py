@@ -28,6 +28,7 @@ from ..grammar import NOTHING, Alt, CharSet, Expr, Grammar, Lit, Ref, Repeat, Se
 from ..index.tokenizer import TokenizerInfo
 from ..regex.parser import ANY_CHAR
 from ..runtime.compiler import GrammarCompiler
+from ..schema.pointer import from_path, unescape
 from ..schema.to_grammar import schema_to_grammar
 from .bfcl import bfcl_to_json_schema
 from .formats import JSON, ToolCallFormat, text_not_starting_with, text_without, tools_system_prompt
@@ -597,7 +598,7 @@ class ToolSet:
                 m = re.match(r"'([^']*)' is a required property", err.message)
                 argument = m.group(1) if m else None
                 path = [argument] if argument else []
-            raise ToolCallError(err.message, tool=name, argument=argument, pointer=_pointer(path), index=index)
+            raise ToolCallError(err.message, tool=name, argument=argument, pointer=from_path(path), index=index)
         return ToolCall(name, dict(args))
 
     def dispatch(self, call: ToolCall | Mapping[str, Any]) -> Any:
@@ -622,7 +623,7 @@ class ToolSet:
                 kwargs = convert_arguments(call.arguments, dict(tool.annotations))
             except Mismatch as exc:
                 raise ToolCallError(exc.message, tool=tool.name, argument=str(exc.path[0]) if exc.path else None,
-                                    pointer=_pointer(exc.path)) from None
+                                    pointer=from_path(exc.path)) from None
         positional = []
         try:
             params = inspect.signature(tool.function).parameters
@@ -642,10 +643,6 @@ def _bounds(min_calls: int, max_calls: int | None) -> tuple[int, int | None]:
     if max_calls is not None and (not isinstance(max_calls, int) or max_calls < min_calls):
         raise ToolError(f"max_calls must be None or an integer >= min_calls ({min_calls}), not {max_calls!r}")
     return min_calls, max_calls
-
-
-def _pointer(path: Sequence[Any]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 def _rename(e: Expr, names: Mapping[str, str]) -> Expr:
@@ -700,7 +697,7 @@ def _check_enforceable(tool: Tool, lenient: bool) -> Tool:
 def _drop_conflicting_type(params: dict[str, Any], exc: SchemaError) -> tuple[dict[str, Any], str] | None:
     if exc.keyword not in ("enum", "const") or not exc.pointer.endswith("/" + exc.keyword):
         return None
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in exc.pointer.split("/")[1:-1]]
+    parts = [unescape(p) for p in exc.pointer.split("/")[1:-1]]
     params = copy.deepcopy(params)
     node: Any = params
     for p in parts:

@@ -1,0 +1,29 @@
+"""JSON Pointer (RFC 6901): the one place its escaping is written (``~`` → ``~0``, ``/`` → ``~1``)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["escape", "unescape", "child", "from_path"]
+
+
+def escape(token: Any) -> str:
+    """One reference token as written in a pointer (``"a/b"`` → ``"a~1b"``)."""
+    # "~" first: escaping "/" first would turn its "~1" into "~01"
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def unescape(token: str) -> str:
+    """One reference token read back (``"a~1b"`` → ``"a/b"``)."""
+    # "~1" first: "~01" is "~1" escaped, and must not become "/"
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def child(base: str, *tokens: Any) -> str:
+    """``base`` extended by reference tokens: ``child("/properties", "a/b")`` → ``"/properties/a~1b"``."""
+    return base + "".join("/" + escape(t) for t in tokens)
+
+
+def from_path(path: Iterable[Any]) -> str:
+    """The pointer of a path of keys and indexes (``["a", 0]`` → ``"/a/0"``; ``[]`` → ``""``)."""
+    return child("", *path)
