@@ -10,6 +10,8 @@ both tests fail; with the locks, yielding changes nothing.
 from __future__ import annotations
 
 import builtins
+import gc
+import json
 import sys
 import threading
 import time
@@ -140,3 +142,53 @@ def test_compiler_cache_is_thread_safe(fast_switching):
 
     assert _run_threads(work, 8) == []
     assert len(compiler._cache) <= 2
+
+
+THREAD_SCHEMAS = SCHEMAS + [
+    {"type": "integer", "multipleOf": 3, "maximum": 10},
+    {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False},
+]
+THREAD_VALUES = VALUES + [9, {"x1": 3, "xy": -2}]
+
+
+def _masks_along_value(compiler: GrammarCompiler, j: int) -> list[tuple[int, ...]]:
+    """Compile schema ``j`` and record the allowed tokens before each byte of its value's
+    canonical text (fed as single-byte tokens) and at the end."""
+    compiled = compiler.compile_json_schema(THREAD_SCHEMAS[j])
+    m = GrammarMatcher(compiled)
+    masks = []
+    for byte in canonical_json(THREAD_VALUES[j], THREAD_SCHEMAS[j]).encode():
+        masks.append(tuple(m.allowed_token_ids().tolist()))
+        assert m.accept_token(len(TOKENS) + byte)  # toy_info puts the single bytes after TOKENS
+    masks.append(tuple(m.allowed_token_ids().tolist()))
+    assert m.is_completed()
+    return masks
+
+
+def test_threads_compiling_different_schemas_match_one_thread_and_restore_interpreter_state(fast_switching):
+    """8 threads, each compiling its own schema with its own compiler at the same time, see the
+    masks one thread sees; afterwards the recursion limit and the garbage collector (enabled
+    flag, thresholds) are as they were, whether the collector was on or off before."""
+    info = toy_info(TOKENS)
+    expected = [_masks_along_value(GrammarCompiler(info), j) for j in range(len(THREAD_SCHEMAS))]
+    assert len(THREAD_SCHEMAS) == 8 and len({json.dumps(s) for s in THREAD_SCHEMAS}) == 8
+    old_limit, old_gc, old_thresholds = sys.getrecursionlimit(), gc.isenabled(), gc.get_threshold()
+    try:
+        sys.setrecursionlimit(old_limit + 123)  # a caller's own value, not the default, must come back
+        gc.set_threshold(650, 11, 12)
+        for gc_on in (True, False):
+            gc.enable() if gc_on else gc.disable()
+            got: dict[int, list[tuple[int, ...]]] = {}
+
+            def work(i: int) -> None:
+                got[i] = _masks_along_value(GrammarCompiler(info), i)
+
+            assert _run_threads(work, 8) == []
+            assert [got[i] for i in range(8)] == expected
+            assert sys.getrecursionlimit() == old_limit + 123
+            assert gc.isenabled() is gc_on
+            assert gc.get_threshold() == (650, 11, 12)
+    finally:
+        sys.setrecursionlimit(old_limit)
+        gc.set_threshold(*old_thresholds)
+        gc.enable() if old_gc else gc.disable()
