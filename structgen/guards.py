@@ -1,20 +1,26 @@
-"""Process-wide interpreter settings that compiling changes for a while: the recursion limit and
-automatic garbage collection.
+"""Process-wide interpreter state that compiling touches: the recursion limit, automatic
+garbage collection, and the warnings structgen emits.
 
-Both are global to the interpreter, so concurrent compiles share one change: the first to
-enter makes it, the last to leave undoes it, under a lock. Nothing else in structgen may call
-``sys.setrecursionlimit``, ``gc.disable`` or ``gc.set_threshold`` (tests/test_concurrency.py
-checks that a multi-threaded run leaves both as it found them).
+The recursion limit and the collector are global to the interpreter, so concurrent compiles
+share one change: the first to enter makes it, the last to leave undoes it, under a lock.
+Nothing else in structgen may call ``sys.setrecursionlimit``, ``gc.disable`` or
+``gc.set_threshold`` (tests/test_concurrency.py checks that a multi-threaded run leaves both
+as it found them). Silencing structgen's own warnings is per thread (a context variable), not
+``warnings.catch_warnings()``, which swaps the process's filters and races between threads.
 """
 from __future__ import annotations
 
 import gc
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
-__all__ = ["DEEP_RECURSION_LIMIT", "deep_recursion", "gc_paused"]
+from .errors import StructgenWarning
+
+__all__ = ["DEEP_RECURSION_LIMIT", "deep_recursion", "gc_paused", "silenced_warnings", "warn"]
 
 DEEP_RECURSION_LIMIT = 20_000
 """The interpreter's recursion limit while any compile runs (restored after the last)."""
@@ -78,3 +84,24 @@ def gc_paused() -> Iterator[None]:
             _gc_depth -= 1
             if _gc_depth == 0 and _gc_was_enabled:
                 gc.enable()
+
+
+_silenced: ContextVar[bool] = ContextVar("structgen_warnings_silenced", default=False)
+
+
+@contextmanager
+def silenced_warnings() -> Iterator[None]:
+    """Drop :class:`~structgen.errors.StructgenWarning` from :func:`warn` in this thread (or
+    task) while the block runs; other threads still warn."""
+    token = _silenced.set(True)
+    try:
+        yield
+    finally:
+        _silenced.reset(token)
+
+
+def warn(message: str, *, stacklevel: int = 2) -> None:
+    """Emit a :class:`~structgen.errors.StructgenWarning` unless silenced here; ``stacklevel``
+    counts from the caller, as for ``warnings.warn``."""
+    if not _silenced.get():
+        warnings.warn(message, StructgenWarning, stacklevel=stacklevel + 1)

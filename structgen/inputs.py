@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
-from .errors import GrammarSyntaxError, InputFileError, SchemaError, StructgenError, StructgenWarning
+from .errors import GrammarSyntaxError, InputFileError, SchemaError, StructgenError
 from .grammar import Grammar
-from .guards import deep_recursion
+from .guards import deep_recursion, silenced_warnings
 from .schema.text import loads_schema
 from .schema.to_grammar import schema_to_grammar
 
@@ -51,8 +50,7 @@ def check_schema(path: str, schema: Any, *, strict: bool = True, whitespace: str
     """Convert ``schema`` to a grammar (no tokenizer needed, cheap) so that an invalid schema is
     reported with its JSON pointer before any tokenizer or model is loaded."""
     try:
-        with deep_recursion(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", StructgenWarning)  # lenient mode warns again when compiling
+        with deep_recursion(), silenced_warnings():  # lenient mode warns again when compiling
             schema_to_grammar(schema, strict=strict, whitespace=whitespace)
     except RecursionError:
         raise InputFileError(path, "the schema nests too deeply to compile") from None

@@ -18,7 +18,6 @@ import itertools
 import json
 import math
 import re
-import warnings
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
@@ -27,7 +26,7 @@ from urllib.parse import unquote, urldefrag, urljoin
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from ..errors import AutomatonSizeError, LimitError, RegexError, SchemaError, StructgenError, StructgenWarning, UnsupportedSchemaError
+from ..errors import AutomatonSizeError, LimitError, RegexError, SchemaError, StructgenError, UnsupportedSchemaError
 from ..grammar import (
     EMPTY,
     NOTHING,
@@ -46,7 +45,7 @@ from ..grammar import (
     opt,
     seq,
 )
-from ..guards import deep_recursion as _deep_recursion
+from ..guards import deep_recursion as _deep_recursion, warn
 from ..regex.formats import FORMAT_PATTERNS
 from ..regex.parser import ANY_CHAR, parse_regex, search_expr
 from ..regex.regular import automaton_lengths, bound_length, difference, intersect, intersect_automaton, map_automaton
@@ -281,7 +280,7 @@ class _Converter:
             raise UnsupportedSchemaError(msg, pointer=ptr, keyword=keyword)
         text = f"{ptr or '#'}: {msg} (not enforced)"
         self.warnings.append(text)
-        warnings.warn(text, StructgenWarning, stacklevel=4)
+        warn(text, stacklevel=4)
 
     def validator(self, subschema: Any):
         if self._validator is None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import collections
 import random
 import re
-import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StructgenWarning, ToolSchemaError
+from ..errors import ToolSchemaError
+from ..guards import silenced_warnings
 from .toolset import ToolSet
 
 if TYPE_CHECKING:
@@ -110,8 +110,7 @@ def toolset_for(task: dict[str, Any]) -> tuple[ToolSet, bool]:
     except ToolSchemaError as exc:
         if "lenient=True" not in exc.message:
             raise
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StructgenWarning)
+        with silenced_warnings():
             return _toolset().from_bfcl(task["functions"], lenient=True), True
 
 

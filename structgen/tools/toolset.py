@@ -6,7 +6,6 @@ import dataclasses
 import inspect
 import json
 import re
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -17,7 +16,6 @@ import jsonschema
 
 from ..errors import (
     SchemaError,
-    StructgenWarning,
     ToolCallError,
     ToolDefinitionError,
     ToolError,
@@ -25,6 +23,7 @@ from ..errors import (
     UnsupportedSchemaError,
 )
 from ..grammar import NOTHING, Alt, CharSet, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, opt, seq
+from ..guards import silenced_warnings, warn
 from ..index.tokenizer import TokenizerInfo
 from ..regex.parser import ANY_CHAR
 from ..runtime.compiler import GrammarCompiler
@@ -481,8 +480,7 @@ class ToolSet:
 
     def _schema_rules(self, schema: dict[str, Any], whitespace: str, max_whitespace: int,
                       prefix: str = "call") -> dict[str, Expr]:
-        with warnings.catch_warnings():  # relaxations were recorded (and warned) per tool
-            warnings.simplefilter("ignore", StructgenWarning)
+        with silenced_warnings():  # relaxations were recorded (and warned) per tool
             g = schema_to_grammar(schema, strict=not self.lenient, whitespace=whitespace, max_whitespace=max_whitespace)
         names = {n: (f"{prefix}_{n}" if n[:1].islower() or n[:1] == "_" else f"{prefix.upper()}_{n}") for n in g.rules}
         return {names[n]: _rename(body, names) for n, body in g.rules.items()}
@@ -495,8 +493,7 @@ class ToolSet:
             compiler = GrammarCompiler(compiler)
         fmt = ToolCallFormat.named(format)
         if fmt == JSON and tool_choice not in ("auto", "none"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", StructgenWarning)
+            with silenced_warnings():
                 return compiler.compile_json_schema(
                     self.json_schema(tool_choice, parallel=parallel, min_calls=min_calls, max_calls=max_calls),
                     strict=not self.lenient, whitespace=whitespace, max_whitespace=max_whitespace)
@@ -668,8 +665,7 @@ def _check_enforceable(tool: Tool, lenient: bool) -> Tool:
     repairs: list[str] = []
     while True:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", StructgenWarning)
+            with silenced_warnings():
                 g = schema_to_grammar(tool.arguments_schema, strict=not lenient, refuse_empty_subschemas=True)
             break
         except UnsupportedSchemaError as exc:
@@ -690,7 +686,7 @@ def _check_enforceable(tool: Tool, lenient: bool) -> Tool:
     if not relaxed:
         return tool
     for w in relaxed:
-        warnings.warn(f"tool {tool.name!r}: {w}", StructgenWarning, stacklevel=4)
+        warn(f"tool {tool.name!r}: {w}", stacklevel=4)
     return dataclasses.replace(tool, relaxations=relaxed)
 
 
