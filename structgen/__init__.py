@@ -15,7 +15,7 @@ structgen`` loads neither torch nor transformers.
 from __future__ import annotations
 
 try:
-    from . import _core  # noqa: F401 - the native core; every stage below needs it
+    from . import _core as _core  # noqa: F401 - the native core; every stage below needs it
 except ImportError as exc:  # a source checkout used without building it
     raise ImportError(
         "structgen's native core (structgen._core) is not built: run `pip install -e .` in the "

@@ -38,11 +38,12 @@ class SchemaError(StructgenError, ValueError):
     """The JSON Schema is invalid or unsatisfiable.
 
     Attributes:
-        pointer: JSON pointer (RFC 6901) to the offending schema location ("" = root).
+        pointer: JSON pointer (RFC 6901) to the offending schema location ("" = root; None:
+            not located, see :class:`LimitError`).
         keyword: the keyword at fault, or None.
     """
 
-    def __init__(self, message: str, *, pointer: str = "", keyword: str | None = None) -> None:
+    def __init__(self, message: str, *, pointer: str | None = "", keyword: str | None = None) -> None:
         self.message = message
         self.pointer = pointer
         self.keyword = keyword
@@ -64,7 +65,7 @@ class ToolSchemaError(SchemaError):
         keyword: the keyword at fault, or None.
     """
 
-    def __init__(self, message: str, *, tool: str, pointer: str = "", keyword: str | None = None) -> None:
+    def __init__(self, message: str, *, tool: str, pointer: str | None = "", keyword: str | None = None) -> None:
         self.tool = tool
         super().__init__(f"tool {tool!r}: {message}", pointer=pointer, keyword=keyword)
 
@@ -136,6 +137,8 @@ class LimitError(SchemaError, AutomatonSizeError):
             it does not know, until the schema converter locates it).
         keyword: the keyword at fault, or None.
     """
+
+    limit: int
 
     def __init__(self, message: str, *, limit_name: str, limit: int, reached: int | None = None,
                  pointer: str | None = "", keyword: str | None = None) -> None:

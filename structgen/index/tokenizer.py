@@ -132,8 +132,8 @@ class TokenizerInfo:
         vocab: dict[str, int] = tokenizer.get_vocab()
         n = max(max(vocab.values()) + 1, len(tokenizer))
         strings: list[str | None] = [None] * n
-        for s, i in vocab.items():
-            strings[i] = s
+        for text, i in vocab.items():
+            strings[i] = text
         specials = set(getattr(tokenizer, "all_special_ids", []) or [])
         for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
             if getattr(tok, "special", False):

@@ -22,7 +22,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import DecodingError, MatcherError
 from ..runtime.bitmask import apply_token_bitmask_inplace, bitmask_words
@@ -326,7 +326,7 @@ def generate(
     if max_new_tokens < 1:
         raise DecodingError(f"max_new_tokens must be >= 1, not {max_new_tokens}")
     batch = _is_batch(prompt)
-    prompts = list(prompt) if batch else [prompt]
+    prompts = cast("list[Prompt]", list(prompt)) if batch else [cast(Prompt, prompt)]  # as _is_batch found
     if not prompts:
         raise DecodingError("the batch of prompts is empty")
     compiler = compiler_for(tokenizer, vocab_size=getattr(getattr(model, "config", None), "vocab_size", None))

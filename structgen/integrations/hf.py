@@ -58,7 +58,7 @@ class GrammarLogitsProcessor:
                 TokenBudget(g, max_new_tokens)
         self.matchers: list[GrammarMatcher] | None = None
         self.budgets: list[TokenBudget] | None = None
-        self._bitmask = None
+        self._bitmask: Any = None  # a torch tensor once the batch is known
         self._prompt_len = 0
         self._consumed = 0
         self._finished = False
@@ -105,7 +105,7 @@ class GrammarLogitsProcessor:
                     f"use one processor per generate() call or call reset()"
                 )
             self._advance(input_ids[:, -1].tolist())
-        for row, m in enumerate(self.matchers):
+        for row, m in enumerate(self.matchers or ()):  # set by _setup above
             m.fill_next_token_bitmask(self._bitmask, row)
             if self.budgets is not None and not m.is_terminated():
                 self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
@@ -115,7 +115,7 @@ class GrammarLogitsProcessor:
     def _advance(self, tokens: list[int]) -> None:
         """Advance every row by its next generated token."""
         self._consumed += 1
-        for row, (m, tok) in enumerate(zip(self.matchers, tokens)):
+        for row, (m, tok) in enumerate(zip(self.matchers or (), tokens)):
             if m.is_terminated():
                 continue  # finished rows are padded by generate(); nothing to check
             if not m.accept_token(tok):

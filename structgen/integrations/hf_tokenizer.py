@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ..index.tokenizer import TokenizerInfo
@@ -19,6 +20,7 @@ def compiler_for(tokenizer: Any, *, vocab_size: int | None = None) -> GrammarCom
     if hit is not None and hit[0]() is tokenizer:
         return hit[1]
     compiler = GrammarCompiler(TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size))
+    ref: Callable[[], Any]
     try:
         ref = weakref.ref(tokenizer)
     except TypeError:  # not weak-referenceable: keep it alive with the entry instead

@@ -87,7 +87,8 @@ log = logging.getLogger(__name__)
 EXTRA_ARGS_KEY = "structgen"
 """The key of ``SamplingParams.extra_args`` (or of the server's ``vllm_xargs``) read here."""
 
-_KINDS = ("json_schema", "grammar", "tools", "json")
+SpecKind = Literal["json_schema", "grammar", "tools", "json"]
+_KINDS: tuple[SpecKind, ...] = ("json_schema", "grammar", "tools", "json")
 _OPTIONS = {"json_schema": {"whitespace", "strict"}, "grammar": {"start"},
             "tools": {"tool_choice", "parallel", "format", "whitespace", "strict"}, "json": {"whitespace"}}
 
@@ -104,7 +105,7 @@ class GrammarSpec:
             because properties are generated in schema order).
     """
 
-    kind: Literal["json_schema", "grammar", "tools", "json"]
+    kind: SpecKind
     value: Any
     options: Mapping[str, Any] = field(default_factory=dict)
     key: str = ""
@@ -327,7 +328,7 @@ class StructgenLogitsProcessor(_Base):
                 bitmask[k] = self._stop_row
                 continue
             self._advance(index, row)
-            if index in self._rows:
+            if index in self._rows and row.matcher is not None:
                 row.matcher.fill_next_token_bitmask(bitmask, k)
             else:  # dropped by _advance: leave the row as the model wrote it
                 bitmask[k] = -1
@@ -369,6 +370,8 @@ class StructgenLogitsProcessor(_Base):
 
     def _advance(self, index: int, row: _Row) -> None:
         m = row.matcher
+        if m is None:  # a row that failed to start has no matcher and is never advanced
+            return
         out = row.output
         while row.consumed < len(out):
             tok = out[row.consumed]

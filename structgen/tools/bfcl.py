@@ -104,7 +104,7 @@ def _map_type(t: Any, tool: str, ptr: str, notes: list[str]) -> Any:
     if not isinstance(t, str) or t not in BFCL_TYPES:
         raise ToolSchemaError(f"unknown BFCL type {t!r}; known: {sorted(k for k in BFCL_TYPES if k)} and ''",
                               tool=tool, pointer=ptr, keyword="type")
-    mapped = BFCL_TYPES[t]
-    if mapped != t:
-        notes.append(f"{ptr}: BFCL type {t!r} -> {'any value' if mapped is None else repr(mapped)}")
-    return mapped
+    target = BFCL_TYPES[t]
+    if target != t:
+        notes.append(f"{ptr}: BFCL type {t!r} -> {'any value' if target is None else repr(target)}")
+    return target

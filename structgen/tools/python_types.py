@@ -149,11 +149,12 @@ def annotation_schema(tp: Any, *, _seen: tuple = ()) -> dict[str, Any] | bool:
     origin = _origin(tp)
     if origin is typing.Annotated:
         base, *meta = typing.get_args(tp)
-        schema = dict(annotation_schema(base, _seen=_seen) or {})
+        inner = annotation_schema(base, _seen=_seen)
+        annotated = dict(inner) if isinstance(inner, dict) else {}  # True (any value): only the description
         text = [m for m in meta if isinstance(m, str)]
         if text:
-            schema["description"] = " ".join(text)
-        return schema
+            annotated["description"] = " ".join(text)
+        return annotated
     if origin is typing.Literal:
         values = list(typing.get_args(tp))
         for v in values:
@@ -220,7 +221,7 @@ def _class_schema(cls: type, seen: tuple) -> dict[str, Any]:
         fields = [(f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
                    f.default) for f in dataclasses.fields(cls) if f.init]
     else:
-        required = cls.__required_keys__
+        required = getattr(cls, "__required_keys__")  # a TypedDict class
         fields = [(n, hints[n], n in required, dataclasses.MISSING) for n in hints]
     props: dict[str, Any] = {}
     req: list[str] = []

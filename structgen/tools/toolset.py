@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import jsonschema
@@ -478,7 +479,7 @@ class ToolSet:
         rules = self._schema_rules(schema, whitespace, max_whitespace)
         return seq(Lit(fmt.open), Ref("call_start"), Lit(fmt.close)), rules
 
-    def _schema_rules(self, schema: dict[str, Any], whitespace: str, max_whitespace: int,
+    def _schema_rules(self, schema: dict[str, Any], whitespace: Literal["compact", "flexible"], max_whitespace: int,
                       prefix: str = "call") -> dict[str, Expr]:
         with silenced_warnings():  # relaxations were recorded (and warned) per tool
             g = schema_to_grammar(schema, strict=not self.lenient, whitespace=whitespace, max_whitespace=max_whitespace)
@@ -565,6 +566,8 @@ class ToolSet:
         Raises:
             ToolCallError: unknown tool, or arguments that violate the tool's schema.
         """
+        name: Any
+        args: Any
         if isinstance(call, ToolCall):
             name, args = call.name, call.arguments
         else:
@@ -625,7 +628,7 @@ class ToolSet:
         try:
             params = inspect.signature(tool.function).parameters
         except (TypeError, ValueError):  # builtins without a signature
-            params = {}
+            params = MappingProxyType({})
         kwargs = dict(kwargs)
         pos_only = [p for p in params.values() if p.kind is p.POSITIONAL_ONLY]
         last = max((i for i, p in enumerate(pos_only) if p.name in kwargs), default=-1)
@@ -691,7 +694,7 @@ def _check_enforceable(tool: Tool, lenient: bool) -> Tool:
 
 
 def _drop_conflicting_type(params: dict[str, Any], exc: SchemaError) -> tuple[dict[str, Any], str] | None:
-    if exc.keyword not in ("enum", "const") or not exc.pointer.endswith("/" + exc.keyword):
+    if exc.keyword not in ("enum", "const") or exc.pointer is None or not exc.pointer.endswith("/" + exc.keyword):
         return None
     parts = [unescape(p) for p in exc.pointer.split("/")[1:-1]]
     params = copy.deepcopy(params)
