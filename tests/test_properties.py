@@ -37,8 +37,11 @@ from collections import Counter
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, note, settings
-from hypothesis import strategies as st
+
+pytest.importorskip("hypothesis", reason="the property tests need hypothesis (in the test extra: pip install -e '.[test]')")
+
+from hypothesis import HealthCheck, assume, given, note, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from structgen.schema.canonical import canonical_json
@@ -83,7 +86,7 @@ def _hf_info(name: str) -> TokenizerInfo:
         folder = SHARED / "tokenizers" / name
     if not (folder / "tokenizer.json").exists():
         pytest.skip(f"{folder} not present")
-    from transformers import AutoTokenizer
+    AutoTokenizer = pytest.importorskip("transformers", reason="real tokenizers need transformers (the hf extra)").AutoTokenizer
 
     return TokenizerInfo.from_huggingface(AutoTokenizer.from_pretrained(str(folder), local_files_only=True))
 

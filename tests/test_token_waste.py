@@ -496,7 +496,7 @@ def test_fewshot_examples_are_written_in_the_arms_format_and_shape():
     answers = [json.loads(m["content"]) for m in msgs if m["role"] == "assistant"]
     assert len(answers) == 2 and all(isinstance(a, list) for a in answers)  # a parallel task answers with a list
     msgs = prompt_messages(SCHEMA_TASK, "yaml", None, fewshot_examples(SCHEMA_TASK))
-    import yaml
+    yaml = pytest.importorskip("yaml", reason="needs pyyaml (in the test and bench extras)")
 
     answers = [m["content"] for m in msgs if m["role"] == "assistant"]
     assert len(answers) == 2 and all(isinstance(yaml.safe_load(a), dict) and not a.startswith("{") for a in answers)
@@ -548,7 +548,7 @@ def test_format_cost_counts_equal_direct_tokenization():
 
 
 def test_format_texts_are_the_same_content():
-    import yaml
+    yaml = pytest.importorskip("yaml", reason="needs pyyaml (in the test and bench extras)")
 
     from structgen.compare.format_cost import format_texts
 
