@@ -25,8 +25,7 @@ from . import _core
 from .counters import CounterRule, lift_counters
 from .errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from .grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
-from .regex import parse_regex
-from .utf8 import charset_to_byte_sequences
+from .expr_arrays import CALL, INLINE, ExprArrays
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
@@ -68,126 +67,6 @@ class PushdownAutomaton:
         return sum(1 if isinstance(r, CounterRule) else r.num_states for r in self.rules)
 
 
-# --------------------------------------------------------------------------- NFA
-
-
-class _NFA:
-    """Thompson NFA with byte-range, epsilon and call edges (mutable, build-time only)."""
-
-    def __init__(self, max_states: int) -> None:
-        self.eps: list[list[int]] = []
-        self.bytes: list[list[tuple[int, int, int]]] = []
-        self.calls: list[list[tuple[int, int]]] = []
-        self.max_states = max_states
-
-    def new(self) -> int:
-        if len(self.eps) >= self.max_states:
-            raise _too_large("NFA", len(self.eps) + 1, self.max_states)
-        self.eps.append([])
-        self.bytes.append([])
-        self.calls.append([])
-        return len(self.eps) - 1
-
-
-class _NFABuilder:
-    def __init__(self, rules: Mapping[str, Expr], called: dict[str, int], max_states: int) -> None:
-        self.rules = rules
-        self.called = called
-        self.nfa = _NFA(max_states)
-        self._regex_cache: dict[tuple[str, str], Expr] = {}
-        self._inlining: list[str] = []
-        self._shared: dict[tuple[str, int], int] = {}
-
-    def build(self, e: Expr, a: int, b: int) -> None:
-        nfa = self.nfa
-        if isinstance(e, Lit):
-            data = e.text.encode("utf-8")
-            cur = a
-            for i, byte in enumerate(data):
-                nxt = b if i == len(data) - 1 else nfa.new()
-                nfa.bytes[cur].append((byte, byte, nxt))
-                cur = nxt
-            if not data:
-                nfa.eps[a].append(b)
-        elif isinstance(e, CharSet):
-            for byte_seq in charset_to_byte_sequences(e):
-                cur = a
-                for i, (lo, hi) in enumerate(byte_seq):
-                    nxt = b if i == len(byte_seq) - 1 else nfa.new()
-                    nfa.bytes[cur].append((lo, hi, nxt))
-                    cur = nxt
-        elif isinstance(e, Regex):
-            key = (e.pattern, e.flags)
-            if key not in self._regex_cache:
-                self._regex_cache[key] = parse_regex(e.pattern, e.flags)
-            self.build(self._regex_cache[key], a, b)
-        elif isinstance(e, Seq):
-            cur = a
-            for i, item in enumerate(e.items):
-                nxt = b if i == len(e.items) - 1 else nfa.new()
-                self.build(item, cur, nxt)
-                cur = nxt
-            if not e.items:
-                nfa.eps[a].append(b)
-        elif isinstance(e, Alt):
-            for o in e.options:
-                s, t = nfa.new(), nfa.new()
-                nfa.eps[a].append(s)
-                nfa.eps[t].append(b)
-                self.build(o, s, t)
-        elif isinstance(e, Repeat):
-            cur = a
-            for _ in range(e.min):
-                nxt = nfa.new()
-                self.build(e.item, cur, nxt)
-                cur = nxt
-            if e.max is None:
-                s, t = nfa.new(), nfa.new()
-                nfa.eps[cur].append(s)
-                nfa.eps[cur].append(b)
-                nfa.eps[t].append(s)
-                nfa.eps[t].append(b)
-                self.build(e.item, s, t)
-            else:
-                # Nested optionals: item (item (item)?)? — linear in max - min.
-                for _ in range(e.max - e.min):
-                    nfa.eps[cur].append(b)
-                    nxt = nfa.new()
-                    self.build(e.item, cur, nxt)
-                    cur = nxt
-                nfa.eps[cur].append(b)
-        elif isinstance(e, Dfa):
-            # one NFA state per automaton state; accepting states step to b without a byte
-            states = [nfa.new() for _ in e.trans]
-            nfa.eps[a].append(states[0])
-            for src, row in enumerate(e.trans):
-                if e.final[src]:
-                    nfa.eps[states[src]].append(b)
-                for lo, hi, dst in row:
-                    if hi < 0x80:  # ASCII: one byte (the digits of a multiple-of-k automaton)
-                        nfa.bytes[states[src]].append((lo, hi, states[dst]))
-                    else:
-                        self.build(CharSet(((lo, hi),)), states[src], states[dst])
-        elif isinstance(e, Ref):
-            if e.name in self.called:
-                self.nfa.calls[a].append((self.called[e.name], b))
-            else:
-                # A rule fragment only exits through its end state, so every reference to
-                # the same rule ending in the same state can share one copy (this keeps
-                # "suffix" rules, as in objects with many optional members, linear).
-                start = self._shared.get((e.name, b))
-                if start is None:
-                    if e.name in self._inlining:  # cannot happen: cycles are called, not inlined
-                        raise GrammarError(f"internal: recursive inlining of {e.name!r}")
-                    start = self._shared[(e.name, b)] = nfa.new()
-                    self._inlining.append(e.name)
-                    self.build(self.rules[e.name], start, b)
-                    self._inlining.pop()
-                nfa.eps[a].append(start)
-        else:
-            raise TypeError(f"not a grammar expression: {e!r}")
-
-
 # --------------------------------------------------------------------------- DFA
 
 
@@ -201,36 +80,22 @@ def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
     )
 
 
-def _determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
-    """Subset construction (native). Returns (trans (n,256) int32, final bool[n], calls per state).
+def _determinise(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int, used: int = 0,
+                 nfa_used: int = 0):
+    """Thompson NFA of node ``root`` of the serialized expressions, then subset construction
+    (both native). Returns ``((trans (n,256) int32, final bool[n], calls per state), NFA states)``.
 
-    ``used`` states of other rules already count against ``max_states``. The rule's NFA is the
-    slice of ``nfa`` from ``start`` on: every state its build creates comes after ``start``
-    (shared fragments are keyed by an end state of the same build), so only that slice is
-    handed to the core, as flat arrays."""
-    eps, byts, calls = nfa.eps[start:], nfa.bytes[start:], nfa.calls[start:]
-    n = len(eps)
-
-    def offsets(lists) -> np.ndarray:
-        out = np.zeros(n + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, lists), np.int64, n), out=out[1:])
-        return out
-
-    def edges(lists, width: int) -> np.ndarray:
-        """(edges, width) int32 of tuples whose last entry is an NFA state, made slice-local."""
-        arr = np.fromiter(chain.from_iterable(chain.from_iterable(lists)), np.int32).reshape(-1, width)
-        arr[:, -1] -= start
-        return arr
-
-    eps_tgt = np.fromiter(chain.from_iterable(eps), np.int32) - np.int32(start)
-    out = _core.determinise(offsets(eps), eps_tgt, offsets(byts), edges(byts, 3), offsets(calls), edges(calls, 2),
-                            0, end - start, max_states, used)
-    if len(out) == 1:
-        raise _too_large("DFA", int(out[0]), max_states)
-    trans, final, call_off, call_edge = out
+    ``used`` DFA states and ``nfa_used`` NFA states of other rules already count against
+    ``max_states``; both automata are checked while they grow."""
+    out = _core.build_dfa(arrays[0], arrays[1], root, True, max_states, nfa_used, max_states, used)
+    if len(out) == 2:
+        kind, reached = out
+        raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
+    trans, final, call_off, call_edge, nfa_states = out
     pairs = call_edge.tolist()
     bounds = call_off.tolist()
-    return trans, final, [tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]])) for i in range(len(final))]
+    calls = [tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]])) for i in range(len(final))]
+    return (trans, final, calls), int(nfa_states)
 
 
 def _distinct_columns(trans: np.ndarray) -> list[int]:
@@ -530,30 +395,47 @@ def build_automaton(
     lifted = set(counters) | {item for item, _, _ in counters.values()}
     called_names = [grammar.start] + sorted(n for n in recursive | shared | lifted if n != grammar.start)
     called = {n: i for i, n in enumerate(called_names)}
-    builder = _NFABuilder(rules, called, max_states)
-    raw = []
+    rule_ids = {n: i for i, n in enumerate(rules)}
+    inlining: list[str] = []
+
+    def ref(arrays: ExprArrays, name: str) -> tuple[int, int, int, int]:
+        if name in called:
+            return (CALL, called[name], 0, 0)
+        if name in inlining:  # cannot happen: cycles are called, not inlined
+            raise GrammarError(f"internal: recursive inlining of {name!r}")
+        inlining.append(name)
+        body = arrays.add(rules[name])
+        inlining.pop()
+        return (INLINE, rule_ids[name], body, 0)
+
+    ser = ExprArrays(ref)
+    roots: dict[str, int] = {}
     keys = []
-    total = 0
     for name in called_names:
+        key = None if name in counters else _rule_key(rules, called, name)
+        keys.append(key)
+        if name not in counters and (key is None or key not in _RAW_CACHE):
+            roots[name] = ser.add(rules[name])
+    arrays = ser.arrays() if roots else None
+    raw = []
+    total = 0
+    nfa_total = 0
+    for name, key in zip(called_names, keys):
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
             # calls: "call the item once, then end" (lo == 0: may also end at once)
             item, lo, _ = counters[name]
-            keys.append(None)
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
             total += 2
             continue
-        key = _rule_key(rules, called, name)
-        keys.append(key)
-        hit = _RAW_CACHE.get(key) if key is not None else None
+        hit = _RAW_CACHE.get(key) if name not in roots else None
         if hit is not None:
             if total + hit[0].shape[0] > max_states:
                 raise _too_large("DFA", total + hit[0].shape[0], max_states)
             dfa = (hit[0].copy(), hit[1], tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2]))
         else:
-            s, t = builder.nfa.new(), builder.nfa.new()
-            builder.build(rules[name], s, t)
-            dfa = _determinise(builder.nfa, s, t, max_states, total)
+            dfa, nfa_states = _determinise(arrays, roots[name], max_states, total, nfa_total)
+            nfa_total += nfa_states
             if key is not None:
                 _remember(_RAW_CACHE, key, (dfa[0].copy(), dfa[1], tuple(
                     tuple((called_names[c], t) for c, t in cs) for cs in dfa[2])))

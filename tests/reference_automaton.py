@@ -1,5 +1,6 @@
-"""The reference automaton stages (test oracle): subset construction over Python sets and Moore
-refinement in numpy rounds, the way structgen built rule DFAs before the native core.
+"""The reference automaton stages (test oracle), in pure Python: Thompson construction over the
+serialized expression nodes (structgen/expr_arrays.py), subset construction over Python sets
+and Moore refinement in numpy rounds, the way structgen built rule DFAs before the native core.
 
 tests/test_native_automaton.py swaps them in for the native ``_determinise`` and
 ``_minimal_blocks`` of structgen.automaton and checks that every rule DFA comes out equal,
@@ -9,7 +10,138 @@ from __future__ import annotations
 
 import numpy as np
 
-from structgen.automaton import _NFA, _distinct_columns, _too_large
+from structgen.automaton import _distinct_columns, _too_large
+from structgen.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REP, SEQ, SET
+from structgen.utf8 import utf8_sequences
+
+
+class _NFA:
+    """Thompson NFA with byte-range, epsilon and call edges."""
+
+    def __init__(self, max_states: int, used: int) -> None:
+        self.eps: list[list[int]] = []
+        self.bytes: list[list[tuple[int, int, int]]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+        self.max_states = max_states
+        self.used = used
+
+    def new(self) -> int:
+        if self.used + len(self.eps) >= self.max_states:
+            raise _too_large("NFA", self.used + len(self.eps) + 1, self.max_states)
+        self.eps.append([])
+        self.bytes.append([])
+        self.calls.append([])
+        return len(self.eps) - 1
+
+
+class _Builder:
+    """Byte-level Thompson construction of serialized expression nodes."""
+
+    def __init__(self, nodes: np.ndarray, data: np.ndarray, nfa: _NFA) -> None:
+        self.nodes = nodes.tolist()
+        self.data = data.tolist()
+        self.nfa = nfa
+        self.shared: dict[tuple[int, int], int] = {}
+
+    def chain(self, a: int, b: int, ranges) -> None:
+        cur = a
+        for i, (lo, hi) in enumerate(ranges):
+            nxt = b if i == len(ranges) - 1 else self.nfa.new()
+            self.nfa.bytes[cur].append((lo, hi, nxt))
+            cur = nxt
+
+    def charset(self, a: int, b: int, ranges) -> None:
+        for lo, hi in ranges:
+            for seq in utf8_sequences(lo, hi):
+                self.chain(a, b, seq)
+
+    def build(self, i: int, a: int, b: int) -> None:
+        nfa, data = self.nfa, self.data
+        kind, x, y, z = self.nodes[i]
+        if kind == LIT:
+            raw = "".join(map(chr, data[x:x + y])).encode("utf-8")
+            if raw:
+                self.chain(a, b, [(c, c) for c in raw])
+            else:
+                nfa.eps[a].append(b)
+        elif kind == SET:
+            self.charset(a, b, [(data[x + 2 * k], data[x + 2 * k + 1]) for k in range(y)])
+        elif kind == SEQ:
+            items = data[x:x + y]
+            cur = a
+            for k, item in enumerate(items):
+                nxt = b if k == len(items) - 1 else nfa.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+            if not items:
+                nfa.eps[a].append(b)
+        elif kind == ALT:
+            for o in data[x:x + y]:
+                s, t = nfa.new(), nfa.new()
+                nfa.eps[a].append(s)
+                nfa.eps[t].append(b)
+                self.build(o, s, t)
+        elif kind == REP:
+            cur = a
+            for _ in range(y):
+                nxt = nfa.new()
+                self.build(x, cur, nxt)
+                cur = nxt
+            if z < 0:
+                s, t = nfa.new(), nfa.new()
+                nfa.eps[cur] += [s, b]
+                nfa.eps[t] += [s, b]
+                self.build(x, s, t)
+            else:
+                for _ in range(z - y):
+                    nfa.eps[cur].append(b)
+                    nxt = nfa.new()
+                    self.build(x, cur, nxt)
+                    cur = nxt
+                nfa.eps[cur].append(b)
+        elif kind == CALL:
+            nfa.calls[a].append((x, b))
+        elif kind == INLINE:
+            start = self.shared.get((x, b))
+            if start is None:
+                start = self.shared[(x, b)] = nfa.new()
+                self.build(y, start, b)
+            nfa.eps[a].append(start)
+        elif kind in (GRAPH, EGRAPH):
+            d = data[x:x + y]
+            n = d[0]
+            states = [nfa.new() for _ in range(n)]
+            fin = d[1:1 + n]
+            k = 1 + n
+            nfa.eps[a].append(states[0])
+            for src in range(n):
+                if fin[src]:
+                    nfa.eps[states[src]].append(b)
+                cnt = d[k]
+                k += 1
+                for _ in range(cnt):
+                    if kind == GRAPH:
+                        lo, hi, dst = d[k:k + 3]
+                        k += 3
+                        if hi < 0x80:
+                            nfa.bytes[states[src]].append((lo, hi, states[dst]))
+                        else:
+                            self.charset(states[src], states[dst], [(lo, hi)])
+                    else:
+                        sub, dst = d[k:k + 2]
+                        k += 2
+                        self.build(sub, states[src], states[dst])
+        else:
+            raise ValueError(f"unknown node kind {kind}")
+
+
+def determinise(arrays, root: int, max_states: int, used: int = 0, nfa_used: int = 0):
+    """Thompson NFA of node ``root`` and subset construction, in Python: the contract of
+    structgen.automaton._determinise."""
+    nfa = _NFA(max_states, nfa_used)
+    s, t = nfa.new(), nfa.new()
+    _Builder(arrays[0], arrays[1], nfa).build(root, s, t)
+    return _subsets(nfa, s, t, max_states, used), len(nfa.eps)
 
 
 def _closure(nfa, states) -> frozenset[int]:
@@ -24,7 +156,7 @@ def _closure(nfa, states) -> frozenset[int]:
     return frozenset(seen)
 
 
-def determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
+def _subsets(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
     """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state).
 
     ``used`` states of other rules already count against ``max_states``."""

@@ -90,10 +90,14 @@ def test_size_limit_reports_the_same_count(monkeypatch):
 def test_native_stages_reject_malformed_input():
     from structgen import _core
 
-    z = np.zeros(2, np.int64)
-    with pytest.raises(ValueError, match="outside the NFA slice"):
-        _core.determinise(np.array([0, 1], np.int64), np.array([5], np.int32), z, np.zeros((0, 3), np.int32),
-                          z, np.zeros((0, 2), np.int32), 0, 0, 100, 0)
+    with pytest.raises(ValueError, match="node index out of range"):
+        _core.build_dfa(np.array([[2, 0, 1, 0]], np.int32), np.array([5], np.int32), 0, True, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="unknown expression node kind"):
+        _core.build_dfa(np.array([[42, 0, 0, 0]], np.int32), np.zeros(0, np.int32), 0, True, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="data span out of range"):
+        _core.build_dfa(np.array([[0, 0, 9, 0]], np.int32), np.zeros(2, np.int32), 0, False, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="rule call in a regular expression"):
+        _core.build_dfa(np.array([[5, 0, 0, 0]], np.int32), np.zeros(0, np.int32), 0, False, 100, 0, 100, 0)
     z = np.zeros(2, np.int64)
     with pytest.raises(ValueError, match="out of range"):
         _core.minimise(np.full((1, 256), 7, np.int32), np.zeros(1, bool), z, np.zeros((0, 2), np.int32))
