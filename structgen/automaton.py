@@ -119,84 +119,21 @@ def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
     return starts.tolist(), (pairs % n).tolist()
 
 
-def _coaccessible(trans, final, calls, productive: set[int], preds=None) -> np.ndarray:
-    """States from which an accepting state is reachable (calls only into productive rules).
-
-    ``preds``: ``_byte_predecessors(trans)`` when the caller already has it."""
-    starts, sources = preds if preds is not None else _byte_predecessors(trans)
-    call_preds: dict[int, list[int]] = {}
-    for s, cs in enumerate(calls):
-        for callee, t in cs:
-            if callee in productive:
-                call_preds.setdefault(t, []).append(s)
-    ok = np.asarray(final, dtype=bool).copy()
-    seen = ok.tolist()
-    stack = np.flatnonzero(ok).tolist()
-    while stack:
-        t = stack.pop()
-        for s in sources[starts[t]:starts[t + 1]]:
-            if not seen[s]:
-                seen[s] = True
-                stack.append(s)
-        for s in call_preds.get(t, ()):
-            if not seen[s]:
-                seen[s] = True
-                stack.append(s)
-    return np.array(seen, dtype=bool)
-
-
-def _minimal_blocks(trans: np.ndarray, final: np.ndarray, calls) -> tuple[np.ndarray, int]:
-    """Equivalent states of a trimmed DFA (native Hopcroft): a block id per state, numbered in
-    order of first appearance from state 0, and the number of blocks. Calls count as letters
-    (callee -> return state), as bytes do."""
+def _calls_csr(calls) -> tuple[np.ndarray, np.ndarray]:
+    """Calls per state as CSR arrays: ``call_off[n + 1]`` and ``call_edge (k, 2)`` (callee, target)."""
     call_off = np.zeros(len(calls) + 1, np.int64)
     np.cumsum(np.fromiter(map(len, calls), np.int64, len(calls)), out=call_off[1:])
     call_edge = np.fromiter(chain.from_iterable(chain.from_iterable(calls)), np.int32).reshape(-1, 2)
-    return _core.minimise(np.ascontiguousarray(trans, np.int32), np.ascontiguousarray(final, bool), call_off, call_edge)
+    return call_off, call_edge
 
 
-def _trim_and_minimise(trans, final, calls, keep: np.ndarray, productive: set[int]):
-    """Drop dead states, then merge equivalent ones (Hopcroft, native); start stays 0."""
-    n = trans.shape[0]
-    trans = np.where((trans >= 0) & keep[np.clip(trans, 0, None)], trans, -1)
-    dropped_call = any(c not in productive for s, cs in enumerate(calls) if keep[s] for c, _ in cs)
-    calls = [
-        tuple((c, t) for c, t in cs if c in productive and keep[t]) if keep[s] else ()
-        for s, cs in enumerate(calls)
-    ]
-    if dropped_call:
-        # a state reached only through a call into a rule that matches nothing is unreachable
-        # now; without such calls every kept state still is reachable (a path from the start to
-        # a state that can reach an end only passes states that can too), so no search
-        succ = trans[:, _distinct_columns(trans)].tolist()
-        reach = [False] * n
-        reach[0] = True
-        stack = [0]
-        while stack:
-            s = stack.pop()
-            for t in succ[s]:
-                if t >= 0 and not reach[t]:
-                    reach[t] = True
-                    stack.append(t)
-            for _, t in calls[s]:
-                if not reach[t]:
-                    reach[t] = True
-                    stack.append(t)
-        live = np.flatnonzero(reach)
-    else:
-        live = np.flatnonzero(keep)
-    remap = np.full(n + 1, -1, dtype=np.int64)
-    remap[live] = np.arange(len(live))
-    trans = remap[trans[live]]  # -1 maps through remap[-1] == -1
-    final = final[live]
-    calls = [tuple((c, int(remap[t])) for c, t in calls[s]) for s in live]
-    block, nblocks = _minimal_blocks(trans, final, calls)  # the start state's block is 0
-    rep = np.zeros(nblocks, dtype=np.int64)
-    rep[block[::-1]] = np.arange(len(block))[::-1]  # first state of each block
-    m_trans = np.where(trans[rep] >= 0, block[np.clip(trans[rep], 0, None)], -1).astype(np.int32)
-    m_final = final[rep]
-    m_calls = tuple(tuple((c, int(block[t])) for c, t in calls[r]) for r in rep)
-    return m_trans, m_final, m_calls
+def _trim_and_minimise(trans, final, csr, productive: np.ndarray):
+    """Drop dead states (calls only into ``productive`` rules), then unreachable ones, then
+    merge equivalent ones (Hopcroft); all native, start stays 0."""
+    m_trans, m_final, call_off, call_edge = _core.trim_minimise(trans, final, *csr, productive)
+    pairs = call_edge.tolist()
+    bounds = call_off.tolist()
+    return m_trans, m_final, tuple(tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]])) for i in range(len(m_final)))
 
 
 # --------------------------------------------------------------------------- grammar analysis
@@ -446,19 +383,19 @@ def build_automaton(
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)
+    csr = [_calls_csr(calls) for _, _, calls in raw]
     # productive rules: fixpoint over "start state can reach a final state"
     productive: set[int] = set()
-    preds: list = [None] * len(raw)  # per rule, built on first use: the fixpoint and trimming share them
+    mask = np.zeros(len(raw), bool)
     changed = True
     while changed:
         changed = False
         for r, (trans, final, calls) in enumerate(raw):
             if r in productive:
                 continue
-            if preds[r] is None:
-                preds[r] = _byte_predecessors(trans)
-            if _coaccessible(trans, final, calls, productive, preds[r])[0]:
+            if _core.coaccessible(trans, final, *csr[r], mask)[0]:
                 productive.add(r)
+                mask[r] = True
                 changed = True
     if 0 not in productive:
         raise EmptyGrammarError(f"the grammar matches no string at all (rule {grammar.start!r} is empty)")
@@ -482,8 +419,7 @@ def build_automaton(
             m_trans, m_final = hit[0], hit[1]
             m_calls = tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2])
         else:
-            keep = _coaccessible(trans, final, calls, productive, preds[r])
-            m_trans, m_final, m_calls = _trim_and_minimise(trans, final, calls, keep, productive)
+            m_trans, m_final, m_calls = _trim_and_minimise(trans, final, csr[r], mask)
             if key is not None:
                 m_trans.setflags(write=False)
                 m_final.setflags(write=False)

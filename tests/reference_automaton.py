@@ -3,7 +3,7 @@ serialized expression nodes (structgen/expr_arrays.py), subset construction over
 and Moore refinement in numpy rounds, the way structgen built rule DFAs before the native core.
 
 tests/test_native_automaton.py swaps them in for the native ``_determinise`` and
-``_minimal_blocks`` of structgen.automaton and checks that every rule DFA comes out equal,
+``_trim_and_minimise`` of structgen.automaton and checks that every rule DFA comes out equal,
 array for array.
 """
 from __future__ import annotations
@@ -267,3 +267,96 @@ def minimal_blocks(trans: np.ndarray, final: np.ndarray, calls) -> tuple[np.ndar
     rank = np.empty(nblocks, dtype=np.int64)
     rank[order] = np.arange(nblocks)
     return rank[block], nblocks
+
+
+def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
+    """Predecessors by byte edges as CSR lists: the sources of state ``t`` are
+    ``sources[starts[t]:starts[t + 1]]`` (each once), built in numpy from the distinct columns."""
+    n = trans.shape[0]
+    t = trans[:, _distinct_columns(trans)]
+    src = np.repeat(np.arange(n, dtype=np.int64), t.shape[1])
+    tgt = t.ravel().astype(np.int64)
+    ok = tgt >= 0
+    pairs = np.unique(tgt[ok] * n + src[ok])  # sorted by target, deduplicated
+    starts = np.searchsorted(pairs // n, np.arange(n + 1))
+    return starts.tolist(), (pairs % n).tolist()
+
+
+def _coaccessible(trans, final, calls, productive: set[int], preds=None) -> np.ndarray:
+    """States from which an accepting state is reachable (calls only into productive rules).
+
+    ``preds``: ``_byte_predecessors(trans)`` when the caller already has it."""
+    starts, sources = preds if preds is not None else _byte_predecessors(trans)
+    call_preds: dict[int, list[int]] = {}
+    for s, cs in enumerate(calls):
+        for callee, t in cs:
+            if callee in productive:
+                call_preds.setdefault(t, []).append(s)
+    ok = np.asarray(final, dtype=bool).copy()
+    seen = ok.tolist()
+    stack = np.flatnonzero(ok).tolist()
+    while stack:
+        t = stack.pop()
+        for s in sources[starts[t]:starts[t + 1]]:
+            if not seen[s]:
+                seen[s] = True
+                stack.append(s)
+        for s in call_preds.get(t, ()):
+            if not seen[s]:
+                seen[s] = True
+                stack.append(s)
+    return np.array(seen, dtype=bool)
+
+
+def _trim_and_minimise_lists(trans, final, calls, keep: np.ndarray, productive: set[int]):
+    """Drop dead states, then merge equivalent ones (Hopcroft, native); start stays 0."""
+    n = trans.shape[0]
+    trans = np.where((trans >= 0) & keep[np.clip(trans, 0, None)], trans, -1)
+    dropped_call = any(c not in productive for s, cs in enumerate(calls) if keep[s] for c, _ in cs)
+    calls = [
+        tuple((c, t) for c, t in cs if c in productive and keep[t]) if keep[s] else ()
+        for s, cs in enumerate(calls)
+    ]
+    if dropped_call:
+        # a state reached only through a call into a rule that matches nothing is unreachable
+        # now; without such calls every kept state still is reachable (a path from the start to
+        # a state that can reach an end only passes states that can too), so no search
+        succ = trans[:, _distinct_columns(trans)].tolist()
+        reach = [False] * n
+        reach[0] = True
+        stack = [0]
+        while stack:
+            s = stack.pop()
+            for t in succ[s]:
+                if t >= 0 and not reach[t]:
+                    reach[t] = True
+                    stack.append(t)
+            for _, t in calls[s]:
+                if not reach[t]:
+                    reach[t] = True
+                    stack.append(t)
+        live = np.flatnonzero(reach)
+    else:
+        live = np.flatnonzero(keep)
+    remap = np.full(n + 1, -1, dtype=np.int64)
+    remap[live] = np.arange(len(live))
+    trans = remap[trans[live]]  # -1 maps through remap[-1] == -1
+    final = final[live]
+    calls = [tuple((c, int(remap[t])) for c, t in calls[s]) for s in live]
+    block, nblocks = minimal_blocks(trans, final, calls)  # the start state's block is 0
+    rep = np.zeros(nblocks, dtype=np.int64)
+    rep[block[::-1]] = np.arange(len(block))[::-1]  # first state of each block
+    m_trans = np.where(trans[rep] >= 0, block[np.clip(trans[rep], 0, None)], -1).astype(np.int32)
+    m_final = final[rep]
+    m_calls = tuple(tuple((c, int(block[t])) for c, t in calls[r]) for r in rep)
+    return m_trans, m_final, m_calls
+
+
+def trim_and_minimise(trans, final, csr, productive: np.ndarray):
+    """The contract of structgen.automaton._trim_and_minimise, in Python and numpy."""
+    call_off, call_edge = csr
+    pairs = [tuple(x) for x in call_edge.tolist()]
+    calls = [tuple(pairs[call_off[s]:call_off[s + 1]]) for s in range(len(final))]
+    prod = set(np.flatnonzero(productive).tolist())
+    keep = _coaccessible(trans, final, calls, prod)
+    return _trim_and_minimise_lists(trans, final, calls, keep, prod)

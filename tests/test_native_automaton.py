@@ -42,7 +42,7 @@ def _build(grammar, reference: bool, monkeypatch, **kw):
     with monkeypatch.context() as m:
         if reference:
             m.setattr(automaton, "_determinise", reference_automaton.determinise)
-            m.setattr(automaton, "_minimal_blocks", reference_automaton.minimal_blocks)
+            m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
         return build_automaton(grammar, **kw)
 
 

@@ -112,7 +112,7 @@ def test_byte_rule_dfa_equals_reference(i, monkeypatch):
         with monkeypatch.context() as m:
             if ref:
                 m.setattr(automaton, "_determinise", reference_automaton.determinise)
-                m.setattr(automaton, "_minimal_blocks", reference_automaton.minimal_blocks)
+                m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
             try:
                 built.append(automaton.build_automaton(grammar).rules[0])
             except Exception as exc:  # noqa: BLE001 - an empty language: both must refuse

@@ -171,6 +171,196 @@ py::tuple minimise_rows(const i64& row_off, const i32& rows, const b8& final_) {
   return rows_out(out);
 }
 
+
+// ---------------------------------------------------------------------------- trimming
+
+struct ByteDFA {
+  int64_t n;
+  const int32_t* T;
+  const bool* F;
+  const int64_t* CO;
+  const int32_t* CE;
+};
+
+ByteDFA byte_dfa_in(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge) {
+  if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
+  const int64_t n = trans.shape(0);
+  if (final_.shape(0) != n || call_off.shape(0) != n + 1) throw std::invalid_argument("final/call_off size mismatch");
+  ByteDFA d{n, trans.data(), final_.data(), call_off.data(), call_edge.data()};
+  if (d.CO[0] != 0 || d.CO[n] != (call_edge.size() ? call_edge.shape(0) : 0)) throw std::invalid_argument("bad call offsets");
+  for (int64_t k = 0; k < n * 256; ++k)
+    if (d.T[k] < -1 || d.T[k] >= n) throw std::invalid_argument("transition target out of range");
+  for (int64_t k = 0; k < d.CO[n]; ++k)
+    if (d.CE[2 * k + 1] < 0 || d.CE[2 * k + 1] >= n) throw std::invalid_argument("call target out of range");
+  return d;
+}
+
+// States from which a final state is reachable by bytes and calls into productive rules.
+std::vector<char> coaccessible_states(const ByteDFA& d, const bool* productive, int64_t n_rules) {
+  const int64_t n = d.n;
+  std::vector<int64_t> off(n + 1, 0);
+  std::vector<int32_t> src;
+  // predecessor lists (deduplicated per state and target)
+  std::vector<std::pair<int32_t, int32_t>> pairs;  // (target, source)
+  for (int64_t s = 0; s < n; ++s) {
+    const int32_t* row = d.T + s * 256;
+    int32_t last = -2;
+    for (int b = 0; b < 256; ++b)
+      if (row[b] >= 0 && row[b] != last) {
+        pairs.emplace_back(row[b], static_cast<int32_t>(s));
+        last = row[b];
+      }
+    for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+      const int32_t c = d.CE[2 * k];
+      if (c >= 0 && c < n_rules && productive[c]) pairs.emplace_back(d.CE[2 * k + 1], static_cast<int32_t>(s));
+    }
+  }
+  for (auto& p : pairs) ++off[p.first + 1];
+  for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
+  src.resize(pairs.size());
+  std::vector<int64_t> fill(off.begin(), off.end() - 1);
+  for (auto& p : pairs) src[fill[p.first]++] = p.second;
+  std::vector<char> seen(n, 0);
+  std::vector<int32_t> stack;
+  for (int64_t s = 0; s < n; ++s)
+    if (d.F[s]) {
+      seen[s] = 1;
+      stack.push_back(static_cast<int32_t>(s));
+    }
+  while (!stack.empty()) {
+    const int32_t t = stack.back();
+    stack.pop_back();
+    for (int64_t k = off[t]; k < off[t + 1]; ++k)
+      if (!seen[src[k]]) {
+        seen[src[k]] = 1;
+        stack.push_back(src[k]);
+      }
+  }
+  return seen;
+}
+
+py::array_t<bool> coaccessible(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                               const b8& productive) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  std::vector<char> seen;
+  {
+    py::gil_scoped_release release;
+    seen = coaccessible_states(d, productive.data(), productive.shape(0));
+  }
+  py::array_t<bool> out(static_cast<py::ssize_t>(d.n));
+  std::copy(seen.begin(), seen.end(), out.mutable_data());
+  return out;
+}
+
+// Drop the states that cannot reach a final state (calls only into productive rules), then
+// those no longer reachable from the start, then merge equivalent states (Hopcroft). The
+// start state stays 0; states are numbered by first appearance of their class. Returns
+// (trans (m, 256), final, call_off, call_edge).
+py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                        const b8& productive) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  const bool* P = productive.data();
+  const int64_t R = productive.shape(0);
+  const int64_t n = d.n;
+  auto ok_callee = [&](int32_t c) { return c >= 0 && c < R && P[c]; };
+  fa::DFA m;
+  std::vector<int32_t> blocks, live;
+  int32_t nb = 0;
+  {
+    py::gil_scoped_release release;
+    const std::vector<char> keep = coaccessible_states(d, P, R);
+    bool dropped_call = false;
+    for (int64_t s = 0; s < n && !dropped_call; ++s)
+      if (keep[s])
+        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k)
+          if (!ok_callee(d.CE[2 * k])) dropped_call = true;
+    auto tgt = [&](int64_t s, int b) {
+      const int32_t t = d.T[s * 256 + b];
+      return t >= 0 && keep[t] ? t : -1;
+    };
+    std::vector<char> alive(keep.begin(), keep.end());
+    if (dropped_call) {
+      // a state reached only through a call into a rule that matches nothing is unreachable
+      // now; without such calls every kept state still is reachable
+      std::fill(alive.begin(), alive.end(), 0);
+      std::vector<int32_t> stack{0};
+      alive[0] = 1;
+      while (!stack.empty()) {
+        const int32_t s = stack.back();
+        stack.pop_back();
+        if (!keep[s]) continue;
+        for (int b = 0; b < 256; ++b) {
+          const int32_t t = tgt(s, b);
+          if (t >= 0 && !alive[t]) {
+            alive[t] = 1;
+            stack.push_back(t);
+          }
+        }
+        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+          const int32_t t = d.CE[2 * k + 1];
+          if (ok_callee(d.CE[2 * k]) && keep[t] && !alive[t]) {
+            alive[t] = 1;
+            stack.push_back(t);
+          }
+        }
+      }
+    }
+    std::vector<int32_t> remap(n, -1);
+    for (int64_t s = 0; s < n; ++s)
+      if (alive[s]) {
+        remap[s] = static_cast<int32_t>(live.size());
+        live.push_back(static_cast<int32_t>(s));
+      }
+    fa::DFA t;  // the trimmed DFA as interval rows
+    for (int32_t s : live) {
+      for (int b = 0; b < 256;) {
+        const int32_t x = tgt(s, b);
+        int e = b;
+        while (e + 1 < 256 && tgt(s, e + 1) == x) ++e;
+        if (x >= 0 && remap[x] >= 0) t.rows.insert(t.rows.end(), {b, e, remap[x]});
+        b = e + 1;
+      }
+      t.row_off.push_back(static_cast<int64_t>(t.rows.size() / 3));
+      t.final.push_back(d.F[s]);
+      if (keep[s])
+        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+          const int32_t c = d.CE[2 * k], x = d.CE[2 * k + 1];
+          if (ok_callee(c) && keep[x] && remap[x] >= 0) t.calls.insert(t.calls.end(), {c, remap[x]});
+        }
+      t.call_off.push_back(static_cast<int64_t>(t.calls.size() / 2));
+    }
+    blocks = fa::hopcroft(t, true, &nb);
+    // the minimal DFA: each block's first state stands for it
+    std::vector<int32_t> rep(nb, -1);
+    for (size_t s = 0; s < live.size(); ++s)
+      if (rep[blocks[s]] < 0) rep[blocks[s]] = static_cast<int32_t>(s);
+    for (int32_t b = 0; b < nb; ++b) {
+      const int32_t s = rep[b];
+      for (int64_t k = t.row_off[s]; k < t.row_off[s + 1]; ++k)
+        m.rows.insert(m.rows.end(), {t.rows[3 * k], t.rows[3 * k + 1], blocks[t.rows[3 * k + 2]]});
+      m.row_off.push_back(static_cast<int64_t>(m.rows.size() / 3));
+      m.final.push_back(t.final[s]);
+      for (int64_t k = t.call_off[s]; k < t.call_off[s + 1]; ++k)
+        m.calls.insert(m.calls.end(), {t.calls[2 * k], blocks[t.calls[2 * k + 1]]});
+      m.call_off.push_back(static_cast<int64_t>(m.calls.size() / 2));
+    }
+  }
+  const auto N = static_cast<py::ssize_t>(nb);
+  py::array_t<int32_t> out_t({N, static_cast<py::ssize_t>(256)});
+  int32_t* OT = out_t.mutable_data();
+  std::fill(OT, OT + N * 256, -1);
+  for (py::ssize_t s = 0; s < N; ++s)
+    for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
+      std::fill(OT + s * 256 + m.rows[3 * k], OT + s * 256 + m.rows[3 * k + 1] + 1, m.rows[3 * k + 2]);
+  py::array_t<bool> f(N);
+  std::copy(m.final.begin(), m.final.end(), f.mutable_data());
+  py::array_t<int64_t> co(N + 1);
+  std::copy(m.call_off.begin(), m.call_off.end(), co.mutable_data());
+  py::array_t<int32_t> ce({static_cast<py::ssize_t>(m.calls.size() / 2), static_cast<py::ssize_t>(2)});
+  std::copy(m.calls.begin(), m.calls.end(), ce.mutable_data());
+  return py::make_tuple(out_t, f, co, ce);
+}
+
 }  // namespace
 
 void register_automaton(py::module_& m) {
@@ -178,6 +368,10 @@ void register_automaton(py::module_& m) {
         py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"));
   m.def("product", &product, py::arg("a_off"), py::arg("a_rows"), py::arg("a_final"), py::arg("b_off"),
         py::arg("b_rows"), py::arg("b_final"), py::arg("keep_b_final"), py::arg("max_states"));
+  m.def("coaccessible", &coaccessible, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
+        py::arg("productive"));
+  m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
+        py::arg("productive"));
   m.def("minimise_rows", &minimise_rows, py::arg("row_off"), py::arg("rows"), py::arg("final"));
   m.def("minimise", &minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"));
 }
