@@ -447,46 +447,23 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
 
     Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
     """
-    import heapq
-
     rules = pda.rules
-    preds = [None if isinstance(rule, CounterRule) else _byte_predecessors(rule.trans) for rule in rules]
+    csr = [None if isinstance(rule, CounterRule) else _calls_csr(rule.calls) for rule in rules]
     minlen = [UNREACHABLE] * len(rules)
-    dist: list[list[int]] = []
+    dist: list = []
     for _ in range(len(rules) + 1):
         dist = []
+        costs = np.array(minlen, np.int64)
         for r, rule in enumerate(rules):
             if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
                 dist.append(CounterDistances(rule.lo, minlen[rule.body], rule.num_states))
-                continue
-            starts, sources = preds[r]
-            d = [UNREACHABLE] * rule.num_states
-            heap = [(0, s) for s in np.flatnonzero(rule.final).tolist()]
-            for _, s in heap:
-                d[s] = 0
-            call_preds: dict[int, list[tuple[int, int]]] = {}
-            for s, calls in enumerate(rule.calls):
-                for callee, ret in calls:
-                    if minlen[callee] < UNREACHABLE:
-                        call_preds.setdefault(ret, []).append((s, minlen[callee]))
-            while heap:
-                ds, s = heapq.heappop(heap)
-                if ds > d[s]:
-                    continue
-                for a in sources[starts[s]:starts[s + 1]]:
-                    if ds + 1 < d[a]:
-                        d[a] = ds + 1
-                        heapq.heappush(heap, (ds + 1, a))
-                for a, cost in call_preds.get(s, ()):
-                    if ds + cost < d[a]:
-                        d[a] = ds + cost
-                        heapq.heappush(heap, (ds + cost, a))
-            dist.append(d)
-        new = [d[0] for d in dist]
+            else:  # Dijkstra backwards from the final states (native)
+                dist.append(_core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE))
+        new = [int(d[0]) for d in dist]
         if new == minlen:
             break
         minlen = new
-    return tuple(d if isinstance(d, CounterDistances) else np.array(d, dtype=np.int64) for d in dist)
+    return tuple(dist)
 
 
 class CounterDistances:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from structgen.automaton import _distinct_columns, _too_large
+from structgen.automaton import UNREACHABLE, CounterDistances, _distinct_columns, _too_large
+from structgen.counters import CounterRule
 from structgen.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REP, SEQ, SET
 from structgen.utf8 import utf8_sequences
 
@@ -360,3 +361,57 @@ def trim_and_minimise(trans, final, csr, productive: np.ndarray):
     prod = set(np.flatnonzero(productive).tolist())
     keep = _coaccessible(trans, final, calls, prod)
     return _trim_and_minimise_lists(trans, final, calls, keep, prod)
+
+
+def completion_distances(pda):
+    """Per rule, per state: the fewest bytes from that state to the rule's end.
+
+    A call costs its callee's shortest match. Computed at compile time as a fixed point over
+    the rules (each round is one Dijkstra per rule, backwards from the final states; rounds
+    stop when no rule's shortest match changes, at most ``len(rules) + 1``). Trimming keeps
+    only states that can reach an end, so every entry is finite for a compiled grammar: no
+    state of any rule is a trap, and a configuration's shortest completion is the cheapest
+    of its stacks (each frame's distance plus those of the return states below it).
+
+    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
+    """
+    import heapq
+
+    rules = pda.rules
+    preds = [None if isinstance(rule, CounterRule) else _byte_predecessors(rule.trans) for rule in rules]
+    minlen = [UNREACHABLE] * len(rules)
+    dist: list[list[int]] = []
+    for _ in range(len(rules) + 1):
+        dist = []
+        for r, rule in enumerate(rules):
+            if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
+                dist.append(CounterDistances(rule.lo, minlen[rule.body], rule.num_states))
+                continue
+            starts, sources = preds[r]
+            d = [UNREACHABLE] * rule.num_states
+            heap = [(0, s) for s in np.flatnonzero(rule.final).tolist()]
+            for _, s in heap:
+                d[s] = 0
+            call_preds: dict[int, list[tuple[int, int]]] = {}
+            for s, calls in enumerate(rule.calls):
+                for callee, ret in calls:
+                    if minlen[callee] < UNREACHABLE:
+                        call_preds.setdefault(ret, []).append((s, minlen[callee]))
+            while heap:
+                ds, s = heapq.heappop(heap)
+                if ds > d[s]:
+                    continue
+                for a in sources[starts[s]:starts[s + 1]]:
+                    if ds + 1 < d[a]:
+                        d[a] = ds + 1
+                        heapq.heappush(heap, (ds + 1, a))
+                for a, cost in call_preds.get(s, ()):
+                    if ds + cost < d[a]:
+                        d[a] = ds + cost
+                        heapq.heappush(heap, (ds + cost, a))
+            dist.append(d)
+        new = [d[0] for d in dist]
+        if new == minlen:
+            break
+        minlen = new
+    return tuple(d if isinstance(d, CounterDistances) else np.array(d, dtype=np.int64) for d in dist)

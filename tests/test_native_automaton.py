@@ -70,6 +70,18 @@ def test_rule_dfas_equal_reference(name, schema, monkeypatch):
         _assert_same(native, ref)
 
 
+@pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
+def test_completion_distances_equal_reference(name, schema):
+    pda = build_automaton(schema_to_grammar(schema))
+    native, ref = automaton.completion_distances(pda), reference_automaton.completion_distances(pda)
+    assert len(native) == len(ref)
+    for a, b in zip(native, ref):
+        if isinstance(b, automaton.CounterDistances):
+            assert a == b
+        else:
+            assert a.dtype == np.int64 and np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("name", ["json", "json_compact"])
 def test_builtin_grammars_equal_reference(name, monkeypatch):
     grammar = load_grammar(name)

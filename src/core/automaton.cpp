@@ -361,6 +361,72 @@ py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off,
   return py::make_tuple(out_t, f, co, ce);
 }
 
+
+// ---------------------------------------------------------------------------- completion distances
+
+// Fewest bytes from each state of a rule DFA to its end: Dijkstra backwards from the final
+// states; a byte costs 1, a call to rule c costs minlen[c] (no edge where minlen[c] >=
+// unreachable). Returns int64 distances, `unreachable` where the end cannot be reached.
+py::array_t<int64_t> distances(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                               const i64& minlen, int64_t unreachable) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  const int64_t n = d.n;
+  const int64_t* M = minlen.data();
+  const int64_t R = minlen.shape(0);
+  std::vector<int64_t> dist(n, unreachable);
+  {
+    py::gil_scoped_release release;
+    // predecessors with costs, CSR by target
+    std::vector<std::pair<int32_t, std::pair<int32_t, int64_t>>> pairs;  // (target, (source, cost))
+    for (int64_t s = 0; s < n; ++s) {
+      const int32_t* row = d.T + s * 256;
+      int32_t last = -2;
+      for (int b = 0; b < 256; ++b)
+        if (row[b] >= 0 && row[b] != last) {
+          pairs.push_back({row[b], {static_cast<int32_t>(s), 1}});
+          last = row[b];
+        }
+      for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+        const int32_t c = d.CE[2 * k];
+        if (c >= 0 && c < R && M[c] < unreachable) pairs.push_back({d.CE[2 * k + 1], {static_cast<int32_t>(s), M[c]}});
+      }
+    }
+    std::vector<int64_t> off(n + 1, 0);
+    for (auto& p : pairs) ++off[p.first + 1];
+    for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
+    std::vector<std::pair<int32_t, int64_t>> pre(pairs.size());
+    std::vector<int64_t> fill(off.begin(), off.end() - 1);
+    for (auto& p : pairs) pre[fill[p.first]++] = p.second;
+    using Item = std::pair<int64_t, int32_t>;
+    std::vector<Item> heap;
+    auto cmp = [](const Item& a, const Item& b) { return a > b; };
+    for (int64_t s = 0; s < n; ++s)
+      if (d.F[s]) {
+        dist[s] = 0;
+        heap.emplace_back(0, static_cast<int32_t>(s));
+      }
+    std::make_heap(heap.begin(), heap.end(), cmp);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), cmp);
+      const auto [ds, s] = heap.back();
+      heap.pop_back();
+      if (ds > dist[s]) continue;
+      for (int64_t k = off[s]; k < off[s + 1]; ++k) {
+        const auto [a, cost] = pre[k];
+        const int64_t nd = std::min(ds + cost, unreachable);
+        if (nd < dist[a]) {
+          dist[a] = nd;
+          heap.emplace_back(nd, a);
+          std::push_heap(heap.begin(), heap.end(), cmp);
+        }
+      }
+    }
+  }
+  py::array_t<int64_t> out(static_cast<py::ssize_t>(n));
+  std::copy(dist.begin(), dist.end(), out.mutable_data());
+  return out;
+}
+
 }  // namespace
 
 void register_automaton(py::module_& m) {
@@ -372,6 +438,8 @@ void register_automaton(py::module_& m) {
         py::arg("productive"));
   m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));
+  m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
+        py::arg("minlen"), py::arg("unreachable"));
   m.def("minimise_rows", &minimise_rows, py::arg("row_off"), py::arg("rows"), py::arg("final"));
   m.def("minimise", &minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"));
 }
