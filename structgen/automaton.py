@@ -13,8 +13,6 @@ construction and minimisation run in the native core (structgen._core).
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from itertools import chain
 from dataclasses import dataclass
 from typing import Mapping
@@ -24,7 +22,7 @@ import numpy as np
 from . import _core
 from .counters import CounterRule, lift_counters
 from .errors import AutomatonSizeError, EmptyGrammarError, GrammarError
-from .grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, expr_size, iter_refs, referenced_names
+from .grammar import Alt, Expr, Grammar, Ref, Repeat, Seq, iter_refs, referenced_names
 from .expr_arrays import CALL, INLINE, ExprArrays
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
@@ -274,44 +272,6 @@ def _reaches_without_bytes(dfa, nullable: set[int]) -> tuple[set[int], bool]:
 # --------------------------------------------------------------------------- entry point
 
 
-# Rule automata shared between compiles (and compilers) of one process. A rule's DFA
-# depends only on its body, the bodies it inlines and the names of the rules it calls, so
-# rules every schema has (any JSON value: most objects allow undeclared members) are built
-# once: a plain object schema took 60 ms, nearly all in building that rule again.
-_RAW_CACHE: OrderedDict = OrderedDict()
-_MIN_CACHE: OrderedDict = OrderedDict()
-_CACHE_SIZE = 256
-_CACHE_LOCK = threading.Lock()
-_KEY_LIMIT = 2000  # bodies larger than this are schema-specific: not worth hashing
-
-
-def _remember(cache: OrderedDict, key, value) -> None:
-    with _CACHE_LOCK:
-        cache[key] = value
-        while len(cache) > _CACHE_SIZE:
-            cache.popitem(last=False)
-
-
-def _rule_key(rules: Mapping[str, Expr], called: dict[str, int], name: str):
-    """What the DFA of called rule ``name`` depends on, or None if too large to be worth it."""
-    bodies: dict[str, Expr] = {}
-    calls: set[str] = set()
-    stack = [name]
-    while stack:
-        n = stack.pop()
-        if n in bodies:
-            continue
-        bodies[n] = rules[n]
-        for ref in iter_refs(rules[n]):
-            if ref in called:
-                calls.add(ref)
-            elif ref not in bodies:
-                stack.append(ref)
-    if sum(expr_size(b, _KEY_LIMIT) for b in bodies.values()) >= _KEY_LIMIT:
-        return None
-    return name, tuple(sorted(bodies.items(), key=lambda kv: kv[0])), tuple(sorted(calls))
-
-
 def build_automaton(
     grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES, byte_alphabet: np.ndarray | None = None
 ) -> PushdownAutomaton:
@@ -345,19 +305,16 @@ def build_automaton(
         inlining.pop()
         return (INLINE, rule_ids[name], body, 0)
 
+    # Every rule is serialized once (a rule inlined in several places shares its nodes) and
+    # grown natively. (A process-wide cache of rule automata keyed by their bodies cost more
+    # in hashing expression trees than the native construction it saved.)
     ser = ExprArrays(ref)
-    roots: dict[str, int] = {}
-    keys = []
-    for name in called_names:
-        key = None if name in counters else _rule_key(rules, called, name)
-        keys.append(key)
-        if name not in counters and (key is None or key not in _RAW_CACHE):
-            roots[name] = ser.add(rules[name])
-    arrays = ser.arrays() if roots else None
+    roots = {name: ser.add(rules[name]) for name in called_names if name not in counters}
+    arrays = ser.arrays()
     raw = []
     total = 0
     nfa_total = 0
-    for name, key in zip(called_names, keys):
+    for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
             # calls: "call the item once, then end" (lo == 0: may also end at once)
@@ -365,17 +322,8 @@ def build_automaton(
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
             total += 2
             continue
-        hit = _RAW_CACHE.get(key) if name not in roots else None
-        if hit is not None:
-            if total + hit[0].shape[0] > max_states:
-                raise _too_large("DFA", total + hit[0].shape[0], max_states)
-            dfa = (hit[0].copy(), hit[1], tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2]))
-        else:
-            dfa, nfa_states = _determinise(arrays, roots[name], max_states, total, nfa_total)
-            nfa_total += nfa_states
-            if key is not None:
-                _remember(_RAW_CACHE, key, (dfa[0].copy(), dfa[1], tuple(
-                    tuple((called_names[c], t) for c, t in cs) for cs in dfa[2])))
+        dfa, nfa_states = _determinise(arrays, roots[name], max_states, total, nfa_total)
+        nfa_total += nfa_states
         if byte_alphabet is not None:
             # bytes no token contains can never be produced: drop them before trimming, so
             # no state is kept whose only way forward needs one (no dead ends in the masks)
@@ -409,22 +357,7 @@ def build_automaton(
             productive_item = called[item] in productive  # else lo == 0: only the empty match
             out.append(CounterRule(called_names[r], called[item], lo, hi if productive_item else 0))
             continue
-        key = None
-        if keys[r] is not None:
-            callees = {called_names[c] for cs in calls for c, _ in cs}
-            key = (keys[r], frozenset(n for n in callees if called[n] in productive),
-                   None if byte_alphabet is None else byte_alphabet.tobytes())
-        hit = _MIN_CACHE.get(key) if key is not None else None
-        if hit is not None:
-            m_trans, m_final = hit[0], hit[1]
-            m_calls = tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2])
-        else:
-            m_trans, m_final, m_calls = _trim_and_minimise(trans, final, csr[r], mask)
-            if key is not None:
-                m_trans.setflags(write=False)
-                m_final.setflags(write=False)
-                _remember(_MIN_CACHE, key, (m_trans, m_final, tuple(
-                    tuple((called_names[c], t) for c, t in cs) for cs in m_calls)))
+        m_trans, m_final, m_calls = _trim_and_minimise(trans, final, csr[r], mask)
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
     return PushdownAutomaton(tuple(out), 0)
 

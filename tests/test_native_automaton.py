@@ -37,8 +37,6 @@ _ALPHABET[[0xC0, 0xC1] + list(range(0xF5, 0x100))] = False  # as a byte-level vo
 
 
 def _build(grammar, reference: bool, monkeypatch, **kw):
-    automaton._RAW_CACHE.clear()
-    automaton._MIN_CACHE.clear()
     with monkeypatch.context() as m:
         if reference:
             m.setattr(automaton, "_determinise", reference_automaton.determinise)

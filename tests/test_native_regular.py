@@ -107,8 +107,6 @@ def test_byte_rule_dfa_equals_reference(i, monkeypatch):
     grammar = Grammar({"start": EXPRS[i]})
     built = []
     for ref in (False, True):
-        automaton._RAW_CACHE.clear()
-        automaton._MIN_CACHE.clear()
         with monkeypatch.context() as m:
             if ref:
                 m.setattr(automaton, "_determinise", reference_automaton.determinise)
