@@ -43,46 +43,44 @@ class ExprArrays:
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         return (np.array(self.nodes, np.int32).reshape(-1, 4), np.array(self.data, np.int32))
 
-    def _node(self, kind: int, a: int, b: int, c: int = 0) -> int:
-        nodes = self.nodes
-        nodes += (kind, a, b, c)
-        return len(nodes) // 4 - 1
-
     def add(self, e: Expr) -> int:
         """The node id of ``e`` (serialized on first use)."""
-        key = id(e)
-        got = self._memo.get(key)
+        got = self._memo.get(id(e))
         if got is not None:
             return got
         t = type(e)
-        data = self.data
-        if t is Lit:
-            at = len(data)
-            data.extend(map(ord, e.text))
-            nid = self._node(LIT, at, len(e.text))
+        nodes, data = self.nodes, self.data
+        # (hot loop: one call per distinct node of every rule; attribute lookups kept local)
+        if t is Seq or t is Alt:
+            add = self.add
+            kids = [add(x) for x in (e.items if t is Seq else e.options)]
+            nodes += (SEQ if t is Seq else ALT, len(data), len(kids), 0)
+            data += kids
+        elif t is Lit:
+            text = e.text
+            nodes += (LIT, len(data), len(text), 0)
+            data += map(ord, text)
         elif t is CharSet:
-            at = len(data)
-            for lo, hi in e.ranges:
-                data += (lo, hi)
-            nid = self._node(SET, at, len(e.ranges))
-        elif t is Seq or t is Alt:
-            kids = [self.add(x) for x in (e.items if t is Seq else e.options)]
-            at = len(data)
-            data.extend(kids)
-            nid = self._node(SEQ if t is Seq else ALT, at, len(kids))
+            nodes += (SET, len(data), len(e.ranges), 0)
+            for r in e.ranges:
+                data += r
         elif t is Repeat:
             item = self.add(e.item)
             hi = -1 if e.max is None else min(e.max, _INT32_MAX)
-            nid = self._node(REP, item, min(e.min, _INT32_MAX), hi)
+            nodes += (REP, item, min(e.min, _INT32_MAX), hi)
+        elif t is Ref:
+            if self.ref is None:
+                raise GrammarError(f"intersection operands must be regular: found a reference to {e.name!r}")
+            node = self.ref(self, e.name)
+            nodes += node
         elif t is Regex:
             rkey = (e.pattern, e.flags)
             nid = self._regex.get(rkey)
             if nid is None:
                 nid = self._regex[rkey] = self.add(parse_regex(e.pattern, e.flags))
-        elif t is Ref:
-            if self.ref is None:
-                raise GrammarError(f"intersection operands must be regular: found a reference to {e.name!r}")
-            nid = self._node(*self.ref(self, e.name))
+            self._memo[id(e)] = nid
+            self._keep.append(e)
+            return nid
         elif t is Dfa:
             at = len(data)
             data.append(len(e.trans))
@@ -91,10 +89,11 @@ class ExprArrays:
                 data.append(len(row))
                 for x in row:
                     data += x
-            nid = self._node(GRAPH, at, len(data) - at)
+            nodes += (GRAPH, at, len(data) - at, 0)
         else:
             raise TypeError(f"not a grammar expression: {e!r}")
-        self._memo[key] = nid
+        nid = len(nodes) // 4 - 1
+        self._memo[id(e)] = nid
         self._keep.append(e)
         return nid
 
@@ -108,4 +107,5 @@ class ExprArrays:
             data.append(len(row))
             for x in row:
                 data += x
-        return self._node(EGRAPH, at, len(data) - at)
+        self.nodes += (EGRAPH, at, len(data) - at, 0)
+        return len(self.nodes) // 4 - 1

@@ -9,6 +9,8 @@ to an expression by state elimination. The result is an ordinary expression (Lar
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from . import _core
@@ -423,6 +425,13 @@ def _literals(e: Expr) -> list[str] | None:
     return None
 
 
+@lru_cache(maxsize=4096)
+def _minus_codes(cs: CharSet, codes: tuple[int, ...]) -> CharSet:
+    """``cs`` without the code points ``codes`` (the same few sets recur at every trie node of
+    every object's names)."""
+    return cs.minus(CharSet.of([(o, o) for o in codes]))
+
+
 def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
     """``chars*`` minus a finite set of strings, straight from the trie of the strings.
 
@@ -448,13 +457,12 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
         shared_special = trie paths that may leave by any special character;
         unfinished = trie paths at which no name ends."""
         kids = sorted((k, v) for k, v in node.items() if k is not None)
-        codes = [ord(c) for c, _ in kids]
-        taken = CharSet.of([(o, o) for o in codes])
-        leave = plain.minus(taken)
+        codes = tuple(ord(c) for c, _ in kids)
+        leave = _minus_codes(plain, codes)
         own_special = any(o not in plain_codes for o in codes)  # a name goes on with a special character
         leaving: list[Expr] = [leave] if leave.ranges else []
         if own_special:
-            rest = special.minus(taken)
+            rest = _minus_codes(special, codes)
             if rest.ranges:
                 leaving.append(rest)
         shared: list[Expr] = [] if own_special else [EMPTY]

@@ -558,14 +558,18 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
     }
   }
   const size_t L = delta.size();
-  std::vector<std::vector<int64_t>> pre_off(L, std::vector<int64_t>(N + 1, 0));
-  std::vector<std::vector<int32_t>> pre(L, std::vector<int32_t>(N));
-  for (size_t a = 0; a < L; ++a) {
-    auto& off = pre_off[a];
-    for (int64_t s = 0; s < N; ++s) ++off[delta[a][s] + 1];
-    for (int64_t t = 0; t < N; ++t) off[t + 1] += off[t];
-    std::vector<int64_t> fill(off.begin(), off.end() - 1);
-    for (int64_t s = 0; s < N; ++s) pre[a][fill[delta[a][s]]++] = static_cast<int32_t>(s);
+  // incoming transitions per state as (letter, source), ascending letters: a splitter's
+  // predecessors are gathered from its states' lists, so one round costs the transitions into
+  // the splitter, not letters x its states (most states have few incoming letters)
+  std::vector<int64_t> in_off(N + 1, 0);
+  for (size_t a = 0; a < L; ++a)
+    for (int64_t s = 0; s < N; ++s) ++in_off[delta[a][s] + 1];
+  for (int64_t t = 0; t < N; ++t) in_off[t + 1] += in_off[t];
+  std::vector<std::pair<int32_t, int32_t>> incoming(in_off[N]);
+  {
+    std::vector<int64_t> fill(in_off.begin(), in_off.end() - 1);
+    for (size_t a = 0; a < L; ++a)
+      for (int64_t s = 0; s < N; ++s) incoming[fill[delta[a][s]]++] = {static_cast<int32_t>(a), static_cast<int32_t>(s)};
   }
   // the refinable partition: elems grouped by block, [first, end) per block; marked states
   // of a block are moved to [first, mid)
@@ -588,35 +592,53 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
         }
       }
       if (pos > begin) {
-        work.push_back(static_cast<int32_t>(first.size()));
         first.push_back(begin);
         bend.push_back(pos);
         mid.push_back(begin);
-        in_work.push_back(1);
+        in_work.push_back(0);
       }
     }
+    // splitting by every initial block but one suffices (the automaton is complete: a state's
+    // successor is in the last block exactly when it is in none of the others); keep the
+    // largest out
+    size_t largest = 0;
+    for (size_t b = 1; b < first.size(); ++b)
+      if (bend[b] - first[b] > bend[largest] - first[largest]) largest = b;
+    for (size_t b = 0; b < first.size(); ++b)
+      if (b != largest) {
+        work.push_back(static_cast<int32_t>(b));
+        in_work[b] = 1;
+      }
   }
-  std::vector<int32_t> splitter, touched;
+  std::vector<int32_t> touched, letters;
+  std::vector<std::vector<int32_t>> by_letter(L);
   while (!work.empty()) {
     const int32_t A = work.back();
     work.pop_back();
     in_work[A] = 0;
-    splitter.assign(elems.begin() + first[A], elems.begin() + bend[A]);
-    for (size_t a = 0; a < L; ++a) {
+    // the splitter's predecessors, bucketed by letter (no sort: a splitter holding the sink
+    // has most transitions of the automaton coming in)
+    letters.clear();
+    for (int64_t k = first[A]; k < bend[A]; ++k) {
+      const int32_t t = elems[k];
+      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) {
+        auto& bucket = by_letter[incoming[j].first];
+        if (bucket.empty()) letters.push_back(incoming[j].first);
+        bucket.push_back(incoming[j].second);
+      }
+    }
+    for (int32_t letter : letters) {
       touched.clear();
-      for (int32_t t : splitter) {
-        for (int64_t k = pre_off[a][t]; k < pre_off[a][t + 1]; ++k) {
-          const int32_t s = pre[a][k];
-          const int32_t b = blk[s];
-          if (mid[b] == first[b]) touched.push_back(b);
-          const int64_t to = mid[b]++;
-          const int32_t other = elems[to];
-          const int32_t from = loc[s];
-          elems[to] = s;
-          loc[s] = static_cast<int32_t>(to);
-          elems[from] = other;
-          loc[other] = from;
-        }
+      for (int32_t s : by_letter[letter]) {
+        const int32_t b = blk[s];
+        if (mid[b] == first[b]) touched.push_back(b);
+        const int64_t to = mid[b]++;
+        const int32_t other = elems[to];
+        const int32_t from = loc[s];
+        elems[to] = s;
+        loc[s] = static_cast<int32_t>(to);
+        elems[from] = other;
+        loc[other] = from;
       }
       for (int32_t b : touched) {
         if (mid[b] == bend[b]) {  // every state marked: no split
@@ -640,6 +662,7 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
           in_work[smaller] = 1;
         }
       }
+      by_letter[letter].clear();
     }
   }
   std::vector<int32_t> rank(first.size(), -1), out(n);
