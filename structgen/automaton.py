@@ -22,7 +22,7 @@ import numpy as np
 from . import _core
 from .counters import CounterRule, lift_counters
 from .errors import AutomatonSizeError, EmptyGrammarError, GrammarError
-from .grammar import Alt, Expr, Grammar, Ref, Repeat, Seq, iter_refs, referenced_names
+from .grammar import Alt, Expr, Grammar, Ref, Repeat, Seq, iter_refs
 from .expr_arrays import CALL, INLINE, ExprArrays
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
@@ -137,9 +137,10 @@ def _trim_and_minimise(trans, final, csr, productive: np.ndarray):
 # --------------------------------------------------------------------------- grammar analysis
 
 
-def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
-    """Rules on a reference cycle (Tarjan's SCC, iterative)."""
-    graph = {n: sorted(referenced_names(e)) for n, e in rules.items()}
+def _recursive_rules(refs: Mapping[str, list[str]]) -> set[str]:
+    """Rules on a reference cycle (Tarjan's SCC, iterative); ``refs``: the names each rule's
+    body references (once per occurrence)."""
+    graph = {n: sorted(set(r)) for n, r in refs.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
@@ -189,11 +190,11 @@ INLINE_LIMIT = 400
 """Rules used in several places are called, not copied, when larger than this (expression nodes)."""
 
 
-def _large_shared_rules(rules: Mapping[str, Expr], recursive: set[str]) -> set[str]:
+def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]], recursive: set[str]) -> set[str]:
     """Non-recursive rules referenced from several places whose inlined size is large."""
     uses: dict[str, int] = {}
-    for body in rules.values():
-        for name in iter_refs(body):
+    for names in refs.values():
+        for name in names:
             uses[name] = uses.get(name, 0) + 1
     sizes: dict[str, int] = {}
 
@@ -287,8 +288,9 @@ def build_automaton(
     rules, counters = lift_counters(grammar.rules)
     # for the analyses a counter is a rule that refers to its item
     shape = {**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}}
-    recursive = _recursive_rules(shape)
-    shared = _large_shared_rules(shape, recursive)
+    refs = {n: list(iter_refs(e)) for n, e in shape.items()}  # one walk, both analyses
+    recursive = _recursive_rules(refs)
+    shared = _large_shared_rules(shape, refs, recursive)
     lifted = set(counters) | {item for item, _, _ in counters.values()}
     called_names = [grammar.start] + sorted(n for n in recursive | shared | lifted if n != grammar.start)
     called = {n: i for i, n in enumerate(called_names)}
