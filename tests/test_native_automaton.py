@@ -106,6 +106,8 @@ def test_native_stages_reject_malformed_input():
         _core.build_dfa(np.array([[42, 0, 0, 0]], np.int32), np.zeros(0, np.int32), 0, True, 100, 0, 100, 0)
     with pytest.raises(ValueError, match="data span out of range"):
         _core.build_dfa(np.array([[0, 0, 9, 0]], np.int32), np.zeros(2, np.int32), 0, False, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="lone surrogate"):  # no UTF-8 encoding: refused, not mis-encoded
+        _core.build_dfa(np.array([[0, 0, 1, 0]], np.int32), np.array([0xD800], np.int32), 0, True, 100, 0, 100, 0)
     with pytest.raises(ValueError, match="rule call in a regular expression"):
         _core.build_dfa(np.array([[5, 0, 0, 0]], np.int32), np.zeros(0, np.int32), 0, False, 100, 0, 100, 0)
     z = np.zeros(2, np.int64)

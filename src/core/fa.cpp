@@ -157,6 +157,8 @@ struct Builder {
           std::vector<uint8_t> buf;
           uint8_t tmp[4];
           for (int32_t i = 0; i < B; ++i) {
+            if (cps[i] < 0 || cps[i] > MAX_CP || (cps[i] >= 0xD800 && cps[i] <= 0xDFFF))
+              throw BadInput("a literal holds a code point without a UTF-8 encoding (a lone surrogate)");
             const int k = utf8_encode(cps[i], tmp);
             buf.insert(buf.end(), tmp, tmp + k);
           }
