@@ -96,27 +96,6 @@ def _determinise(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: i
     return (trans, final, calls), int(nfa_states)
 
 
-def _distinct_columns(trans: np.ndarray) -> list[int]:
-    """The first byte of each distinct column of ``trans``, ascending (a DFA treats most bytes
-    alike: typically tens of distinct columns). A dict of column bytes measured faster than
-    ``np.unique(axis=1)`` and than random linear hashes in numpy (integer matmul)."""
-    ids: dict[bytes, int] = {}
-    return [b for b, col in enumerate(np.ascontiguousarray(trans.T)) if ids.setdefault(col.tobytes(), b) == b]
-
-
-def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
-    """Predecessors by byte edges as CSR lists: the sources of state ``t`` are
-    ``sources[starts[t]:starts[t + 1]]`` (each once), built in numpy from the distinct columns."""
-    n = trans.shape[0]
-    t = trans[:, _distinct_columns(trans)]
-    src = np.repeat(np.arange(n, dtype=np.int64), t.shape[1])
-    tgt = t.ravel().astype(np.int64)
-    ok = tgt >= 0
-    pairs = np.unique(tgt[ok] * n + src[ok])  # sorted by target, deduplicated
-    starts = np.searchsorted(pairs // n, np.arange(n + 1))
-    return starts.tolist(), (pairs % n).tolist()
-
-
 def _calls_csr(calls) -> tuple[np.ndarray, np.ndarray]:
     """Calls per state as CSR arrays: ``call_off[n + 1]`` and ``call_edge (k, 2)`` (callee, target)."""
     call_off = np.zeros(len(calls) + 1, np.int64)
