@@ -1,15 +1,156 @@
-"""The reference automaton stages (test oracle): subset construction over Python sets and Moore
-refinement in numpy rounds, the way structgen built rule DFAs before the native core.
+"""The reference automaton stages (test oracle), in pure Python: Thompson construction over the
+serialized expression nodes (structgen/regex/expr_arrays.py), subset construction over Python sets
+and Moore refinement in numpy rounds, the way structgen built rule DFAs before the native core.
 
 tests/test_native_automaton.py swaps them in for the native ``_determinise`` and
-``_minimal_blocks`` of structgen.index.automaton and checks that every rule DFA comes out equal,
+``_trim_and_minimise`` of structgen.index.automaton and checks that every rule DFA comes out equal,
 array for array.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from structgen.index.automaton import _NFA, _distinct_columns, _too_large
+from structgen.index.automaton import UNREACHABLE, CounterDistances, _too_large
+from structgen.index.counters import CounterRule
+from structgen.regex.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REP, SEQ, SET
+from structgen.regex.utf8 import utf8_sequences
+
+
+def _distinct_columns(trans: np.ndarray) -> list[int]:
+    """The first byte of each distinct column of ``trans``, ascending (a DFA treats most bytes
+    alike: typically tens of distinct columns). A dict of column bytes measured faster than
+    ``np.unique(axis=1)`` and than random linear hashes in numpy (integer matmul)."""
+    ids: dict[bytes, int] = {}
+    return [b for b, col in enumerate(np.ascontiguousarray(trans.T)) if ids.setdefault(col.tobytes(), b) == b]
+
+
+class _NFA:
+    """Thompson NFA with byte-range, epsilon and call edges."""
+
+    def __init__(self, max_states: int, used: int) -> None:
+        self.eps: list[list[int]] = []
+        self.bytes: list[list[tuple[int, int, int]]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+        self.max_states = max_states
+        self.used = used
+
+    def new(self) -> int:
+        if self.used + len(self.eps) >= self.max_states:
+            raise _too_large("NFA", self.used + len(self.eps) + 1, self.max_states)
+        self.eps.append([])
+        self.bytes.append([])
+        self.calls.append([])
+        return len(self.eps) - 1
+
+
+class _Builder:
+    """Byte-level Thompson construction of serialized expression nodes."""
+
+    def __init__(self, nodes: np.ndarray, data: np.ndarray, nfa: _NFA) -> None:
+        self.nodes = nodes.tolist()
+        self.data = data.tolist()
+        self.nfa = nfa
+        self.shared: dict[tuple[int, int], int] = {}
+
+    def chain(self, a: int, b: int, ranges) -> None:
+        cur = a
+        for i, (lo, hi) in enumerate(ranges):
+            nxt = b if i == len(ranges) - 1 else self.nfa.new()
+            self.nfa.bytes[cur].append((lo, hi, nxt))
+            cur = nxt
+
+    def charset(self, a: int, b: int, ranges) -> None:
+        for lo, hi in ranges:
+            for seq in utf8_sequences(lo, hi):
+                self.chain(a, b, seq)
+
+    def build(self, i: int, a: int, b: int) -> None:
+        nfa, data = self.nfa, self.data
+        kind, x, y, z = self.nodes[i]
+        if kind == LIT:
+            raw = "".join(map(chr, data[x:x + y])).encode("utf-8")
+            if raw:
+                self.chain(a, b, [(c, c) for c in raw])
+            else:
+                nfa.eps[a].append(b)
+        elif kind == SET:
+            self.charset(a, b, [(data[x + 2 * k], data[x + 2 * k + 1]) for k in range(y)])
+        elif kind == SEQ:
+            items = data[x:x + y]
+            cur = a
+            for k, item in enumerate(items):
+                nxt = b if k == len(items) - 1 else nfa.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+            if not items:
+                nfa.eps[a].append(b)
+        elif kind == ALT:
+            for o in data[x:x + y]:
+                s, t = nfa.new(), nfa.new()
+                nfa.eps[a].append(s)
+                nfa.eps[t].append(b)
+                self.build(o, s, t)
+        elif kind == REP:
+            cur = a
+            for _ in range(y):
+                nxt = nfa.new()
+                self.build(x, cur, nxt)
+                cur = nxt
+            if z < 0:
+                s, t = nfa.new(), nfa.new()
+                nfa.eps[cur] += [s, b]
+                nfa.eps[t] += [s, b]
+                self.build(x, s, t)
+            else:
+                for _ in range(z - y):
+                    nfa.eps[cur].append(b)
+                    nxt = nfa.new()
+                    self.build(x, cur, nxt)
+                    cur = nxt
+                nfa.eps[cur].append(b)
+        elif kind == CALL:
+            nfa.calls[a].append((x, b))
+        elif kind == INLINE:
+            start = self.shared.get((x, b))
+            if start is None:
+                start = self.shared[(x, b)] = nfa.new()
+                self.build(y, start, b)
+            nfa.eps[a].append(start)
+        elif kind in (GRAPH, EGRAPH):
+            d = data[x:x + y]
+            n = d[0]
+            states = [nfa.new() for _ in range(n)]
+            fin = d[1:1 + n]
+            k = 1 + n
+            nfa.eps[a].append(states[0])
+            for src in range(n):
+                if fin[src]:
+                    nfa.eps[states[src]].append(b)
+                cnt = d[k]
+                k += 1
+                for _ in range(cnt):
+                    if kind == GRAPH:
+                        lo, hi, dst = d[k:k + 3]
+                        k += 3
+                        if hi < 0x80:
+                            nfa.bytes[states[src]].append((lo, hi, states[dst]))
+                        else:
+                            self.charset(states[src], states[dst], [(lo, hi)])
+                    else:
+                        sub, dst = d[k:k + 2]
+                        k += 2
+                        self.build(sub, states[src], states[dst])
+        else:
+            raise ValueError(f"unknown node kind {kind}")
+
+
+def determinise(arrays, root: int, max_states: int, used: int = 0, nfa_used: int = 0):
+    """Thompson NFA of node ``root`` and subset construction, in Python: the contract of
+    structgen.index.automaton._determinise."""
+    nfa = _NFA(max_states, nfa_used)
+    s, t = nfa.new(), nfa.new()
+    _Builder(arrays[0], arrays[1], nfa).build(root, s, t)
+    return _subsets(nfa, s, t, max_states, used), len(nfa.eps)
 
 
 def _closure(nfa, states) -> frozenset[int]:
@@ -24,7 +165,7 @@ def _closure(nfa, states) -> frozenset[int]:
     return frozenset(seen)
 
 
-def determinise(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
+def _subsets(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
     """Subset construction. Returns (trans (n,256) int32, final bool[n], calls per state).
 
     ``used`` states of other rules already count against ``max_states``."""
@@ -135,3 +276,150 @@ def minimal_blocks(trans: np.ndarray, final: np.ndarray, calls) -> tuple[np.ndar
     rank = np.empty(nblocks, dtype=np.int64)
     rank[order] = np.arange(nblocks)
     return rank[block], nblocks
+
+
+def _byte_predecessors(trans: np.ndarray) -> tuple[list[int], list[int]]:
+    """Predecessors by byte edges as CSR lists: the sources of state ``t`` are
+    ``sources[starts[t]:starts[t + 1]]`` (each once), built in numpy from the distinct columns."""
+    n = trans.shape[0]
+    t = trans[:, _distinct_columns(trans)]
+    src = np.repeat(np.arange(n, dtype=np.int64), t.shape[1])
+    tgt = t.ravel().astype(np.int64)
+    ok = tgt >= 0
+    pairs = np.unique(tgt[ok] * n + src[ok])  # sorted by target, deduplicated
+    starts = np.searchsorted(pairs // n, np.arange(n + 1))
+    return starts.tolist(), (pairs % n).tolist()
+
+
+def _coaccessible(trans, final, calls, productive: set[int], preds=None) -> np.ndarray:
+    """States from which an accepting state is reachable (calls only into productive rules).
+
+    ``preds``: ``_byte_predecessors(trans)`` when the caller already has it."""
+    starts, sources = preds if preds is not None else _byte_predecessors(trans)
+    call_preds: dict[int, list[int]] = {}
+    for s, cs in enumerate(calls):
+        for callee, t in cs:
+            if callee in productive:
+                call_preds.setdefault(t, []).append(s)
+    ok = np.asarray(final, dtype=bool).copy()
+    seen = ok.tolist()
+    stack = np.flatnonzero(ok).tolist()
+    while stack:
+        t = stack.pop()
+        for s in sources[starts[t]:starts[t + 1]]:
+            if not seen[s]:
+                seen[s] = True
+                stack.append(s)
+        for s in call_preds.get(t, ()):
+            if not seen[s]:
+                seen[s] = True
+                stack.append(s)
+    return np.array(seen, dtype=bool)
+
+
+def _trim_and_minimise_lists(trans, final, calls, keep: np.ndarray, productive: set[int]):
+    """Drop dead states, then merge equivalent ones (Hopcroft, native); start stays 0."""
+    n = trans.shape[0]
+    trans = np.where((trans >= 0) & keep[np.clip(trans, 0, None)], trans, -1)
+    dropped_call = any(c not in productive for s, cs in enumerate(calls) if keep[s] for c, _ in cs)
+    calls = [
+        tuple((c, t) for c, t in cs if c in productive and keep[t]) if keep[s] else ()
+        for s, cs in enumerate(calls)
+    ]
+    if dropped_call:
+        # a state reached only through a call into a rule that matches nothing is unreachable
+        # now; without such calls every kept state still is reachable (a path from the start to
+        # a state that can reach an end only passes states that can too), so no search
+        succ = trans[:, _distinct_columns(trans)].tolist()
+        reach = [False] * n
+        reach[0] = True
+        stack = [0]
+        while stack:
+            s = stack.pop()
+            for t in succ[s]:
+                if t >= 0 and not reach[t]:
+                    reach[t] = True
+                    stack.append(t)
+            for _, t in calls[s]:
+                if not reach[t]:
+                    reach[t] = True
+                    stack.append(t)
+        live = np.flatnonzero(reach)
+    else:
+        live = np.flatnonzero(keep)
+    remap = np.full(n + 1, -1, dtype=np.int64)
+    remap[live] = np.arange(len(live))
+    trans = remap[trans[live]]  # -1 maps through remap[-1] == -1
+    final = final[live]
+    calls = [tuple((c, int(remap[t])) for c, t in calls[s]) for s in live]
+    block, nblocks = minimal_blocks(trans, final, calls)  # the start state's block is 0
+    rep = np.zeros(nblocks, dtype=np.int64)
+    rep[block[::-1]] = np.arange(len(block))[::-1]  # first state of each block
+    m_trans = np.where(trans[rep] >= 0, block[np.clip(trans[rep], 0, None)], -1).astype(np.int32)
+    m_final = final[rep]
+    m_calls = tuple(tuple((c, int(block[t])) for c, t in calls[r]) for r in rep)
+    return m_trans, m_final, m_calls
+
+
+def trim_and_minimise(trans, final, csr, productive: np.ndarray):
+    """The contract of structgen.index.automaton._trim_and_minimise, in Python and numpy."""
+    call_off, call_edge = csr
+    pairs = [tuple(x) for x in call_edge.tolist()]
+    calls = [tuple(pairs[call_off[s]:call_off[s + 1]]) for s in range(len(final))]
+    prod = set(np.flatnonzero(productive).tolist())
+    keep = _coaccessible(trans, final, calls, prod)
+    return _trim_and_minimise_lists(trans, final, calls, keep, prod)
+
+
+def completion_distances(pda):
+    """Per rule, per state: the fewest bytes from that state to the rule's end.
+
+    A call costs its callee's shortest match. Computed at compile time as a fixed point over
+    the rules (each round is one Dijkstra per rule, backwards from the final states; rounds
+    stop when no rule's shortest match changes, at most ``len(rules) + 1``). Trimming keeps
+    only states that can reach an end, so every entry is finite for a compiled grammar: no
+    state of any rule is a trap, and a configuration's shortest completion is the cheapest
+    of its stacks (each frame's distance plus those of the return states below it).
+
+    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
+    """
+    import heapq
+
+    rules = pda.rules
+    preds = [None if isinstance(rule, CounterRule) else _byte_predecessors(rule.trans) for rule in rules]
+    minlen = [UNREACHABLE] * len(rules)
+    dist: list[list[int]] = []
+    for _ in range(len(rules) + 1):
+        dist = []
+        for r, rule in enumerate(rules):
+            if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
+                dist.append(CounterDistances(rule.lo, minlen[rule.body], rule.num_states))
+                continue
+            starts, sources = preds[r]
+            d = [UNREACHABLE] * rule.num_states
+            heap = [(0, s) for s in np.flatnonzero(rule.final).tolist()]
+            for _, s in heap:
+                d[s] = 0
+            call_preds: dict[int, list[tuple[int, int]]] = {}
+            for s, calls in enumerate(rule.calls):
+                for callee, ret in calls:
+                    if minlen[callee] < UNREACHABLE:
+                        call_preds.setdefault(ret, []).append((s, minlen[callee]))
+            while heap:
+                ds, s = heapq.heappop(heap)
+                if ds > d[s]:
+                    continue
+                for a in sources[starts[s]:starts[s + 1]]:
+                    if ds + 1 < d[a]:
+                        d[a] = ds + 1
+                        heapq.heappush(heap, (ds + 1, a))
+                for a, cost in call_preds.get(s, ()):
+                    if ds + cost < d[a]:
+                        d[a] = ds + cost
+                        heapq.heappush(heap, (ds + cost, a))
+            dist.append(d)
+        new = [d[0] for d in dist]
+        if new == minlen:
+            break
+        minlen = new
+    return tuple(d if isinstance(d, CounterDistances) else np.array(d, dtype=np.int64) for d in dist)

@@ -37,12 +37,10 @@ _ALPHABET[[0xC0, 0xC1] + list(range(0xF5, 0x100))] = False  # as a byte-level vo
 
 
 def _build(grammar, reference: bool, monkeypatch, **kw):
-    automaton._RAW_CACHE.clear()
-    automaton._MIN_CACHE.clear()
     with monkeypatch.context() as m:
         if reference:
             m.setattr(automaton, "_determinise", reference_automaton.determinise)
-            m.setattr(automaton, "_minimal_blocks", reference_automaton.minimal_blocks)
+            m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
         return build_automaton(grammar, **kw)
 
 
@@ -70,6 +68,18 @@ def test_rule_dfas_equal_reference(name, schema, monkeypatch):
         _assert_same(native, ref)
 
 
+@pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
+def test_completion_distances_equal_reference(name, schema):
+    pda = build_automaton(schema_to_grammar(schema))
+    native, ref = automaton.completion_distances(pda), reference_automaton.completion_distances(pda)
+    assert len(native) == len(ref)
+    for a, b in zip(native, ref):
+        if isinstance(b, automaton.CounterDistances):
+            assert a == b
+        else:
+            assert a.dtype == np.int64 and np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("name", ["json", "json_compact"])
 def test_builtin_grammars_equal_reference(name, monkeypatch):
     grammar = load_grammar(name)
@@ -90,10 +100,16 @@ def test_size_limit_reports_the_same_count(monkeypatch):
 def test_native_stages_reject_malformed_input():
     from structgen import _core
 
-    z = np.zeros(2, np.int64)
-    with pytest.raises(ValueError, match="outside the NFA slice"):
-        _core.determinise(np.array([0, 1], np.int64), np.array([5], np.int32), z, np.zeros((0, 3), np.int32),
-                          z, np.zeros((0, 2), np.int32), 0, 0, 100, 0)
+    with pytest.raises(ValueError, match="node index out of range"):
+        _core.build_dfa(np.array([[2, 0, 1, 0]], np.int32), np.array([5], np.int32), 0, True, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="unknown expression node kind"):
+        _core.build_dfa(np.array([[42, 0, 0, 0]], np.int32), np.zeros(0, np.int32), 0, True, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="data span out of range"):
+        _core.build_dfa(np.array([[0, 0, 9, 0]], np.int32), np.zeros(2, np.int32), 0, False, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="lone surrogate"):  # no UTF-8 encoding: refused, not mis-encoded
+        _core.build_dfa(np.array([[0, 0, 1, 0]], np.int32), np.array([0xD800], np.int32), 0, True, 100, 0, 100, 0)
+    with pytest.raises(ValueError, match="rule call in a regular expression"):
+        _core.build_dfa(np.array([[5, 0, 0, 0]], np.int32), np.zeros(0, np.int32), 0, False, 100, 0, 100, 0)
     z = np.zeros(2, np.int64)
     with pytest.raises(ValueError, match="out of range"):
         _core.minimise(np.full((1, 256), 7, np.int32), np.zeros(1, bool), z, np.zeros((0, 2), np.int32))

@@ -144,24 +144,6 @@ def test_row_classes_exact_even_when_hashes_collide(monkeypatch):
         assert len(set(ids.tolist())) == count
 
 
-def test_shared_rule_automata_equal_fresh_ones(smollm2_info):
-    # rules reused between compiles (any JSON value) must give the automaton a fresh build gives
-    from structgen.index import automaton
-
-    schemas = [{"type": "object", "properties": {"a": {"type": "string"}}},
-               {"type": "object", "properties": {"b": {"type": "array"}}}, True]
-    compiler = GrammarCompiler(smollm2_info, cache_size=0)
-    warm = [compiler.compile_json_schema(s).automaton for s in schemas + schemas]
-    assert automaton._RAW_CACHE and automaton._MIN_CACHE
-    for s, pda in zip(schemas, warm[len(schemas):]):
-        automaton._RAW_CACHE.clear()
-        automaton._MIN_CACHE.clear()
-        fresh = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(s).automaton
-        assert [r.name for r in fresh.rules] == [r.name for r in pda.rules]
-        for a, b in zip(fresh.rules, pda.rules):
-            assert np.array_equal(a.trans, b.trans) and np.array_equal(a.final, b.final) and a.calls == b.calls
-
-
 def _brute_mask(index, info, cid: int) -> np.ndarray:
     """The slow reference: every token's bytes stepped one by one from ``cid``."""
     allowed = np.zeros(index.words * 32, bool)

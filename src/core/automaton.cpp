@@ -1,10 +1,11 @@
-// structgen._core, automata: subset construction and Hopcroft minimisation of rule DFAs.
+// structgen._core, automata bindings: Thompson construction + subset construction of rule and
+// regular-expression automata, products and Hopcroft minimisation (the algorithms are in fa.cpp,
+// over interval alphabets, shared by the byte-level rule DFAs and the code-point algebra).
 //
-// Why native: per-configuration Python work in these two stages was most of a schema's
-// compile time (sets of NFA states hashed per elementary byte interval; Moore refinement
-// rounds, one per unit of the longest chain, each a pass over every state). The NFA is still
-// built in Python (structgen/automaton.py) and handed over as flat arrays; trimming and the
-// rebuild of the minimal DFA from the blocks stay in numpy there.
+// Why native: the per-node and per-configuration Python work of these stages was most of a
+// schema's compile time. Python serializes an expression once into flat arrays
+// (structgen/expr_arrays.py); the automaton is grown here, with the GIL released and every
+// size limit checked while it grows.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -14,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fa.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -22,185 +25,11 @@ using i32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 using i64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 using b8 = py::array_t<bool, py::array::c_style | py::array::forcecast>;
 
-struct VecHash {
-  size_t operator()(const std::vector<int32_t>& v) const noexcept {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
-    for (int32_t x : v) {
-      h ^= static_cast<uint64_t>(static_cast<uint32_t>(x)) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    }
-    return static_cast<size_t>(h);
-  }
-};
 
-using SetIds = std::unordered_map<std::vector<int32_t>, int32_t, VecHash>;
-
-// Subset construction over an NFA slice given as CSR arrays (states are local: 0..n-1).
-//   eps_off[n + 1], eps_tgt: epsilon edges; byte_off[n + 1], byte_edge (m, 3): (lo, hi, target);
-//   call_off[n + 1], call_edge (k, 2): (callee, target).
-// DFA states are numbered in discovery order: per state, its byte intervals ascending, then its
-// calls by callee (the order of structgen/automaton.py's reference construction, so that equal
-// inputs give equal arrays). Returns (trans (N, 256) int32, final bool[N], calls_off[N + 1],
-// calls (K, 2)), or (reached,) when a byte target would make used + N exceed max_states.
-py::tuple determinise(const i64& eps_off, const i32& eps_tgt, const i64& byte_off, const i32& byte_edge,
-                      const i64& call_off, const i32& call_edge, int32_t start, int32_t end, int64_t max_states,
-                      int64_t used) {
-  const int64_t n = eps_off.shape(0) - 1;
-  if (n < 0 || byte_off.shape(0) != n + 1 || call_off.shape(0) != n + 1)
-    throw std::invalid_argument("offset arrays must have n + 1 entries");
-  if ((byte_edge.size() && (byte_edge.ndim() != 2 || byte_edge.shape(1) != 3)) ||
-      (call_edge.size() && (call_edge.ndim() != 2 || call_edge.shape(1) != 2)))
-    throw std::invalid_argument("byte_edge must be (m, 3) and call_edge (k, 2)");
-  if (start < 0 || start >= n) throw std::invalid_argument("start state out of range");
-  const int64_t* EO = eps_off.data();
-  const int32_t* ET = eps_tgt.data();
-  const int64_t* BO = byte_off.data();
-  const int32_t* BE = byte_edge.data();
-  const int64_t* CO = call_off.data();
-  const int32_t* CE = call_edge.data();
-  for (int64_t k = 0; k < eps_tgt.shape(0); ++k)
-    if (ET[k] < 0 || ET[k] >= n) throw std::invalid_argument("epsilon target outside the NFA slice");
-  for (int64_t s = 0; s < n; ++s)
-    if (EO[s] > EO[s + 1] || BO[s] > BO[s + 1] || CO[s] > CO[s + 1]) throw std::invalid_argument("offsets must not decrease");
-  if (EO[0] != 0 || BO[0] != 0 || CO[0] != 0 || EO[n] != eps_tgt.shape(0) ||
-      BO[n] != (byte_edge.size() ? byte_edge.shape(0) : 0) || CO[n] != (call_edge.size() ? call_edge.shape(0) : 0))
-    throw std::invalid_argument("offsets do not match the edge arrays");
-  for (int64_t k = 0; k < BO[n]; ++k)
-    if (BE[3 * k + 2] < 0 || BE[3 * k + 2] >= n || BE[3 * k] < 0 || BE[3 * k + 1] > 255 || BE[3 * k] > BE[3 * k + 1])
-      throw std::invalid_argument("bad byte edge");
-  for (int64_t k = 0; k < CO[n]; ++k)
-    if (CE[2 * k + 1] < 0 || CE[2 * k + 1] >= n) throw std::invalid_argument("call target outside the NFA slice");
-
-  std::vector<std::vector<int32_t>> order;  // DFA state -> sorted NFA states
-  SetIds ids, by_targets;                   // closure -> id; sorted target set -> id (memo)
-  std::vector<int32_t> trans;               // N * 256
-  std::vector<int64_t> out_call_off{0};
-  std::vector<int32_t> out_calls;
-  std::vector<uint32_t> stamp(n, 0);
-  uint32_t epoch = 0;
-  std::vector<int32_t> work;
-  int64_t reached = -1;
-
-  {
-    py::gil_scoped_release release;
-    // id of the epsilon closure of `targets` (sorted, unique), creating it when new;
-    // -1 when creating it would exceed the limit and `limited`
-    auto intern = [&](std::vector<int32_t>& targets, bool limited) -> int32_t {
-      auto hit = by_targets.find(targets);
-      if (hit != by_targets.end()) return hit->second;
-      ++epoch;
-      std::vector<int32_t> set;
-      work.assign(targets.begin(), targets.end());
-      for (int32_t t : targets) stamp[t] = epoch;
-      while (!work.empty()) {
-        const int32_t s = work.back();
-        work.pop_back();
-        set.push_back(s);
-        for (int64_t k = EO[s]; k < EO[s + 1]; ++k) {
-          const int32_t t = ET[k];
-          if (stamp[t] != epoch) {
-            stamp[t] = epoch;
-            work.push_back(t);
-          }
-        }
-      }
-      std::sort(set.begin(), set.end());
-      int32_t id;
-      auto it = ids.find(set);
-      if (it != ids.end()) {
-        id = it->second;
-      } else {
-        if (limited && used + static_cast<int64_t>(order.size()) >= max_states) {
-          reached = used + static_cast<int64_t>(order.size()) + 1;
-          return -1;
-        }
-        id = static_cast<int32_t>(order.size());
-        ids.emplace(set, id);
-        order.push_back(std::move(set));
-      }
-      by_targets.emplace(targets, id);
-      return id;
-    };
-    std::vector<int32_t> init{start};
-    intern(init, false);
-    std::vector<int32_t> points, targets;
-    std::vector<std::pair<int32_t, int32_t>> edges;  // (lo, target) and (hi + 1, ~target) events
-    std::vector<std::pair<int32_t, int32_t>> calls;
-    for (size_t i = 0; i < order.size() && reached < 0; ++i) {
-      trans.resize((i + 1) * 256, -1);
-      const std::vector<int32_t> cur = order[i];  // a copy: `order` grows below
-      // byte edges: sweep the interval end points; the live targets between two consecutive
-      // points are one elementary interval's targets
-      edges.clear();
-      for (int32_t s : cur) {
-        for (int64_t k = BO[s]; k < BO[s + 1]; ++k) {
-          edges.emplace_back(BE[3 * k], BE[3 * k + 2]);
-          edges.emplace_back(BE[3 * k + 1] + 1, ~BE[3 * k + 2]);
-        }
-      }
-      if (!edges.empty()) {
-        std::sort(edges.begin(), edges.end(), [](auto a, auto b) { return a.first < b.first; });
-        std::unordered_map<int32_t, int32_t> live;  // target -> number of open edges
-        size_t e = 0;
-        while (e < edges.size()) {
-          const int32_t p = edges[e].first;
-          while (e < edges.size() && edges[e].first == p) {
-            const int32_t t = edges[e].second;
-            if (t >= 0) {
-              ++live[t];
-            } else if (--live[~t] == 0) {
-              live.erase(~t);
-            }
-            ++e;
-          }
-          if (e == edges.size() || live.empty()) continue;
-          const int32_t q = edges[e].first;
-          targets.clear();
-          for (auto& kv : live) targets.push_back(kv.first);
-          std::sort(targets.begin(), targets.end());
-          const int32_t id = intern(targets, true);
-          if (id < 0) break;
-          std::fill(trans.begin() + i * 256 + p, trans.begin() + i * 256 + q, id);
-        }
-        if (reached >= 0) break;
-      }
-      calls.clear();
-      for (int32_t s : cur)
-        for (int64_t k = CO[s]; k < CO[s + 1]; ++k) calls.emplace_back(CE[2 * k], CE[2 * k + 1]);
-      std::sort(calls.begin(), calls.end());
-      size_t c = 0;
-      while (c < calls.size()) {
-        const int32_t callee = calls[c].first;
-        targets.clear();
-        while (c < calls.size() && calls[c].first == callee) {
-          if (targets.empty() || targets.back() != calls[c].second) targets.push_back(calls[c].second);
-          ++c;
-        }
-        const int32_t id = intern(targets, false);
-        out_calls.push_back(callee);
-        out_calls.push_back(id);
-      }
-      out_call_off.push_back(static_cast<int64_t>(out_calls.size() / 2));
-    }
-  }
-  if (reached >= 0) return py::make_tuple(reached);
-  const auto N = static_cast<py::ssize_t>(order.size());
-  py::array_t<int32_t> t({N, static_cast<py::ssize_t>(256)});
-  std::copy(trans.begin(), trans.end(), t.mutable_data());
-  py::array_t<bool> f(N);
-  bool* F = f.mutable_data();
-  for (py::ssize_t i = 0; i < N; ++i) F[i] = std::binary_search(order[i].begin(), order[i].end(), end);
-  py::array_t<int64_t> co(static_cast<py::ssize_t>(out_call_off.size()));
-  std::copy(out_call_off.begin(), out_call_off.end(), co.mutable_data());
-  py::array_t<int32_t> ce({static_cast<py::ssize_t>(out_calls.size() / 2), static_cast<py::ssize_t>(2)});
-  std::copy(out_calls.begin(), out_calls.end(), ce.mutable_data());
-  return py::make_tuple(t, f, co, ce);
-}
-
-// Hopcroft's partition refinement of a trimmed DFA: trans (n, 256) int32 (-1: rejected),
-// final bool[n], calls as CSR (call_off[n + 1], call_edge (k, 2): (callee, target); at most
-// one call per callee and state). Calls are letters like bytes; -1 and a missing call go to
-// an extra sink state. Returns (block per state, numbered by first appearance from state 0,
-// number of blocks): the coarsest partition Moore refinement also reaches.
+// Hopcroft minimisation of a trimmed byte DFA: trans (n, 256) int32 (-1: rejected), final bool[n],
+// calls as CSR (call_off[n + 1], call_edge (k, 2): (callee, target)). Calls are letters like
+// bytes; -1 and a missing call go to the sink, which joins the non-final states. Returns (block
+// per state, numbered by first appearance from state 0, number of blocks).
 py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge) {
   if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
   const int64_t n = trans.shape(0);
@@ -214,137 +43,403 @@ py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, cons
     if (T[k] < -1 || T[k] >= n) throw std::invalid_argument("transition target out of range");
   for (int64_t k = 0; k < CO[n]; ++k)
     if (CE[2 * k + 1] < 0 || CE[2 * k + 1] >= n) throw std::invalid_argument("call target out of range");
-  std::vector<int64_t> block_of(n);
-  int64_t count = 0;
+  std::vector<int32_t> blocks;
+  int32_t count = 0;
   {
     py::gil_scoped_release release;
-    const int64_t N = n + 1;  // + the sink
-    const int32_t sink = static_cast<int32_t>(n);
-    // letters: the distinct byte columns, then the callees
-    std::vector<std::vector<int32_t>> delta;
-    {
-      std::unordered_map<std::vector<int32_t>, int32_t, VecHash> cols;
-      std::vector<int32_t> col(N);
-      for (int b = 0; b < 256; ++b) {
-        for (int64_t s = 0; s < n; ++s) col[s] = T[s * 256 + b] < 0 ? sink : T[s * 256 + b];
-        col[n] = sink;
-        if (cols.emplace(col, b).second) delta.push_back(col);
-      }
-      std::vector<int32_t> callees;
-      for (int64_t k = 0; k < CO[n]; ++k) callees.push_back(CE[2 * k]);
-      std::sort(callees.begin(), callees.end());
-      callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
-      for (int32_t c : callees) {
-        std::vector<int32_t> d(N, sink);
-        for (int64_t s = 0; s < n; ++s)
-          for (int64_t k = CO[s]; k < CO[s + 1]; ++k)
-            if (CE[2 * k] == c) d[s] = CE[2 * k + 1];
-        delta.push_back(std::move(d));
-      }
-    }
-    const size_t L = delta.size();
-    // predecessors per letter (CSR by target)
-    std::vector<std::vector<int64_t>> pre_off(L, std::vector<int64_t>(N + 1, 0));
-    std::vector<std::vector<int32_t>> pre(L, std::vector<int32_t>(N));
-    for (size_t a = 0; a < L; ++a) {
-      auto& off = pre_off[a];
-      for (int64_t s = 0; s < N; ++s) ++off[delta[a][s] + 1];
-      for (int64_t t = 0; t < N; ++t) off[t + 1] += off[t];
-      std::vector<int64_t> fill(off.begin(), off.end() - 1);
-      for (int64_t s = 0; s < N; ++s) pre[a][fill[delta[a][s]]++] = static_cast<int32_t>(s);
-    }
-    // the refinable partition: elems is grouped by block, [first, end) per block; the marked
-    // states of a block are moved to [first, mid)
-    std::vector<int32_t> elems(N), loc(N), blk(N);
-    std::vector<int64_t> first, bend, mid;
-    std::vector<char> in_work;
-    std::vector<int32_t> work;
-    {
-      int64_t pos = 0;
-      for (int pass = 0; pass < 2; ++pass) {  // non-final states (and the sink), then final ones
-        const int64_t begin = pos;
-        for (int64_t s = 0; s < N; ++s) {
-          const bool fin = s < n && F[s];
-          if (fin == (pass == 1)) {
-            elems[pos] = static_cast<int32_t>(s);
-            loc[s] = static_cast<int32_t>(pos);
-            blk[s] = static_cast<int32_t>(first.size());
-            ++pos;
-          }
-        }
-        if (pos > begin) {
-          work.push_back(static_cast<int32_t>(first.size()));
-          first.push_back(begin);
-          bend.push_back(pos);
-          mid.push_back(begin);
-          in_work.push_back(1);
-        }
-      }
-    }
-    std::vector<int32_t> splitter, touched;
-    while (!work.empty()) {
-      const int32_t A = work.back();
-      work.pop_back();
-      in_work[A] = 0;
-      splitter.assign(elems.begin() + first[A], elems.begin() + bend[A]);
-      for (size_t a = 0; a < L; ++a) {
-        touched.clear();
-        for (int32_t t : splitter) {
-          for (int64_t k = pre_off[a][t]; k < pre_off[a][t + 1]; ++k) {
-            const int32_t s = pre[a][k];
-            const int32_t b = blk[s];
-            if (mid[b] == first[b]) touched.push_back(b);
-            // swap s to the end of the marked part
-            const int64_t to = mid[b]++;
-            const int32_t other = elems[to];
-            const int32_t from = loc[s];
-            elems[to] = s;
-            loc[s] = static_cast<int32_t>(to);
-            elems[from] = other;
-            loc[other] = from;
-          }
-        }
-        for (int32_t b : touched) {
-          if (mid[b] == bend[b]) {  // every state marked: no split
-            mid[b] = first[b];
-            continue;
-          }
-          const auto nb = static_cast<int32_t>(first.size());
-          first.push_back(first[b]);
-          bend.push_back(mid[b]);
-          mid.push_back(first[b]);
-          in_work.push_back(0);
-          for (int64_t k = first[nb]; k < bend[nb]; ++k) blk[elems[k]] = nb;
-          first[b] = bend[nb];
-          mid[b] = first[b];
-          if (in_work[b]) {
-            work.push_back(nb);
-            in_work[nb] = 1;
-          } else {
-            const int32_t smaller = (bend[nb] - first[nb]) <= (bend[b] - first[b]) ? nb : b;
-            work.push_back(smaller);
-            in_work[smaller] = 1;
-          }
-        }
-      }
-    }
-    std::vector<int64_t> rank(first.size(), -1);
+    // the table as interval rows (runs of one target), calls as they are
+    fa::DFA d;
     for (int64_t s = 0; s < n; ++s) {
-      int64_t& r = rank[blk[s]];
-      if (r < 0) r = count++;
-      block_of[s] = r;
+      const int32_t* row = T + s * 256;
+      for (int b = 0; b < 256;) {
+        int e = b;
+        while (e + 1 < 256 && row[e + 1] == row[b]) ++e;
+        if (row[b] >= 0) d.rows.insert(d.rows.end(), {b, e, row[b]});
+        b = e + 1;
+      }
+      d.row_off.push_back(static_cast<int64_t>(d.rows.size() / 3));
+      d.final.push_back(F[s]);
+    }
+    d.call_off.assign(CO, CO + n + 1);
+    d.calls.assign(CE, CE + 2 * CO[n]);
+    blocks = fa::hopcroft(d, true, &count);
+  }
+  py::array_t<int64_t> out(static_cast<py::ssize_t>(n));
+  std::copy(blocks.begin(), blocks.end(), out.mutable_data());
+  return py::make_tuple(out, static_cast<int64_t>(count));
+}
+
+// ---------------------------------------------------------------------------- conversions
+
+fa::DFA rows_in(const i64& row_off, const i32& rows, const b8& final_) {
+  const int64_t n = final_.shape(0);
+  if (row_off.shape(0) != n + 1) throw std::invalid_argument("row_off must have n + 1 entries");
+  if (rows.size() && (rows.ndim() != 2 || rows.shape(1) != 3)) throw std::invalid_argument("rows must be (m, 3)");
+  const int64_t m = rows.size() ? rows.shape(0) : 0;
+  fa::DFA d;
+  d.row_off.assign(row_off.data(), row_off.data() + n + 1);
+  if (d.row_off[0] != 0 || d.row_off[n] != m) throw std::invalid_argument("row offsets do not match the rows");
+  for (int64_t s = 0; s < n; ++s)
+    if (d.row_off[s] > d.row_off[s + 1]) throw std::invalid_argument("offsets must not decrease");
+  d.rows.assign(rows.data(), rows.data() + 3 * m);
+  for (int64_t k = 0; k < m; ++k)
+    if (d.rows[3 * k + 2] < 0 || d.rows[3 * k + 2] >= n || d.rows[3 * k] > d.rows[3 * k + 1])
+      throw std::invalid_argument("bad row");
+  d.final.assign(final_.data(), final_.data() + n);
+  d.call_off.assign(n + 1, 0);
+  return d;
+}
+
+py::tuple rows_out(const fa::DFA& d) {
+  const auto n = static_cast<py::ssize_t>(d.final.size());
+  py::array_t<int64_t> ro(n + 1);
+  std::copy(d.row_off.begin(), d.row_off.end(), ro.mutable_data());
+  py::array_t<int32_t> r({static_cast<py::ssize_t>(d.rows.size() / 3), static_cast<py::ssize_t>(3)});
+  std::copy(d.rows.begin(), d.rows.end(), r.mutable_data());
+  py::array_t<bool> f(n);
+  std::copy(d.final.begin(), d.final.end(), f.mutable_data());
+  return py::make_tuple(ro, r, f);
+}
+
+// The DFA of a serialized expression (see fa.h for the node layout). bytes: code points lowered
+// to UTF-8, rule calls kept as call edges; returns (trans (N, 256) int32, final, call_off,
+// call_edge (K, 2), nfa_states). Otherwise code points: (row_off, rows (M, 3), final,
+// nfa_states). A limit reached while the automaton grows returns (kind, reached): kind 0 for
+// NFA states (max_nfa, nfa_used built before), 1 for DFA states (max_dfa, dfa_used before).
+py::tuple build_dfa(const i32& nodes, const i32& data, int32_t root, bool bytes, int64_t max_nfa, int64_t nfa_used,
+                    int64_t max_dfa, int64_t dfa_used) {
+  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
+  const fa::Expr e{nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size())};
+  fa::DFA d;
+  int64_t nfa_states = 0;
+  try {
+    py::gil_scoped_release release;
+    const fa::NFA nfa = fa::build_nfa(e, root, bytes, max_nfa, nfa_used);
+    nfa_states = nfa.n;
+    d = fa::determinise(nfa, 0, 1, max_dfa, dfa_used, bytes);
+  } catch (const fa::LimitHit& hit) {
+    return py::make_tuple(hit.kind, hit.reached);
+  } catch (const fa::BadInput& err) {
+    throw std::invalid_argument(err.what());
+  }
+  if (!bytes) {
+    py::tuple r = rows_out(d);
+    return py::make_tuple(r[0], r[1], r[2], nfa_states);
+  }
+  const auto N = static_cast<py::ssize_t>(d.final.size());
+  py::array_t<int32_t> t({N, static_cast<py::ssize_t>(256)});
+  int32_t* T = t.mutable_data();
+  std::fill(T, T + N * 256, -1);
+  for (py::ssize_t s = 0; s < N; ++s)
+    for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k)
+      std::fill(T + s * 256 + d.rows[3 * k], T + s * 256 + d.rows[3 * k + 1] + 1, d.rows[3 * k + 2]);
+  py::array_t<bool> f(N);
+  std::copy(d.final.begin(), d.final.end(), f.mutable_data());
+  py::array_t<int64_t> co(N + 1);
+  std::copy(d.call_off.begin(), d.call_off.end(), co.mutable_data());
+  py::array_t<int32_t> ce({static_cast<py::ssize_t>(d.calls.size() / 2), static_cast<py::ssize_t>(2)});
+  std::copy(d.calls.begin(), d.calls.end(), ce.mutable_data());
+  return py::make_tuple(t, f, co, ce, nfa_states);
+}
+
+// Product of two code-point DFAs (row form): intersection (keep_b_final) or difference.
+// Returns (row_off, rows, final), or (reached,) past max_states.
+py::tuple product(const i64& a_off, const i32& a_rows, const b8& a_final, const i64& b_off, const i32& b_rows,
+                  const b8& b_final, bool keep_b_final, int64_t max_states) {
+  const fa::DFA a = rows_in(a_off, a_rows, a_final), b = rows_in(b_off, b_rows, b_final);
+  if (a.size() == 0 || b.size() == 0) throw std::invalid_argument("empty automaton");
+  fa::DFA d;
+  try {
+    py::gil_scoped_release release;
+    d = fa::product(a, b, keep_b_final, max_states);
+  } catch (const fa::LimitHit& hit) {
+    return py::make_tuple(hit.reached);
+  }
+  return rows_out(d);
+}
+
+// The minimal DFA of a code-point DFA (row form): Hopcroft; classes numbered by first
+// appearance over the states, the start state's class is 0; a missing transition is not the
+// same as one into a dead state (trimming is the caller's).
+py::tuple minimise_rows(const i64& row_off, const i32& rows, const b8& final_) {
+  const fa::DFA d = rows_in(row_off, rows, final_);
+  fa::DFA out;
+  {
+    py::gil_scoped_release release;
+    out = fa::minimise_rows(d);
+  }
+  return rows_out(out);
+}
+
+
+// ---------------------------------------------------------------------------- trimming
+
+struct ByteDFA {
+  int64_t n;
+  const int32_t* T;
+  const bool* F;
+  const int64_t* CO;
+  const int32_t* CE;
+};
+
+ByteDFA byte_dfa_in(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge) {
+  if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
+  const int64_t n = trans.shape(0);
+  if (final_.shape(0) != n || call_off.shape(0) != n + 1) throw std::invalid_argument("final/call_off size mismatch");
+  ByteDFA d{n, trans.data(), final_.data(), call_off.data(), call_edge.data()};
+  if (d.CO[0] != 0 || d.CO[n] != (call_edge.size() ? call_edge.shape(0) : 0)) throw std::invalid_argument("bad call offsets");
+  for (int64_t k = 0; k < n * 256; ++k)
+    if (d.T[k] < -1 || d.T[k] >= n) throw std::invalid_argument("transition target out of range");
+  for (int64_t k = 0; k < d.CO[n]; ++k)
+    if (d.CE[2 * k + 1] < 0 || d.CE[2 * k + 1] >= n) throw std::invalid_argument("call target out of range");
+  return d;
+}
+
+// States from which a final state is reachable by bytes and calls into productive rules.
+std::vector<char> coaccessible_states(const ByteDFA& d, const bool* productive, int64_t n_rules) {
+  const int64_t n = d.n;
+  std::vector<int64_t> off(n + 1, 0);
+  std::vector<int32_t> src;
+  // predecessor lists (deduplicated per state and target)
+  std::vector<std::pair<int32_t, int32_t>> pairs;  // (target, source)
+  for (int64_t s = 0; s < n; ++s) {
+    const int32_t* row = d.T + s * 256;
+    int32_t last = -2;
+    for (int b = 0; b < 256; ++b)
+      if (row[b] >= 0 && row[b] != last) {
+        pairs.emplace_back(row[b], static_cast<int32_t>(s));
+        last = row[b];
+      }
+    for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+      const int32_t c = d.CE[2 * k];
+      if (c >= 0 && c < n_rules && productive[c]) pairs.emplace_back(d.CE[2 * k + 1], static_cast<int32_t>(s));
+    }
+  }
+  for (auto& p : pairs) ++off[p.first + 1];
+  for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
+  src.resize(pairs.size());
+  std::vector<int64_t> fill(off.begin(), off.end() - 1);
+  for (auto& p : pairs) src[fill[p.first]++] = p.second;
+  std::vector<char> seen(n, 0);
+  std::vector<int32_t> stack;
+  for (int64_t s = 0; s < n; ++s)
+    if (d.F[s]) {
+      seen[s] = 1;
+      stack.push_back(static_cast<int32_t>(s));
+    }
+  while (!stack.empty()) {
+    const int32_t t = stack.back();
+    stack.pop_back();
+    for (int64_t k = off[t]; k < off[t + 1]; ++k)
+      if (!seen[src[k]]) {
+        seen[src[k]] = 1;
+        stack.push_back(src[k]);
+      }
+  }
+  return seen;
+}
+
+py::array_t<bool> coaccessible(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                               const b8& productive) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  std::vector<char> seen;
+  {
+    py::gil_scoped_release release;
+    seen = coaccessible_states(d, productive.data(), productive.shape(0));
+  }
+  py::array_t<bool> out(static_cast<py::ssize_t>(d.n));
+  std::copy(seen.begin(), seen.end(), out.mutable_data());
+  return out;
+}
+
+// Drop the states that cannot reach a final state (calls only into productive rules), then
+// those no longer reachable from the start, then merge equivalent states (Hopcroft). The
+// start state stays 0; states are numbered by first appearance of their class. Returns
+// (trans (m, 256), final, call_off, call_edge).
+py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                        const b8& productive) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  const bool* P = productive.data();
+  const int64_t R = productive.shape(0);
+  const int64_t n = d.n;
+  auto ok_callee = [&](int32_t c) { return c >= 0 && c < R && P[c]; };
+  fa::DFA m;
+  std::vector<int32_t> blocks, live;
+  int32_t nb = 0;
+  {
+    py::gil_scoped_release release;
+    const std::vector<char> keep = coaccessible_states(d, P, R);
+    bool dropped_call = false;
+    for (int64_t s = 0; s < n && !dropped_call; ++s)
+      if (keep[s])
+        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k)
+          if (!ok_callee(d.CE[2 * k])) dropped_call = true;
+    auto tgt = [&](int64_t s, int b) {
+      const int32_t t = d.T[s * 256 + b];
+      return t >= 0 && keep[t] ? t : -1;
+    };
+    std::vector<char> alive(keep.begin(), keep.end());
+    if (dropped_call) {
+      // a state reached only through a call into a rule that matches nothing is unreachable
+      // now; without such calls every kept state still is reachable
+      std::fill(alive.begin(), alive.end(), 0);
+      std::vector<int32_t> stack{0};
+      alive[0] = 1;
+      while (!stack.empty()) {
+        const int32_t s = stack.back();
+        stack.pop_back();
+        if (!keep[s]) continue;
+        for (int b = 0; b < 256; ++b) {
+          const int32_t t = tgt(s, b);
+          if (t >= 0 && !alive[t]) {
+            alive[t] = 1;
+            stack.push_back(t);
+          }
+        }
+        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+          const int32_t t = d.CE[2 * k + 1];
+          if (ok_callee(d.CE[2 * k]) && keep[t] && !alive[t]) {
+            alive[t] = 1;
+            stack.push_back(t);
+          }
+        }
+      }
+    }
+    std::vector<int32_t> remap(n, -1);
+    for (int64_t s = 0; s < n; ++s)
+      if (alive[s]) {
+        remap[s] = static_cast<int32_t>(live.size());
+        live.push_back(static_cast<int32_t>(s));
+      }
+    fa::DFA t;  // the trimmed DFA as interval rows
+    for (int32_t s : live) {
+      for (int b = 0; b < 256;) {
+        const int32_t x = tgt(s, b);
+        int e = b;
+        while (e + 1 < 256 && tgt(s, e + 1) == x) ++e;
+        if (x >= 0 && remap[x] >= 0) t.rows.insert(t.rows.end(), {b, e, remap[x]});
+        b = e + 1;
+      }
+      t.row_off.push_back(static_cast<int64_t>(t.rows.size() / 3));
+      t.final.push_back(d.F[s]);
+      if (keep[s])
+        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+          const int32_t c = d.CE[2 * k], x = d.CE[2 * k + 1];
+          if (ok_callee(c) && keep[x] && remap[x] >= 0) t.calls.insert(t.calls.end(), {c, remap[x]});
+        }
+      t.call_off.push_back(static_cast<int64_t>(t.calls.size() / 2));
+    }
+    blocks = fa::hopcroft(t, true, &nb);
+    // the minimal DFA: each block's first state stands for it
+    std::vector<int32_t> rep(nb, -1);
+    for (size_t s = 0; s < live.size(); ++s)
+      if (rep[blocks[s]] < 0) rep[blocks[s]] = static_cast<int32_t>(s);
+    for (int32_t b = 0; b < nb; ++b) {
+      const int32_t s = rep[b];
+      for (int64_t k = t.row_off[s]; k < t.row_off[s + 1]; ++k)
+        m.rows.insert(m.rows.end(), {t.rows[3 * k], t.rows[3 * k + 1], blocks[t.rows[3 * k + 2]]});
+      m.row_off.push_back(static_cast<int64_t>(m.rows.size() / 3));
+      m.final.push_back(t.final[s]);
+      for (int64_t k = t.call_off[s]; k < t.call_off[s + 1]; ++k)
+        m.calls.insert(m.calls.end(), {t.calls[2 * k], blocks[t.calls[2 * k + 1]]});
+      m.call_off.push_back(static_cast<int64_t>(m.calls.size() / 2));
+    }
+  }
+  const auto N = static_cast<py::ssize_t>(nb);
+  py::array_t<int32_t> out_t({N, static_cast<py::ssize_t>(256)});
+  int32_t* OT = out_t.mutable_data();
+  std::fill(OT, OT + N * 256, -1);
+  for (py::ssize_t s = 0; s < N; ++s)
+    for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
+      std::fill(OT + s * 256 + m.rows[3 * k], OT + s * 256 + m.rows[3 * k + 1] + 1, m.rows[3 * k + 2]);
+  py::array_t<bool> f(N);
+  std::copy(m.final.begin(), m.final.end(), f.mutable_data());
+  py::array_t<int64_t> co(N + 1);
+  std::copy(m.call_off.begin(), m.call_off.end(), co.mutable_data());
+  py::array_t<int32_t> ce({static_cast<py::ssize_t>(m.calls.size() / 2), static_cast<py::ssize_t>(2)});
+  std::copy(m.calls.begin(), m.calls.end(), ce.mutable_data());
+  return py::make_tuple(out_t, f, co, ce);
+}
+
+
+// ---------------------------------------------------------------------------- completion distances
+
+// Fewest bytes from each state of a rule DFA to its end: Dijkstra backwards from the final
+// states; a byte costs 1, a call to rule c costs minlen[c] (no edge where minlen[c] >=
+// unreachable). Returns int64 distances, `unreachable` where the end cannot be reached.
+py::array_t<int64_t> distances(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                               const i64& minlen, int64_t unreachable) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  const int64_t n = d.n;
+  const int64_t* M = minlen.data();
+  const int64_t R = minlen.shape(0);
+  std::vector<int64_t> dist(n, unreachable);
+  {
+    py::gil_scoped_release release;
+    // predecessors with costs, CSR by target
+    std::vector<std::pair<int32_t, std::pair<int32_t, int64_t>>> pairs;  // (target, (source, cost))
+    for (int64_t s = 0; s < n; ++s) {
+      const int32_t* row = d.T + s * 256;
+      int32_t last = -2;
+      for (int b = 0; b < 256; ++b)
+        if (row[b] >= 0 && row[b] != last) {
+          pairs.push_back({row[b], {static_cast<int32_t>(s), 1}});
+          last = row[b];
+        }
+      for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
+        const int32_t c = d.CE[2 * k];
+        if (c >= 0 && c < R && M[c] < unreachable) pairs.push_back({d.CE[2 * k + 1], {static_cast<int32_t>(s), M[c]}});
+      }
+    }
+    std::vector<int64_t> off(n + 1, 0);
+    for (auto& p : pairs) ++off[p.first + 1];
+    for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
+    std::vector<std::pair<int32_t, int64_t>> pre(pairs.size());
+    std::vector<int64_t> fill(off.begin(), off.end() - 1);
+    for (auto& p : pairs) pre[fill[p.first]++] = p.second;
+    using Item = std::pair<int64_t, int32_t>;
+    std::vector<Item> heap;
+    auto cmp = [](const Item& a, const Item& b) { return a > b; };
+    for (int64_t s = 0; s < n; ++s)
+      if (d.F[s]) {
+        dist[s] = 0;
+        heap.emplace_back(0, static_cast<int32_t>(s));
+      }
+    std::make_heap(heap.begin(), heap.end(), cmp);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), cmp);
+      const auto [ds, s] = heap.back();
+      heap.pop_back();
+      if (ds > dist[s]) continue;
+      for (int64_t k = off[s]; k < off[s + 1]; ++k) {
+        const auto [a, cost] = pre[k];
+        const int64_t nd = std::min(ds + cost, unreachable);
+        if (nd < dist[a]) {
+          dist[a] = nd;
+          heap.emplace_back(nd, a);
+          std::push_heap(heap.begin(), heap.end(), cmp);
+        }
+      }
     }
   }
   py::array_t<int64_t> out(static_cast<py::ssize_t>(n));
-  std::copy(block_of.begin(), block_of.end(), out.mutable_data());
-  return py::make_tuple(out, count);
+  std::copy(dist.begin(), dist.end(), out.mutable_data());
+  return out;
 }
 
 }  // namespace
 
 void register_automaton(py::module_& m) {
-  m.def("determinise", &determinise, py::arg("eps_off"), py::arg("eps_tgt"), py::arg("byte_off"), py::arg("byte_edge"),
-        py::arg("call_off"), py::arg("call_edge"), py::arg("start"), py::arg("end"), py::arg("max_states"),
-        py::arg("used"));
+  m.def("build_dfa", &build_dfa, py::arg("nodes"), py::arg("data"), py::arg("root"), py::arg("bytes"), py::arg("max_nfa"),
+        py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"));
+  m.def("product", &product, py::arg("a_off"), py::arg("a_rows"), py::arg("a_final"), py::arg("b_off"),
+        py::arg("b_rows"), py::arg("b_final"), py::arg("keep_b_final"), py::arg("max_states"));
+  m.def("coaccessible", &coaccessible, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
+        py::arg("productive"));
+  m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
+        py::arg("productive"));
+  m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
+        py::arg("minlen"), py::arg("unreachable"));
+  m.def("minimise_rows", &minimise_rows, py::arg("row_off"), py::arg("rows"), py::arg("final"));
   m.def("minimise", &minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"));
 }

@@ -41,7 +41,7 @@ class CounterRule:
     """Rule ``body`` matched ``lo`` to ``hi`` times (``hi=None``: unbounded), counted.
 
     Virtual states ``0 .. top`` (``top = hi``, or ``lo`` when unbounded: the count saturates
-    there). The same attribute names as :class:`~structgen.automaton.RuleDFA` are provided as
+    there). The same attribute names as :class:`~structgen.index.automaton.RuleDFA` are provided as
     read-only views over the virtual states.
     """
 

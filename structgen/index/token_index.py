@@ -19,7 +19,7 @@ between matchers of the same compiled grammar is safe, also across threads: ever
 them happens under one lock, and a lookup that finds an entry needs no lock (entries are
 complete before they are published).
 
-Shortest completions are known from compile time: :func:`~structgen.automaton.completion_distances`
+Shortest completions are known from compile time: :func:`~structgen.index.automaton.completion_distances`
 gives every rule state its fewest bytes to the rule's end, so each interned stack and
 configuration gets its distance in O(1) when it is first seen (:meth:`TokenIndex.completion_length`).
 Budget-aware decoding builds on it (:meth:`TokenIndex.completion_tokens`,
@@ -229,7 +229,7 @@ class TokenIndex:
         self._calls = [r.calls for r in pda.rules]
         self._has_bytes = [_NEVER if c else (r.trans >= 0).any(axis=1).tolist() for r, c in zip(pda.rules, counted)]
         # masks are shared between configurations that differ only in counter values far
-        # from the counters' bounds (see structgen.counters); None: no counter, no sharing
+        # from the counters' bounds (see structgen.index.counters); None: no counter, no sharing
         self._counters = {i: r for i, r in enumerate(pda.rules) if isinstance(r, CounterRule)} or None
         self._canon_stack: dict[int, int] = {}
         self._mask_by_canon: dict[tuple, np.ndarray] = {}

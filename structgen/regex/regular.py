@@ -3,13 +3,20 @@
 A context-free grammar has no intersection, but JSON Schema needs one wherever two keywords
 constrain the same string (``pattern`` with ``maxLength``, property names that match a
 ``patternProperties`` regex but are not declared...). For *regular* operands we compute it:
-expression → code-point NFA → DFA over code-point intervals → product DFA → back to an
-expression by state elimination. The result is an ordinary expression (Lark-printable).
+expression → code-point NFA → DFA over code-point intervals → product DFA → minimal DFA
+(all native, structgen._core: the implementation the byte-level rule automata use) → back
+to an expression by state elimination. The result is an ordinary expression (Lark-printable).
 """
 from __future__ import annotations
 
 import hashlib
-from ..errors import GrammarError, LimitError
+from functools import lru_cache
+
+import numpy as np
+
+from .. import _core
+from ..errors import LimitError
+from .expr_arrays import ExprArrays
 from ..grammar import (
     EMPTY,
     MAX_CODEPOINT,
@@ -19,15 +26,12 @@ from ..grammar import (
     Dfa,
     Expr,
     Lit,
-    Ref,
-    Regex,
     Repeat,
     Seq,
     alt,
     intersect_charsets,
     seq,
 )
-from .parser import parse_regex
 
 __all__ = ["intersect", "intersect_automaton", "difference", "bound_length"]
 
@@ -39,213 +43,78 @@ def _too_large(name: str, limit: int, reached: int, what: str) -> LimitError:
     return LimitError(what, limit_name=name, limit=limit, reached=reached, pointer=None)
 
 
-class _CharNFA:
-    def __init__(self) -> None:
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []  # (lo, hi, target), code points
+# The automata are built natively (structgen._core, the same implementation as the byte-level
+# rule DFAs, over code-point intervals). Here a DFA is either the native row form
+# ``(row_off, rows, final)`` (numpy: state s owns rows[row_off[s]:row_off[s + 1]], each a
+# sorted disjoint (lo, hi, target) interval) or, for state elimination and callers, lists:
+# ``trans[s]`` = [(lo, hi, target), ...] and ``final[s]``.
 
-    def new(self) -> int:
-        if len(self.eps) > 20 * MAX_DFA_STATES:
-            raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(self.eps),
-                             f"a regular expression of more than {20 * MAX_DFA_STATES} NFA states to intersect")
-        self.eps.append([])
-        self.edges.append([])
-        return len(self.eps) - 1
+_NFA_LIMIT = 20  # NFA states allowed per DFA state of the limit
 
-    def build(self, e: Expr, a: int, b: int) -> None:
-        if isinstance(e, Lit):
-            cur = a
-            for i, ch in enumerate(e.text):
-                nxt = b if i == len(e.text) - 1 else self.new()
-                self.edges[cur].append((ord(ch), ord(ch), nxt))
-                cur = nxt
-            if not e.text:
-                self.eps[a].append(b)
-        elif isinstance(e, CharSet):
-            for lo, hi in e.ranges:
-                self.edges[a].append((lo, hi, b))
-        elif isinstance(e, Regex):
-            self.build(parse_regex(e.pattern, e.flags), a, b)
-        elif isinstance(e, Seq):
-            cur = a
-            for i, item in enumerate(e.items):
-                nxt = b if i == len(e.items) - 1 else self.new()
-                self.build(item, cur, nxt)
-                cur = nxt
-            if not e.items:
-                self.eps[a].append(b)
-        elif isinstance(e, Alt):
-            for o in e.options:
-                self.build(o, a, b)
-        elif isinstance(e, Dfa):
-            states = [self.new() for _ in e.trans]
-            self.eps[a].append(states[0])
-            for src, row in enumerate(e.trans):
-                if e.final[src]:
-                    self.eps[states[src]].append(b)
-                self.edges[states[src]].extend((lo, hi, states[dst]) for lo, hi, dst in row)
-        elif isinstance(e, Repeat):
-            cur = a
-            for _ in range(e.min):
-                nxt = self.new()
-                self.build(e.item, cur, nxt)
-                cur = nxt
-            if e.max is None:
-                loop = self.new()
-                self.eps[cur].append(loop)
-                self.build(e.item, loop, loop)
-                self.eps[loop].append(b)
-            else:
-                for _ in range(e.max - e.min):
-                    self.eps[cur].append(b)
-                    nxt = self.new()
-                    self.build(e.item, cur, nxt)
-                    cur = nxt
-                self.eps[cur].append(b)
-        elif isinstance(e, Ref):
-            raise GrammarError(f"intersection operands must be regular: found a reference to {e.name!r}")
-        else:
-            raise TypeError(f"not a grammar expression: {e!r}")
 
-    def closure(self, states) -> frozenset[int]:
-        seen, stack = set(states), list(states)
-        while stack:
-            for t in self.eps[stack.pop()]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        return frozenset(seen)
+def _native(root: int, ser: ExprArrays):
+    """The DFA (row form) of node ``root`` of ``ser``; the size limits are checked as it grows."""
+    nodes, data = ser.arrays()
+    out = _core.build_dfa(nodes, data, root, False, _NFA_LIMIT * MAX_DFA_STATES + 1, 0, MAX_DFA_STATES, 0)
+    if len(out) == 2:
+        kind, reached = out
+        if kind == 0:
+            raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, int(reached) - 1,
+                             f"a regular expression of more than {_NFA_LIMIT * MAX_DFA_STATES} NFA states to intersect")
+        raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, int(reached),
+                         f"an intersection of more than {MAX_DFA_STATES} DFA states")
+    return out[0], out[1], out[2]
+
+
+def _ndfa(e: Expr):
+    """DFA of ``e`` in row form."""
+    ser = ExprArrays()
+    return _native(ser.add(e), ser)
+
+
+def _nproduct(a, b, keep_b_final: bool):
+    out = _core.product(*a, *b, keep_b_final, MAX_DFA_STATES)
+    if len(out) == 1:
+        raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, int(out[0]),
+                         f"an intersection of more than {MAX_DFA_STATES} DFA states")
+    return out
+
+
+def _to_lists(d) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
+    row_off, rows, final = d
+    flat = list(map(tuple, rows.tolist()))
+    off = row_off.tolist()
+    return [flat[off[s]:off[s + 1]] for s in range(len(off) - 1)], final.tolist()
+
+
+def _from_lists(trans, final):
+    off = np.zeros(len(trans) + 1, np.int64)
+    np.cumsum([len(r) for r in trans], out=off[1:])
+    rows = np.array([x for r in trans for x in r], np.int32).reshape(-1, 3)
+    return off, rows, np.array(final, bool)
 
 
 def _dfa(e: Expr) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
     """DFA of ``e``: per state, disjoint sorted (lo, hi, target) intervals; and finality."""
-    nfa = _CharNFA()
-    s, t = nfa.new(), nfa.new()
-    nfa.build(e, s, t)
-    return _subsets(nfa, s, t)
-
-
-def _subsets(nfa: _CharNFA, s: int, t: int) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
-    """Subset construction of ``nfa`` from ``s``, accepting where ``t`` is reached."""
-    start = nfa.closure([s])
-    ids, order, trans = {start: 0}, [start], []
-    i = 0
-    while i < len(order):
-        cur = order[i]
-        i += 1
-        edges = [x for st in cur for x in nfa.edges[st]]
-        points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-        row: list[tuple[int, int, int]] = []
-        for p, q in zip(points, points[1:]):
-            targets = [tg for lo, hi, tg in edges if lo <= p and q - 1 <= hi]
-            if not targets:
-                continue
-            nxt = nfa.closure(targets)
-            if nxt not in ids:
-                if len(order) >= MAX_DFA_STATES:
-                    raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),
-                                     f"an intersection of more than {MAX_DFA_STATES} DFA states")
-                ids[nxt] = len(order)
-                order.append(nxt)
-            tid = ids[nxt]
-            if row and row[-1][2] == tid and row[-1][1] == p - 1:
-                row[-1] = (row[-1][0], q - 1, tid)
-            else:
-                row.append((p, q - 1, tid))
-        trans.append(row)
-    return trans, [t in st for st in order]
+    return _to_lists(_ndfa(e))
 
 
 def _product(a, b, *, keep_b_final: bool):
     """Product automaton: accept where a accepts and b accepts (intersect) or does not (difference)."""
-    ta, fa = a
-    tb, fb = b
-    ids = {(0, 0): 0}
-    order = [(0, 0)]
-    trans: list[list[tuple[int, int, int]]] = []
-    i = 0
-    while i < len(order):
-        sa, sb = order[i]
-        i += 1
-        row = []
-        b_row = tb[sb] if sb >= 0 else []
-        for lo, hi, na in ta[sa]:
-            # split [lo, hi] by b's intervals; uncovered parts send b to the dead state -1
-            pos = lo
-            pieces = []
-            for blo, bhi, nb in b_row:
-                if bhi < pos or blo > hi:
-                    continue
-                if blo > pos:
-                    pieces.append((pos, blo - 1, -1))
-                pieces.append((max(blo, pos), min(bhi, hi), nb))
-                pos = min(bhi, hi) + 1
-                if pos > hi:
-                    break
-            if pos <= hi:
-                pieces.append((pos, hi, -1))
-            for plo, phi, nb in pieces:
-                if nb < 0 and keep_b_final:  # intersection: b must keep up
-                    continue
-                key = (na, nb)
-                if key not in ids:
-                    if len(order) >= MAX_DFA_STATES:
-                        raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),
-                                     f"an intersection of more than {MAX_DFA_STATES} DFA states")
-                    ids[key] = len(order)
-                    order.append(key)
-                row.append((plo, phi, ids[key]))
-        trans.append(row)
-    final = [fa[x] and ((y >= 0 and fb[y]) if keep_b_final else not (y >= 0 and fb[y])) for x, y in order]
-    return trans, final
+    return _to_lists(_nproduct(_from_lists(*a), _from_lists(*b), keep_b_final))
 
 
 def _minimise(trans, final):
-    """The minimal DFA (Moore's partition refinement over interval rows), start state 0.
+    """The minimal DFA (Hopcroft over the interval rows, native), start state 0.
 
     Products carry equivalent states (a pattern automaton's "just matched" and "matched
     earlier" both mean "accept from now on"); state elimination copies the expression of each
     copy separately, which made a 36-state "length 12 and contains a hex digit" product a
-    16,000-node expression instead of a few hundred.
+    16,000-node expression instead of a few hundred. Classes are numbered by first appearance
+    over the states; a missing transition and one into a dead state stay apart (trimming is
+    the caller's).
     """
-    n = len(trans)
-    cls = [int(f) for f in final]
-    while True:
-        sigs: dict[tuple, int] = {}
-        new = []
-        for s in range(n):
-            row: list[tuple[int, int, int]] = []
-            for lo, hi, t in trans[s]:
-                c = cls[t]
-                if row and row[-1][2] == c and row[-1][1] == lo - 1:
-                    row[-1] = (row[-1][0], hi, c)
-                else:
-                    row.append((lo, hi, c))
-            new.append(sigs.setdefault((cls[s], tuple(row)), len(sigs)))
-        if len(sigs) == len(set(cls)):
-            break
-        cls = new
-    # renumber so that the start state's class is 0
-    order = {cls[0]: 0}
-    for c in cls:
-        order.setdefault(c, len(order))
-    out_trans: list[list[tuple[int, int, int]]] = [[] for _ in order]
-    out_final = [False] * len(order)
-    done = set()
-    for s in range(n):
-        c = order[cls[s]]
-        if c in done:
-            continue
-        done.add(c)
-        out_final[c] = final[s]
-        for lo, hi, t in trans[s]:
-            tc = order[cls[t]]
-            row = out_trans[c]
-            if row and row[-1][2] == tc and row[-1][1] == lo - 1:
-                row[-1] = (row[-1][0], hi, tc)
-            else:
-                row.append((lo, hi, tc))
-    return out_trans, out_final
+    return _to_lists(_core.minimise_rows(*_from_lists(trans, final)))
 
 
 def _live_states(trans, final) -> set[int]:
@@ -270,7 +139,12 @@ class _EliminationTooLarge(Exception):
 
 def _to_expr(trans, final) -> Expr:
     """State elimination (Brzozowski–McCluskey) over trimmed states of the minimal DFA."""
-    trans, final = _minimise(trans, final)
+    return _eliminate(_from_lists(trans, final))
+
+
+def _eliminate(d) -> Expr:
+    """:func:`_to_expr` of a DFA in row form."""
+    trans, final = _to_lists(_core.minimise_rows(*d))
     n = len(trans)
     live = _live_states(trans, final)
     if 0 not in live:
@@ -372,6 +246,7 @@ linear."""
 def _automaton(trans, final, live) -> Expr:
     """The live states of a DFA (start state 0 among them) as a Dfa node, labelled by a hash
     of its table: equal labels mean equal tables, hence equal languages."""
+
     keep = [0] + sorted(live - {0})
     new = {q: i for i, q in enumerate(keep)}
     table = tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[q] if t in new) for q in keep)
@@ -383,18 +258,14 @@ def _automaton(trans, final, live) -> Expr:
 def map_automaton(e: Dfa, encode) -> Expr:
     """The automaton whose strings are those of ``e`` with each character ``c`` replaced by
     any string of ``encode(CharSet of c)`` (JSON escapes of a decoded-string automaton)."""
-    nfa = _CharNFA()
-    states = [nfa.new() for _ in e.trans]
-    end = nfa.new()
-    for q, row in enumerate(e.trans):
+    ser = ExprArrays()
+    edges: list[list[tuple[int, int]]] = []
+    for row in e.trans:
         by_target: dict[int, list[tuple[int, int]]] = {}
         for lo, hi, t in row:
             by_target.setdefault(t, []).append((lo, hi))
-        for t, ranges in by_target.items():
-            nfa.build(encode(CharSet.of(ranges)), states[q], states[t])
-        if e.final[q]:
-            nfa.eps[states[q]].append(end)
-    return _to_expr(*_subsets(nfa, states[0], end))
+        edges.append([(ser.add(encode(CharSet.of(ranges))), t) for t, ranges in by_target.items()])
+    return _eliminate(_native(ser.graph(list(e.final), edges), ser))
 
 
 def automaton_lengths(e: Dfa) -> tuple[int, float]:
@@ -440,14 +311,14 @@ def _charset_expr(cs: CharSet) -> Expr:
 
 def intersect(a: Expr, b: Expr) -> Expr:
     """An expression matching exactly the strings both ``a`` and ``b`` match (regular operands)."""
-    return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+    return _eliminate(_nproduct(_ndfa(a), _ndfa(b), True))
 
 
 def intersect_automaton(a: Expr, b: Expr, label: str) -> Expr:
     """:func:`intersect` as a :class:`~structgen.grammar.Dfa` node (minimal, trimmed), for
     products whose expression would be much larger than the automaton (a counted repeat
     against a numeric range). ``label`` must name the language; NOTHING when empty."""
-    trans, final = _minimise(*_product(_dfa(a), _dfa(b), keep_b_final=True))
+    trans, final = _to_lists(_core.minimise_rows(*_nproduct(_ndfa(a), _ndfa(b), True)))
     live = _live_states(trans, final)
     if 0 not in live:
         return NOTHING
@@ -539,7 +410,7 @@ def difference(a: Expr, b: Expr) -> Expr:
         names = _literals(b)
         if names is not None:
             return _star_minus_literals(a.item, names)
-    return _to_expr(*_product(_dfa(a), _dfa(b), keep_b_final=False))
+    return _eliminate(_nproduct(_ndfa(a), _ndfa(b), False))
 
 
 _NOT_PLAIN = CharSet.of([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, MAX_CODEPOINT)])
@@ -552,6 +423,13 @@ def _literals(e: Expr) -> list[str] | None:
     if isinstance(e, Alt) and all(isinstance(o, Lit) for o in e.options):
         return [o.text for o in e.options]
     return None
+
+
+@lru_cache(maxsize=4096)
+def _minus_codes(cs: CharSet, codes: tuple[int, ...]) -> CharSet:
+    """``cs`` without the code points ``codes`` (the same few sets recur at every trie node of
+    every object's names)."""
+    return cs.minus(CharSet.of([(o, o) for o in codes]))
 
 
 def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
@@ -579,13 +457,12 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
         shared_special = trie paths that may leave by any special character;
         unfinished = trie paths at which no name ends."""
         kids = sorted((k, v) for k, v in node.items() if k is not None)
-        codes = [ord(c) for c, _ in kids]
-        taken = CharSet.of([(o, o) for o in codes])
-        leave = plain.minus(taken)
+        codes = tuple(ord(c) for c, _ in kids)
+        leave = _minus_codes(plain, codes)
         own_special = any(o not in plain_codes for o in codes)  # a name goes on with a special character
         leaving: list[Expr] = [leave] if leave.ranges else []
         if own_special:
-            rest = special.minus(taken)
+            rest = _minus_codes(special, codes)
             if rest.ranges:
                 leaving.append(rest)
         shared: list[Expr] = [] if own_special else [EMPTY]

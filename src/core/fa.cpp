@@ -1,0 +1,712 @@
+// Finite automata over interval alphabets: Thompson construction, subset construction,
+// products and Hopcroft minimisation (see fa.h).
+#include "fa.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+namespace fa {
+
+namespace {
+
+struct VecHash {
+  size_t operator()(const std::vector<int32_t>& v) const noexcept {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+    for (int32_t x : v) h ^= static_cast<uint64_t>(static_cast<uint32_t>(x)) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+constexpr int32_t MAX_CP = 0x10FFFF;
+
+// --------------------------------------------------------------------------- UTF-8 lowering
+
+using ByteSeq = std::vector<std::pair<int32_t, int32_t>>;
+
+int utf8_encode(int32_t cp, uint8_t* out) {
+  if (cp < 0x80) {
+    out[0] = static_cast<uint8_t>(cp);
+    return 1;
+  }
+  if (cp < 0x800) {
+    out[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+    out[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    out[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+    out[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    out[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  out[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+  out[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+  out[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+  out[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+// Where [start, end] must be cut so that each piece is one byte-range sequence, or -1
+// (structgen/utf8.py documents the split; this is the same algorithm).
+int64_t split_point(int64_t start, int64_t end) {
+  for (int64_t m : {0x7F, 0x7FF, 0xFFFF})
+    if (start <= m && m < end) return m;
+  if (end <= 0x7F) return -1;
+  for (int i = 1; i < 4; ++i) {
+    const int64_t m = (int64_t{1} << (6 * i)) - 1;
+    if ((start & ~m) != (end & ~m)) {
+      if ((start & m) != 0) return start | m;
+      if ((end & m) != m) return (end & ~m) - 1;
+    }
+  }
+  return -1;
+}
+
+// The UTF-8 encodings of [lo, hi] (surrogates skipped) as byte-range sequences, ascending.
+void utf8_sequences(int32_t lo, int32_t hi, std::vector<ByteSeq>& out) {
+  lo = std::max(lo, 0);
+  hi = std::min(hi, MAX_CP);
+  if (lo > hi) return;
+  std::vector<std::pair<int64_t, int64_t>> stack;
+  if (hi > 0xDFFF) stack.emplace_back(std::max<int64_t>(lo, 0xE000), hi);
+  if (lo < 0xD800) stack.emplace_back(lo, std::min<int64_t>(hi, 0xD7FF));
+  while (!stack.empty()) {
+    auto [start, end] = stack.back();
+    stack.pop_back();
+    if (start > end) continue;
+    for (;;) {
+      const int64_t split = split_point(start, end);
+      if (split < 0) break;
+      stack.emplace_back(split + 1, end);
+      end = split;
+    }
+    uint8_t a[4], b[4];
+    const int n = utf8_encode(static_cast<int32_t>(start), a);
+    utf8_encode(static_cast<int32_t>(end), b);
+    ByteSeq s;
+    for (int i = 0; i < n; ++i) s.emplace_back(a[i], b[i]);
+    out.push_back(std::move(s));
+  }
+}
+
+// --------------------------------------------------------------------------- Thompson NFA
+
+struct Builder {
+  const Expr& e;
+  bool bytes;
+  int64_t max_states, used;
+  int64_t n = 0;
+  std::vector<std::pair<int32_t, int32_t>> eps;              // (src, dst)
+  std::vector<std::array<int32_t, 4>> edges;                 // (src, lo, hi, dst)
+  std::vector<std::array<int32_t, 3>> calls;                 // (src, callee, dst)
+  std::map<std::pair<int32_t, int32_t>, int32_t> shared;     // (rule, end state) -> start
+  std::vector<char> inlining;                                // per rule id: being inlined now
+  std::vector<ByteSeq> seqs;
+
+  Builder(const Expr& e_, bool b, int64_t m, int64_t u) : e(e_), bytes(b), max_states(m), used(u) {}
+
+  int32_t add() {
+    if (used + n >= max_states) throw LimitHit{0, used + n + 1};
+    return static_cast<int32_t>(n++);
+  }
+  void ep(int32_t a, int32_t b) { eps.emplace_back(a, b); }
+  void edge(int32_t a, int32_t lo, int32_t hi, int32_t b) { edges.push_back({a, lo, hi, b}); }
+
+  const int32_t* node(int32_t i) const {
+    if (i < 0 || i >= e.n_nodes) throw BadInput("node index out of range");
+    return e.nodes + 4 * static_cast<int64_t>(i);
+  }
+  const int32_t* span(int64_t a, int64_t len) const {
+    if (a < 0 || len < 0 || a + len > e.n_data) throw BadInput("data span out of range");
+    return e.data + a;
+  }
+
+  // a code-point range [lo, hi] from a to b: one edge, or (bytes) its UTF-8 sequences
+  void range(int32_t a, int32_t lo, int32_t hi, int32_t b) {
+    if (!bytes) {
+      edge(a, lo, hi, b);
+      return;
+    }
+    seqs.clear();
+    utf8_sequences(lo, hi, seqs);
+    const std::vector<ByteSeq> local = seqs;  // `seqs` is reused by nested calls
+    for (const ByteSeq& s : local) {
+      int32_t cur = a;
+      for (size_t i = 0; i < s.size(); ++i) {
+        const int32_t nxt = i + 1 == s.size() ? b : add();
+        edge(cur, s[i].first, s[i].second, nxt);
+        cur = nxt;
+      }
+    }
+  }
+
+  void build(int32_t id, int32_t a, int32_t b) {
+    const int32_t* x = node(id);
+    const int32_t kind = x[0], A = x[1], B = x[2], C = x[3];
+    switch (kind) {
+      case LIT: {
+        const int32_t* cps = span(A, B);
+        if (B == 0) {
+          ep(a, b);
+          break;
+        }
+        if (bytes) {
+          std::vector<uint8_t> buf;
+          uint8_t tmp[4];
+          for (int32_t i = 0; i < B; ++i) {
+            if (cps[i] < 0 || cps[i] > MAX_CP || (cps[i] >= 0xD800 && cps[i] <= 0xDFFF))
+              throw BadInput("a literal holds a code point without a UTF-8 encoding (a lone surrogate)");
+            const int k = utf8_encode(cps[i], tmp);
+            buf.insert(buf.end(), tmp, tmp + k);
+          }
+          int32_t cur = a;
+          for (size_t i = 0; i < buf.size(); ++i) {
+            const int32_t nxt = i + 1 == buf.size() ? b : add();
+            edge(cur, buf[i], buf[i], nxt);
+            cur = nxt;
+          }
+        } else {
+          int32_t cur = a;
+          for (int32_t i = 0; i < B; ++i) {
+            const int32_t nxt = i + 1 == B ? b : add();
+            edge(cur, cps[i], cps[i], nxt);
+            cur = nxt;
+          }
+        }
+        break;
+      }
+      case SET: {
+        const int32_t* r = span(A, 2 * int64_t{B});
+        for (int32_t i = 0; i < B; ++i) range(a, r[2 * i], r[2 * i + 1], b);
+        break;
+      }
+      case SEQ: {
+        const int32_t* items = span(A, B);
+        if (B == 0) {
+          ep(a, b);
+          break;
+        }
+        int32_t cur = a;
+        for (int32_t i = 0; i < B; ++i) {
+          const int32_t nxt = i + 1 == B ? b : add();
+          build(items[i], cur, nxt);
+          cur = nxt;
+        }
+        break;
+      }
+      case ALT: {
+        const int32_t* opts = span(A, B);
+        for (int32_t i = 0; i < B; ++i) {
+          if (bytes) {
+            const int32_t s = add(), t = add();
+            ep(a, s);
+            ep(t, b);
+            build(opts[i], s, t);
+          } else {
+            build(opts[i], a, b);
+          }
+        }
+        break;
+      }
+      case REP: {
+        if (B < 0 || (C >= 0 && C < B)) throw BadInput("bad repeat bounds");
+        int32_t cur = a;
+        for (int32_t i = 0; i < B; ++i) {
+          const int32_t nxt = add();
+          build(A, cur, nxt);
+          cur = nxt;
+        }
+        if (C < 0) {
+          if (bytes) {
+            const int32_t s = add(), t = add();
+            ep(cur, s);
+            ep(cur, b);
+            ep(t, s);
+            ep(t, b);
+            build(A, s, t);
+          } else {
+            const int32_t loop = add();
+            ep(cur, loop);
+            build(A, loop, loop);
+            ep(loop, b);
+          }
+        } else {
+          // nested optionals: item (item (item)?)? -- linear in max - min
+          for (int32_t i = 0; i < C - B; ++i) {
+            ep(cur, b);
+            const int32_t nxt = add();
+            build(A, cur, nxt);
+            cur = nxt;
+          }
+          ep(cur, b);
+        }
+        break;
+      }
+      case CALL:
+        if (!bytes) throw BadInput("a rule call in a regular expression");
+        calls.push_back({a, A, b});
+        break;
+      case INLINE: {
+        if (!bytes) throw BadInput("a rule reference in a regular expression");
+        if (A < 0) throw BadInput("bad rule id");
+        // A rule fragment only exits through its end state, so every reference to the same
+        // rule ending in the same state shares one copy (keeps "suffix" rules, as in objects
+        // with many optional members, linear).
+        auto it = shared.find({A, b});
+        int32_t start;
+        if (it == shared.end()) {
+          if (static_cast<size_t>(A) >= inlining.size()) inlining.resize(A + 1, 0);
+          if (inlining[A]) throw BadInput("recursive inlining of a rule");
+          start = add();
+          shared.emplace(std::make_pair(A, b), start);
+          inlining[A] = 1;
+          build(B, start, b);
+          inlining[A] = 0;
+        } else {
+          start = it->second;
+        }
+        ep(a, start);
+        break;
+      }
+      case GRAPH:
+      case EGRAPH: {
+        const int32_t* d = span(A, B);
+        int64_t k = 0;
+        auto next = [&]() -> int32_t {
+          if (k >= B) throw BadInput("truncated automaton");
+          return d[k++];
+        };
+        const int32_t ns = next();
+        if (ns <= 0) throw BadInput("an automaton needs a start state");
+        std::vector<int32_t> states(ns);
+        for (int32_t i = 0; i < ns; ++i) states[i] = add();
+        std::vector<char> fin(ns);
+        for (int32_t i = 0; i < ns; ++i) fin[i] = next() != 0;
+        ep(a, states[0]);
+        for (int32_t s = 0; s < ns; ++s) {
+          if (fin[s]) ep(states[s], b);
+          const int32_t cnt = next();
+          for (int32_t j = 0; j < cnt; ++j) {
+            if (kind == GRAPH) {
+              const int32_t lo = next(), hi = next(), t = next();
+              if (t < 0 || t >= ns) throw BadInput("automaton target out of range");
+              if (!bytes || hi < 0x80) {
+                edge(states[s], lo, hi, states[t]);  // ASCII: one byte
+              } else {
+                range(states[s], lo, hi, states[t]);
+              }
+            } else {
+              const int32_t sub = next(), t = next();
+              if (t < 0 || t >= ns) throw BadInput("automaton target out of range");
+              build(sub, states[s], states[t]);
+            }
+          }
+        }
+        break;
+      }
+      default:
+        throw BadInput("unknown expression node kind");
+    }
+  }
+};
+
+template <class Edge, class Key>
+void to_csr(int64_t n, const std::vector<Edge>& in, std::vector<int64_t>& off, std::vector<int32_t>& out, Key key,
+            int width) {
+  off.assign(n + 1, 0);
+  for (const Edge& x : in) ++off[key(x) + 1];
+  for (int64_t s = 0; s < n; ++s) off[s + 1] += off[s];
+  out.resize(in.size() * width);
+  std::vector<int64_t> fill(off.begin(), off.end() - 1);
+  for (const Edge& x : in) {
+    const int64_t at = fill[key(x)]++;
+    for (int w = 0; w < width; ++w) out[at * width + w] = x[w + 1];
+  }
+}
+
+}  // namespace
+
+NFA build_nfa(const Expr& e, int32_t root, bool bytes, int64_t max_states, int64_t used) {
+  Builder b(e, bytes, max_states, used);
+  const int32_t s = b.add(), t = b.add();
+  b.build(root, s, t);
+  NFA nfa;
+  nfa.n = b.n;
+  // epsilon edges as (src, dst) arrays; stable order per source
+  {
+    nfa.eps_off.assign(b.n + 1, 0);
+    for (auto& x : b.eps) ++nfa.eps_off[x.first + 1];
+    for (int64_t k = 0; k < b.n; ++k) nfa.eps_off[k + 1] += nfa.eps_off[k];
+    nfa.eps.resize(b.eps.size());
+    std::vector<int64_t> fill(nfa.eps_off.begin(), nfa.eps_off.end() - 1);
+    for (auto& x : b.eps) nfa.eps[fill[x.first]++] = x.second;
+  }
+  to_csr(b.n, b.edges, nfa.edge_off, nfa.edges, [](const std::array<int32_t, 4>& x) { return x[0]; }, 3);
+  to_csr(b.n, b.calls, nfa.call_off, nfa.calls, [](const std::array<int32_t, 3>& x) { return x[0]; }, 2);
+  return nfa;
+}
+
+// --------------------------------------------------------------------------- subset construction
+
+DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, int64_t used, bool bytes) {
+  const int64_t n = nfa.n;
+  if (start < 0 || start >= n) throw BadInput("start state out of range");
+  std::vector<std::vector<int32_t>> order;  // DFA state -> sorted NFA states
+  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids, by_targets;
+  std::vector<uint32_t> stamp(n, 0);
+  uint32_t epoch = 0;
+  std::vector<int32_t> work;
+  DFA d;
+  // id of the epsilon closure of `targets` (sorted, unique), created when new
+  auto intern = [&](const std::vector<int32_t>& targets, bool limited) -> int32_t {
+    auto hit = by_targets.find(targets);
+    if (hit != by_targets.end()) return hit->second;
+    ++epoch;
+    std::vector<int32_t> set;
+    work.assign(targets.begin(), targets.end());
+    for (int32_t t : targets) stamp[t] = epoch;
+    while (!work.empty()) {
+      const int32_t s = work.back();
+      work.pop_back();
+      set.push_back(s);
+      for (int64_t k = nfa.eps_off[s]; k < nfa.eps_off[s + 1]; ++k) {
+        const int32_t t = nfa.eps[k];
+        if (stamp[t] != epoch) {
+          stamp[t] = epoch;
+          work.push_back(t);
+        }
+      }
+    }
+    std::sort(set.begin(), set.end());
+    int32_t id;
+    auto it = ids.find(set);
+    if (it != ids.end()) {
+      id = it->second;
+    } else {
+      if (limited && used + static_cast<int64_t>(order.size()) >= max_states)
+        throw LimitHit{1, used + static_cast<int64_t>(order.size())};
+      id = static_cast<int32_t>(order.size());
+      ids.emplace(set, id);
+      order.push_back(std::move(set));
+    }
+    by_targets.emplace(targets, id);
+    return id;
+  };
+  intern(std::vector<int32_t>{start}, false);
+  std::vector<int32_t> targets;
+  std::vector<std::pair<int32_t, int32_t>> events;  // (lo, target) and (hi + 1, ~target)
+  std::vector<std::pair<int32_t, int32_t>> calls;
+  std::unordered_map<int32_t, int32_t> live;  // target -> open edges
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::vector<int32_t> cur = order[i];  // a copy: `order` grows below
+    // sweep the interval end points: the live targets between two consecutive points are
+    // one elementary interval's targets
+    events.clear();
+    for (int32_t s : cur)
+      for (int64_t k = nfa.edge_off[s]; k < nfa.edge_off[s + 1]; ++k) {
+        const int32_t* x = &nfa.edges[3 * k];
+        events.emplace_back(x[0], x[2]);
+        events.emplace_back(x[1] + 1, ~x[2]);
+      }
+    if (!events.empty()) {
+      std::sort(events.begin(), events.end(), [](auto a, auto b) { return a.first < b.first; });
+      live.clear();
+      size_t e = 0;
+      while (e < events.size()) {
+        const int32_t p = events[e].first;
+        while (e < events.size() && events[e].first == p) {
+          const int32_t t = events[e].second;
+          if (t >= 0) {
+            ++live[t];
+          } else if (--live[~t] == 0) {
+            live.erase(~t);
+          }
+          ++e;
+        }
+        if (e == events.size() || live.empty()) continue;
+        const int32_t q = events[e].first;
+        targets.clear();
+        for (auto& kv : live) targets.push_back(kv.first);
+        std::sort(targets.begin(), targets.end());
+        const int32_t id = intern(targets, true);
+        const size_t m = d.rows.size();
+        if (!bytes && static_cast<int64_t>(m / 3) > d.row_off.back() && d.rows[m - 1] == id && d.rows[m - 2] == p - 1) {
+          d.rows[m - 2] = q - 1;  // adjacent interval, same target: one row
+        } else {
+          d.rows.insert(d.rows.end(), {p, q - 1, id});
+        }
+      }
+    }
+    d.row_off.push_back(static_cast<int64_t>(d.rows.size() / 3));
+    calls.clear();
+    for (int32_t s : cur)
+      for (int64_t k = nfa.call_off[s]; k < nfa.call_off[s + 1]; ++k) calls.emplace_back(nfa.calls[2 * k], nfa.calls[2 * k + 1]);
+    std::sort(calls.begin(), calls.end());
+    size_t c = 0;
+    while (c < calls.size()) {
+      const int32_t callee = calls[c].first;
+      targets.clear();
+      while (c < calls.size() && calls[c].first == callee) {
+        if (targets.empty() || targets.back() != calls[c].second) targets.push_back(calls[c].second);
+        ++c;
+      }
+      const int32_t id = intern(targets, false);
+      d.calls.push_back(callee);
+      d.calls.push_back(id);
+    }
+    d.call_off.push_back(static_cast<int64_t>(d.calls.size() / 2));
+  }
+  d.final.resize(order.size());
+  for (size_t i = 0; i < order.size(); ++i) d.final[i] = std::binary_search(order[i].begin(), order[i].end(), end);
+  return d;
+}
+
+// --------------------------------------------------------------------------- product
+
+DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states) {
+  std::unordered_map<int64_t, int32_t> ids;
+  std::vector<std::pair<int32_t, int32_t>> order{{0, 0}};
+  ids.emplace(0, 0);
+  auto key = [](int32_t x, int32_t y) { return (static_cast<int64_t>(x) << 32) | static_cast<uint32_t>(y + 1); };
+  DFA d;
+  std::vector<std::array<int32_t, 3>> pieces;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto [sa, sb] = order[i];
+    for (int64_t ka = a.row_off[sa]; ka < a.row_off[sa + 1]; ++ka) {
+      const int32_t lo = a.rows[3 * ka], hi = a.rows[3 * ka + 1], na = a.rows[3 * ka + 2];
+      // split [lo, hi] by b's intervals; uncovered parts send b to the dead state -1
+      pieces.clear();
+      int64_t pos = lo;
+      if (sb >= 0) {
+        for (int64_t kb = b.row_off[sb]; kb < b.row_off[sb + 1]; ++kb) {
+          const int32_t blo = b.rows[3 * kb], bhi = b.rows[3 * kb + 1], nb = b.rows[3 * kb + 2];
+          if (bhi < pos || blo > hi) continue;
+          if (blo > pos) pieces.push_back({static_cast<int32_t>(pos), blo - 1, -1});
+          pieces.push_back({static_cast<int32_t>(std::max<int64_t>(blo, pos)), std::min(bhi, hi), nb});
+          pos = static_cast<int64_t>(std::min(bhi, hi)) + 1;
+          if (pos > hi) break;
+        }
+      }
+      if (pos <= hi) pieces.push_back({static_cast<int32_t>(pos), hi, -1});
+      for (auto& pc : pieces) {
+        if (pc[2] < 0 && keep_b_final) continue;  // intersection: b must keep up
+        const int64_t k = key(na, pc[2]);
+        auto it = ids.find(k);
+        int32_t id;
+        if (it == ids.end()) {
+          if (static_cast<int64_t>(order.size()) >= max_states) throw LimitHit{1, static_cast<int64_t>(order.size())};
+          id = static_cast<int32_t>(order.size());
+          ids.emplace(k, id);
+          order.emplace_back(na, pc[2]);
+        } else {
+          id = it->second;
+        }
+        d.rows.insert(d.rows.end(), {pc[0], pc[1], id});
+      }
+    }
+    d.row_off.push_back(static_cast<int64_t>(d.rows.size() / 3));
+    d.call_off.push_back(0);
+  }
+  d.final.resize(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto [x, y] = order[i];
+    const bool bf = y >= 0 && b.final[y];
+    d.final[i] = a.final[x] && (keep_b_final ? bf : !bf);
+  }
+  return d;
+}
+
+// --------------------------------------------------------------------------- Hopcroft
+
+std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t* nblocks) {
+  const int64_t n = dfa.size();
+  const int64_t N = n + 1;  // + the sink
+  const int32_t sink = static_cast<int32_t>(n);
+  // letters: the elementary intervals of all rows (identical columns once), then the callees
+  std::vector<std::vector<int32_t>> delta;
+  {
+    std::vector<int32_t> points;
+    points.reserve(dfa.rows.size() / 3 * 2);
+    for (size_t k = 0; k < dfa.rows.size(); k += 3) {
+      points.push_back(dfa.rows[k]);
+      points.push_back(dfa.rows[k + 1] + 1);
+    }
+    std::sort(points.begin(), points.end());
+    points.erase(std::unique(points.begin(), points.end()), points.end());
+    const size_t L = points.empty() ? 0 : points.size() - 1;
+    std::vector<std::vector<int32_t>> cols(L, std::vector<int32_t>(N, sink));
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t k = dfa.row_off[s]; k < dfa.row_off[s + 1]; ++k) {
+        const int32_t* r = &dfa.rows[3 * k];
+        const size_t i0 = std::lower_bound(points.begin(), points.end(), r[0]) - points.begin();
+        for (size_t i = i0; i < L && points[i] <= r[1]; ++i) cols[i][s] = r[2];
+      }
+    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> seen;
+    for (auto& c : cols)
+      if (seen.emplace(c, 0).second) delta.push_back(std::move(c));
+    std::vector<int32_t> callees;
+    for (size_t k = 0; k < dfa.calls.size(); k += 2) callees.push_back(dfa.calls[k]);
+    std::sort(callees.begin(), callees.end());
+    callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
+    for (int32_t c : callees) {
+      std::vector<int32_t> col(N, sink);
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t k = dfa.call_off[s]; k < dfa.call_off[s + 1]; ++k)
+          if (dfa.calls[2 * k] == c) col[s] = dfa.calls[2 * k + 1];
+      delta.push_back(std::move(col));
+    }
+  }
+  const size_t L = delta.size();
+  // incoming transitions per state as (letter, source), ascending letters: a splitter's
+  // predecessors are gathered from its states' lists, so one round costs the transitions into
+  // the splitter, not letters x its states (most states have few incoming letters)
+  std::vector<int64_t> in_off(N + 1, 0);
+  for (size_t a = 0; a < L; ++a)
+    for (int64_t s = 0; s < N; ++s) ++in_off[delta[a][s] + 1];
+  for (int64_t t = 0; t < N; ++t) in_off[t + 1] += in_off[t];
+  std::vector<std::pair<int32_t, int32_t>> incoming(in_off[N]);
+  {
+    std::vector<int64_t> fill(in_off.begin(), in_off.end() - 1);
+    for (size_t a = 0; a < L; ++a)
+      for (int64_t s = 0; s < N; ++s) incoming[fill[delta[a][s]]++] = {static_cast<int32_t>(a), static_cast<int32_t>(s)};
+  }
+  // the refinable partition: elems grouped by block, [first, end) per block; marked states
+  // of a block are moved to [first, mid)
+  std::vector<int32_t> elems(N), loc(N), blk(N);
+  std::vector<int64_t> first, bend, mid;
+  std::vector<char> in_work;
+  std::vector<int32_t> work;
+  {
+    int64_t pos = 0;
+    const int passes = sink_joins_nonfinal ? 2 : 3;
+    for (int pass = 0; pass < passes; ++pass) {  // non-final (with the sink), final, [the sink]
+      const int64_t begin = pos;
+      for (int64_t s = 0; s < N; ++s) {
+        int cls = s < n ? (dfa.final[s] ? 1 : 0) : (sink_joins_nonfinal ? 0 : 2);
+        if (cls == pass) {
+          elems[pos] = static_cast<int32_t>(s);
+          loc[s] = static_cast<int32_t>(pos);
+          blk[s] = static_cast<int32_t>(first.size());
+          ++pos;
+        }
+      }
+      if (pos > begin) {
+        first.push_back(begin);
+        bend.push_back(pos);
+        mid.push_back(begin);
+        in_work.push_back(0);
+      }
+    }
+    // splitting by every initial block but one suffices (the automaton is complete: a state's
+    // successor is in the last block exactly when it is in none of the others); keep the
+    // largest out
+    size_t largest = 0;
+    for (size_t b = 1; b < first.size(); ++b)
+      if (bend[b] - first[b] > bend[largest] - first[largest]) largest = b;
+    for (size_t b = 0; b < first.size(); ++b)
+      if (b != largest) {
+        work.push_back(static_cast<int32_t>(b));
+        in_work[b] = 1;
+      }
+  }
+  std::vector<int32_t> touched, letters;
+  std::vector<std::vector<int32_t>> by_letter(L);
+  while (!work.empty()) {
+    const int32_t A = work.back();
+    work.pop_back();
+    in_work[A] = 0;
+    // the splitter's predecessors, bucketed by letter (no sort: a splitter holding the sink
+    // has most transitions of the automaton coming in)
+    letters.clear();
+    for (int64_t k = first[A]; k < bend[A]; ++k) {
+      const int32_t t = elems[k];
+      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) {
+        auto& bucket = by_letter[incoming[j].first];
+        if (bucket.empty()) letters.push_back(incoming[j].first);
+        bucket.push_back(incoming[j].second);
+      }
+    }
+    for (int32_t letter : letters) {
+      touched.clear();
+      for (int32_t s : by_letter[letter]) {
+        const int32_t b = blk[s];
+        if (mid[b] == first[b]) touched.push_back(b);
+        const int64_t to = mid[b]++;
+        const int32_t other = elems[to];
+        const int32_t from = loc[s];
+        elems[to] = s;
+        loc[s] = static_cast<int32_t>(to);
+        elems[from] = other;
+        loc[other] = from;
+      }
+      for (int32_t b : touched) {
+        if (mid[b] == bend[b]) {  // every state marked: no split
+          mid[b] = first[b];
+          continue;
+        }
+        const auto nb = static_cast<int32_t>(first.size());
+        first.push_back(first[b]);
+        bend.push_back(mid[b]);
+        mid.push_back(first[b]);
+        in_work.push_back(0);
+        for (int64_t k = first[nb]; k < bend[nb]; ++k) blk[elems[k]] = nb;
+        first[b] = bend[nb];
+        mid[b] = first[b];
+        if (in_work[b]) {
+          work.push_back(nb);
+          in_work[nb] = 1;
+        } else {
+          const int32_t smaller = (bend[nb] - first[nb]) <= (bend[b] - first[b]) ? nb : b;
+          work.push_back(smaller);
+          in_work[smaller] = 1;
+        }
+      }
+      by_letter[letter].clear();
+    }
+  }
+  std::vector<int32_t> rank(first.size(), -1), out(n);
+  int32_t count = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    int32_t& r = rank[blk[s]];
+    if (r < 0) r = count++;
+    out[s] = r;
+  }
+  *nblocks = count;
+  return out;
+}
+
+DFA minimise_rows(const DFA& d) {
+  int32_t nb = 0;
+  const std::vector<int32_t> cls = hopcroft(d, false, &nb);
+  std::vector<int64_t> rep(nb, -1);
+  for (int64_t s = 0; s < d.size(); ++s)
+    if (rep[cls[s]] < 0) rep[cls[s]] = s;
+  DFA out;
+  out.final.resize(nb);
+  for (int32_t c = 0; c < nb; ++c) {
+    const int64_t s = rep[c];
+    out.final[c] = d.final[s];
+    const size_t row_start = out.rows.size();
+    for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
+      const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], tc = cls[d.rows[3 * k + 2]];
+      const size_t m = out.rows.size();
+      if (m > row_start && out.rows[m - 1] == tc && out.rows[m - 2] == lo - 1) {
+        out.rows[m - 2] = hi;
+      } else {
+        out.rows.insert(out.rows.end(), {lo, hi, tc});
+      }
+    }
+    out.row_off.push_back(static_cast<int64_t>(out.rows.size() / 3));
+    for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k) {
+      out.calls.push_back(d.calls[2 * k]);
+      out.calls.push_back(cls[d.calls[2 * k + 1]]);
+    }
+    out.call_off.push_back(static_cast<int64_t>(out.calls.size() / 2));
+  }
+  return out;
+}
+
+}  // namespace fa

@@ -1,0 +1,95 @@
+// structgen._core, finite automata over interval alphabets: one implementation for the byte-level
+// rule automata (structgen/automaton.py) and the code-point algebra (structgen/regular.py).
+//
+// An alphabet is a range of integers: bytes 0..255 or code points 0..0x10FFFF. Edges carry
+// inclusive [lo, hi] intervals, so a code-point class costs one edge, not one per character.
+// Pipeline: a serialized expression (structgen/expr_arrays.py) -> Thompson NFA -> subset
+// construction over the elementary intervals of each state's edges -> (trimming, in the caller)
+// -> Hopcroft minimisation. Products (intersection, difference) and UTF-8 lowering of code
+// points to bytes work on the same structures.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+namespace fa {
+
+// A size limit was reached while an automaton grew (the Python side raises the matching
+// AutomatonSizeError or LimitError). kind: 0 = NFA states, 1 = DFA states.
+struct LimitHit {
+  int kind;
+  int64_t reached;
+};
+
+// A malformed serialized expression or an unsupported construct (a rule reference where only
+// regular operands are allowed): a ValueError / GrammarError on the Python side.
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Node kinds of a serialized expression; nodes are (kind, a, b, c) int32 quadruples over a
+// shared int32 data array.
+enum Kind : int32_t {
+  LIT = 0,     // data[a : a + b]: code points
+  SET = 1,     // data[a : a + 2b]: sorted disjoint (lo, hi) code-point ranges
+  SEQ = 2,     // data[a : a + b]: child nodes
+  ALT = 3,     // data[a : a + b]: child nodes
+  REP = 4,     // child a, min b, max c (-1: unbounded)
+  CALL = 5,    // call rule a (byte automata only)
+  INLINE = 6,  // the body of rule a is node b, copied in place (byte automata only)
+  GRAPH = 7,   // data[a : a + b]: n, final[n], then per state: count, count * (lo, hi, target)
+  EGRAPH = 8,  // data[a : a + b]: n, final[n], then per state: count, count * (node, target)
+};
+
+struct Expr {
+  const int32_t* nodes;  // 4 per node
+  int64_t n_nodes;
+  const int32_t* data;
+  int64_t n_data;
+};
+
+// A Thompson NFA as CSR arrays (filled by build_nfa).
+struct NFA {
+  int64_t n = 0;
+  std::vector<int64_t> eps_off, edge_off, call_off;
+  std::vector<int32_t> eps;         // targets
+  std::vector<int32_t> edges;       // (lo, hi, target) triples
+  std::vector<int32_t> calls;       // (callee, target) pairs
+};
+
+// Thompson construction of `root` between a fresh start state (0) and end state (1).
+// bytes: code points are lowered to UTF-8 byte sequences (alphabet 0..255); otherwise the
+// alphabet is code points and CALL / INLINE nodes are refused. Throws LimitHit{0, reached}
+// when the NFA would pass `max_states` (counting `used` states built before).
+NFA build_nfa(const Expr& e, int32_t root, bool bytes, int64_t max_states, int64_t used);
+
+// A DFA with interval rows: state s has rows[row_off[s] : row_off[s + 1]] (lo, hi, target)
+// triples, sorted and disjoint; calls[call_off[s] : call_off[s + 1]] (callee, target) pairs.
+struct DFA {
+  std::vector<int64_t> row_off{0}, call_off{0};
+  std::vector<int32_t> rows, calls;
+  std::vector<uint8_t> final;
+  int64_t size() const { return static_cast<int64_t>(final.size()); }
+};
+
+// Subset construction from NFA state `start`; final where `end` is in the set. A new state
+// past `max_states - used` throws LimitHit{1, used + states + 1} (byte automata: states
+// reached by a call edge are not counted against the limit while it grows, as before);
+// merge: adjacent intervals with one target become one row (code points).
+DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, int64_t used, bool bytes);
+
+// Product of two DFAs over code points: final where a is final and b is (intersection,
+// keep_b_final) or is not (difference; b may then be "dead", -1). Throws LimitHit{1, states}.
+DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states);
+
+// The coarsest partition of states (plus an implicit rejecting sink, never merged with a
+// state unless sink_joins_nonfinal) compatible with finality and the interval rows and calls.
+// Returns block ids numbered by first appearance over the states 0..n-1.
+std::vector<int32_t> hopcroft(const DFA& d, bool sink_joins_nonfinal, int32_t* nblocks);
+
+// The minimal DFA of `d` (classes of hopcroft() without the sink joining; adjacent intervals
+// with the same target class merged). Unreachable and dead states stay, as classes.
+DFA minimise_rows(const DFA& d);
+
+}  // namespace fa
