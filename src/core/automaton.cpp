@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fa.h"
+#include "fa.hpp"
 
 namespace py = pybind11;
 
@@ -101,7 +101,7 @@ py::tuple rows_out(const fa::DFA& d) {
   return py::make_tuple(ro, r, f);
 }
 
-// The DFA of a serialized expression (see fa.h for the node layout). bytes: code points lowered
+// The DFA of a serialized expression (see fa.hpp for the node layout). bytes: code points lowered
 // to UTF-8, rule calls kept as call edges; returns (trans (N, 256) int32, final, call_off,
 // call_edge (K, 2), nfa_states). Otherwise code points: (row_off, rows (M, 3), final,
 // nfa_states). A limit reached while the automaton grows returns (kind, reached): kind 0 for

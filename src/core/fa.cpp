@@ -1,6 +1,6 @@
 // Finite automata over interval alphabets: Thompson construction, subset construction,
-// products and Hopcroft minimisation (see fa.h).
-#include "fa.h"
+// products and Hopcroft minimisation (see fa.hpp).
+#include "fa.hpp"
 
 #include <algorithm>
 #include <array>

@@ -4,7 +4,7 @@ Thompson construction, subset construction and minimisation run in the native co
 (``structgen._core``, src/core/fa.cpp). An expression tree is handed over once, as nodes of
 four int32 ``(kind, a, b, c)`` over a shared int32 data array; a subtree used in several
 places (a rule body inlined twice, a shared literal) is serialized once. The layout is
-described in src/core/fa.h.
+described in src/core/fa.hpp.
 """
 from __future__ import annotations
 
