@@ -65,81 +65,93 @@ struct StackLimitExceeded {
   int64_t stacks;
 };
 
+// Segments of geometrically growing size: segment k holds kBase << k entries, so 40 segment
+// pointers cover any table and a small index allocates little (the first segment only).
+template <int64_t kBase>
+struct Segments {
+  static constexpr int kMax = 40;
+  static int segment(int64_t i) { return 63 - __builtin_clzll(static_cast<uint64_t>(i / kBase + 1)); }
+  static int64_t offset(int64_t i, int k) { return i - kBase * ((int64_t(1) << k) - 1); }
+  static int64_t size(int k) { return kBase << k; }
+};
+
 // Append-only table of atomics with stable addresses: readers need no lock.
 template <class T>
 class AtomicTable {
- public:
-  static constexpr int kShift = 12;
-  static constexpr int64_t kChunk = int64_t(1) << kShift;
-  static constexpr int64_t kMaxChunks = int64_t(1) << 14;  // 67M entries
+  using Seg = Segments<1024>;
 
-  explicit AtomicTable(T init) : init_(init), chunks_(new std::atomic<std::atomic<T>*>[kMaxChunks]) {
-    for (int64_t c = 0; c < kMaxChunks; ++c) chunks_[c].store(nullptr, std::memory_order_relaxed);
+ public:
+  explicit AtomicTable(T init) : init_(init) {
+    for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
   }
   ~AtomicTable() {
-    for (int64_t c = 0; c < kMaxChunks; ++c) delete[] chunks_[c].load(std::memory_order_relaxed);
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
   }
   AtomicTable(const AtomicTable&) = delete;
   AtomicTable& operator=(const AtomicTable&) = delete;
 
   T load(int64_t i) const {
-    const std::atomic<T>* chunk = chunks_[i >> kShift].load(std::memory_order_acquire);
-    return chunk == nullptr ? init_ : chunk[i & (kChunk - 1)].load(std::memory_order_acquire);
+    const int k = Seg::segment(i);
+    const std::atomic<T>* chunk = chunks_[k].load(std::memory_order_acquire);
+    return chunk == nullptr ? init_ : chunk[Seg::offset(i, k)].load(std::memory_order_acquire);
   }
   // under the owner's lock
   void store(int64_t i, T v) {
     ensure(i);
-    chunks_[i >> kShift].load(std::memory_order_relaxed)[i & (kChunk - 1)].store(v, std::memory_order_release);
+    const int k = Seg::segment(i);
+    chunks_[k].load(std::memory_order_relaxed)[Seg::offset(i, k)].store(v, std::memory_order_release);
   }
   void ensure(int64_t i) {
-    const int64_t c = i >> kShift;
-    if (c >= kMaxChunks) throw std::length_error("too many parser configurations");
-    if (chunks_[c].load(std::memory_order_relaxed) == nullptr) {
-      auto* chunk = new std::atomic<T>[kChunk];
-      for (int64_t k = 0; k < kChunk; ++k) chunk[k].store(init_, std::memory_order_relaxed);
-      chunks_[c].store(chunk, std::memory_order_release);
+    const int k = Seg::segment(i);
+    if (k >= Seg::kMax) throw std::length_error("too many parser configurations");
+    if (chunks_[k].load(std::memory_order_relaxed) == nullptr) {
+      auto* chunk = new std::atomic<T>[Seg::size(k)];
+      for (int64_t j = 0; j < Seg::size(k); ++j) chunk[j].store(init_, std::memory_order_relaxed);
+      chunks_[k].store(chunk, std::memory_order_release);
     }
   }
 
  private:
   T init_;
-  std::unique_ptr<std::atomic<std::atomic<T>*>[]> chunks_;
+  std::atomic<std::atomic<T>*> chunks_[Seg::kMax];
 };
 
-// Byte rows, 256 successor configurations each, in chunks that never move.
+// Byte rows, 256 successor configurations each, in segments that never move.
 class RowStore {
- public:
-  static constexpr int kShift = 8;
-  static constexpr int64_t kChunk = int64_t(1) << kShift;  // rows per chunk (256 KB)
-  static constexpr int64_t kMaxChunks = int64_t(1) << 14;
+  using Seg = Segments<16>;
 
-  RowStore() : chunks_(new std::atomic<int32_t*>[kMaxChunks]) {
-    for (int64_t c = 0; c < kMaxChunks; ++c) chunks_[c].store(nullptr, std::memory_order_relaxed);
+ public:
+  RowStore() {
+    for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
   }
   ~RowStore() {
-    for (int64_t c = 0; c < kMaxChunks; ++c) delete[] chunks_[c].load(std::memory_order_relaxed);
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
   }
+  RowStore(const RowStore&) = delete;
+  RowStore& operator=(const RowStore&) = delete;
+
   const int32_t* at(int64_t slot) const {
-    return chunks_[slot >> kShift].load(std::memory_order_acquire) + (slot & (kChunk - 1)) * 256;
+    const int k = Seg::segment(slot);
+    return chunks_[k].load(std::memory_order_acquire) + Seg::offset(slot, k) * 256;
   }
   // under the owner's lock: a new row, published by the caller storing its slot
   int64_t append(const int32_t* row) {
     const int64_t slot = size_;
-    const int64_t c = slot >> kShift;
-    if (c >= kMaxChunks) throw std::length_error("too many byte rows");
-    int32_t* chunk = chunks_[c].load(std::memory_order_relaxed);
+    const int k = Seg::segment(slot);
+    if (k >= Seg::kMax) throw std::length_error("too many byte rows");
+    int32_t* chunk = chunks_[k].load(std::memory_order_relaxed);
     if (chunk == nullptr) {
-      chunk = new int32_t[kChunk * 256];
-      chunks_[c].store(chunk, std::memory_order_release);
+      chunk = new int32_t[Seg::size(k) * 256];
+      chunks_[k].store(chunk, std::memory_order_release);
     }
-    std::memcpy(chunk + (slot & (kChunk - 1)) * 256, row, 256 * sizeof(int32_t));
+    std::memcpy(chunk + Seg::offset(slot, k) * 256, row, 256 * sizeof(int32_t));
     ++size_;
     return slot;
   }
   int64_t size() const { return size_; }
 
  private:
-  std::unique_ptr<std::atomic<int32_t*>[]> chunks_;
+  std::atomic<int32_t*> chunks_[Seg::kMax];
   int64_t size_ = 0;
 };
 
