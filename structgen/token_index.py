@@ -14,10 +14,13 @@ Two pieces:
   one row copy. Grammars without recursion have finitely many configurations (the DFA
   states); they can be precomputed eagerly with :meth:`TokenIndex.precompute`.
 
-The memo tables only grow and never change an answer once given, so sharing one index
-between matchers of the same compiled grammar is safe, also across threads: every write to
-them happens under one lock, and a lookup that finds an entry needs no lock (entries are
-complete before they are published).
+The configuration engine is native (``structgen._core.ConfigIndex``, src/core/config_index.cpp):
+stacks, configurations, closure, rows, counters, the string-body shortcuts, the trie walk
+(which computes the rows it meets) and the mask memo. A first-visit mask is one native call
+with the GIL released. The memo tables only grow and never change an answer once given, so
+sharing one index between matchers of the same compiled grammar is safe, also across
+threads, and threads fill masks of one index at once: the engine interns under one lock and
+publishes rows and masks so that a lookup that finds one needs no lock.
 
 Shortest completions are known from compile time: :func:`~structgen.automaton.completion_distances`
 gives every rule state its fewest bytes to the rule's end, so each interned stack and
