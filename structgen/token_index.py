@@ -36,9 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core
+from . import _core, counters
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
-from . import counters
 from .counters import CounterRule, check_config_stacks
 from .grammar import CharSet
 from .tokenizer import TokenizerInfo

@@ -10,7 +10,7 @@ natively; tests compare its masks and successor configurations with this one, bi
 from __future__ import annotations
 
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
