@@ -135,6 +135,17 @@ _MULTIBYTE = charset_to_byte_sequences(CharSet(((0x80, 0xD7FF), (0xE000, 0x10FFF
 _MULTIBYTE_RANGES = [[(int(lo), int(hi)) for lo, hi in seq] for seq in _MULTIBYTE]
 
 
+_VOCABS: "weakref.WeakKeyDictionary[TokenTrie, _core.VocabTables]" = weakref.WeakKeyDictionary()
+
+
+def _vocab_tables(trie: TokenTrie) -> _core.VocabTables:
+    """The native per-vocabulary tables of ``trie`` (built once, shared by every grammar's index)."""
+    tables = _VOCABS.get(trie)
+    if tables is None:
+        tables = _VOCABS[trie] = _core.VocabTables(trie, _MULTIBYTE_RANGES)
+    return tables
+
+
 def _guarded(fn, *args):
     """``fn(*args)``, with the native index's stack-limit refusal raised as :class:`LimitError`."""
     try:
@@ -227,8 +238,8 @@ class TokenIndex:
         # index -1 (no edge) -> UNREACHABLE; a counter reads no byte, so only that entry is read
         self._dist_np = [np.array([UNREACHABLE]) if isinstance(r, CounterRule) else np.append(d, UNREACHABLE)
                          for r, d in zip(pda.rules, dists)]
-        self._native = _guarded(_core.ConfigIndex, rules, pda.root, trie, list(info.stop_token_ids), self.words,
-                                _MULTIBYTE_RANGES, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
+        self._native = _guarded(_core.ConfigIndex, rules, pda.root, _vocab_tables(trie), list(info.stop_token_ids),
+                                self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
         self.initial: int = self._native.initial
         # the warm path: one dict lookup per decoding step (the arrays are views of native memory)
         self._masks: dict[int, np.ndarray] = {}
@@ -313,9 +324,9 @@ class TokenIndex:
         m = self._masks.get(cid)
         if m is None:
             self._sync_limit()
-            view = _guarded(self._native.mask, cid)
+            address, view = _guarded(self._native.mask, cid)
             # configurations sharing a mask (counters far from their bounds) share one array
-            m = self._masks[cid] = self._mask_views.setdefault(view.ctypes.data, view)
+            m = self._masks[cid] = self._mask_views.setdefault(address, view)
         return m
 
     def allowed_tokens(self, cid: int) -> np.ndarray:

@@ -242,11 +242,86 @@ struct Plain {
   int64_t longest = 0;                     // the longest plain token
 };
 
+// Everything per vocabulary (token_index.TokenTrie with its PlainSplit): built once per trie
+// and shared by the index of every grammar compiled for it.
+struct Vocab {
+  Trie trie;
+  std::vector<int64_t> dups;  // (canonical, duplicate) pairs, flat
+  std::unique_ptr<Plain> plain;
+  uint8_t used[256] = {0};  // bytes some token contains
+  std::vector<std::vector<std::pair<int, int>>> mb_seqs;  // [lo, end) byte ranges per character shape
+  int64_t max_id = -1;      // the largest token id any table holds
+  int64_t plain_words = -1;  // words of the plain bitmasks
+
+  Vocab(const py::object& t, const py::list& multibyte) {
+    trie.load(t);
+    i64 d = t.attr("dups").cast<i64>();
+    dups.assign(d.data(), d.data() + d.size());
+    note_ids(dups.data(), static_cast<int64_t>(dups.size()));
+    for (int64_t i = 1; i < trie.nodes; ++i) {
+      used[trie.byte[i]] = 1;
+      max_id = std::max<int64_t>(max_id, trie.tok[i]);
+    }
+    py::object p = t.attr("plain");
+    if (!p.is_none()) load_plain(p);
+    for (const auto& seq : multibyte) {
+      std::vector<std::pair<int, int>> ranges;
+      bool usable = true;
+      for (const auto& rg : seq) {
+        auto pr = rg.cast<std::pair<int, int>>();
+        if (pr.first < 0 || pr.second > 255 || pr.first > pr.second) throw std::invalid_argument("bad byte range");
+        bool any = false;
+        for (int b = pr.first; b <= pr.second; ++b) any = any || used[b];
+        usable = usable && any;
+        ranges.emplace_back(pr.first, pr.second + 1);
+      }
+      if (usable) mb_seqs.push_back(std::move(ranges));  // no token holds the others
+    }
+  }
+
+  void note_ids(const int64_t* ids, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (ids[k] < 0) throw std::invalid_argument("negative token id");
+      max_id = std::max(max_id, ids[k]);
+    }
+  }
+
+  void load_plain(const py::object& p) {
+    plain = std::make_unique<Plain>();
+    auto words_of = [&](const py::object& a) {
+      u32 w = a.cast<u32>();
+      if (plain_words >= 0 && w.size() != plain_words) throw std::invalid_argument("plain bitmasks differ in size");
+      plain_words = w.size();
+      return std::vector<uint32_t>(w.data(), w.data() + w.size());
+    };
+    plain->tokens = words_of(p.attr("tokens"));
+    plain->text = words_of(p.attr("text"));
+    plain->rest.load(p.attr("rest"));
+    plain->only.load(p.attr("only"));
+    plain->other.load(p.attr("other"));
+    plain->text_trie.load(p.attr("text_trie"));
+    plain->by_first.load(p.attr("by_first"), p.attr("offsets"));
+    plain->text_by_first.load(p.attr("text_by_first"), p.attr("text_offsets"));
+    plain->by_len.load(p.attr("by_len"), p.attr("len_offsets"));
+    plain->longest = plain->by_len.groups - 1;  // len_offsets has longest + 2 entries
+    if (plain->by_first.groups != 256 || plain->text_by_first.groups != 256 || plain->longest < 0)
+      throw std::invalid_argument("bad plain split offsets");
+    for (const IdRuns* runs : {&plain->by_first, &plain->text_by_first, &plain->by_len}) {
+      for (int64_t g = 0; g < runs->groups; ++g)
+        if (runs->offsets[g] < 0 || runs->offsets[g] > runs->offsets[g + 1]) throw std::invalid_argument("bad offsets");
+      note_ids(runs->ids, runs->offsets[runs->groups]);
+    }
+    for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie})
+      if (sub->max_depth > trie.max_depth) throw std::invalid_argument("a split trie deeper than the vocabulary's");
+  }
+};
+
 class ConfigIndex {
  public:
-  ConfigIndex(const py::list& rules, int32_t root, const py::object& trie, const py::object& stop_ids, int64_t words,
-              const py::list& multibyte, int64_t table_cells, int64_t stack_limit)
-      : words_(words), table_budget_(table_cells), stack_limit_(stack_limit), slot_(-1), masks_(nullptr) {
+  ConfigIndex(const py::list& rules, int32_t root, std::shared_ptr<const Vocab> vocab, const py::object& stop_ids,
+              int64_t words, int64_t table_cells, int64_t stack_limit)
+      : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
+        slot_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     for (const Rule& r : rules_) {
       if (r.counter) {
@@ -263,27 +338,11 @@ class ConfigIndex {
         if (callee >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("call to an unknown rule");
       }
     if (root < 0 || root >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("root out of range");
-    trie_.load(trie);
-    i64 dups = trie.attr("dups").cast<i64>();
-    for (int64_t k = 0; k < dups.size(); ++k) dups_.push_back(dups.data()[k]);
-    for (const auto& s : stop_ids) stop_.push_back(s.cast<int64_t>());
-    check_ids(stop_);
-    check_ids(dups_);
-    for (int64_t i = 1; i < trie_.nodes; ++i) used_[trie_.byte[i]] = 1;
-    py::object plain = trie.attr("plain");
-    if (!plain.is_none()) load_plain(plain);
-    for (const auto& seq : multibyte) {
-      std::vector<std::pair<int, int>> ranges;
-      bool usable = true;
-      for (const auto& rg : seq) {
-        auto pr = rg.cast<std::pair<int, int>>();
-        bool any = false;
-        for (int b = pr.first; b <= pr.second; ++b) any = any || used_[b];
-        usable = usable && any;
-        ranges.emplace_back(pr.first, pr.second + 1);
-      }
-      if (usable) mb_seqs_.push_back(std::move(ranges));  // no token holds the others
-    }
+    for (const auto& t : stop_ids) stop_.push_back(t.cast<int64_t>());
+    for (int64_t t : stop_)
+      if (t < 0 || t >= words_ * 32) throw std::invalid_argument("stop token id beyond the mask");
+    if (V.max_id >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
+    if (V.plain != nullptr && V.plain_words != words_) throw std::invalid_argument("plain bitmasks of the wrong size");
     std::lock_guard<std::recursive_mutex> g(mu_);
     intern_config({}, false);  // DEAD == 0
     const int32_t zeros[256] = {0};
@@ -436,7 +495,7 @@ class ConfigIndex {
 
   // (allowed non-stop canonical tokens, configuration after each): the full trie collected.
   void successors(int32_t cid, std::vector<int32_t>& toks, std::vector<int32_t>& cfgs) {
-    walk(cid, trie_, nullptr, nullptr, &toks, &cfgs);
+    walk(cid, V.trie, nullptr, nullptr, &toks, &cfgs);
   }
 
  private:
@@ -486,38 +545,6 @@ class ConfigIndex {
       throw std::invalid_argument("unknown rule kind " + kind);
     }
     rules_.push_back(std::move(r));
-  }
-
-  void check_ids(const std::vector<int64_t>& ids) const {
-    for (int64_t t : ids)
-      if (t < 0 || t >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
-  }
-
-  void load_plain(const py::object& p) {
-    plain_ = std::make_unique<Plain>();
-    auto words_of = [&](const py::object& a) {
-      u32 w = a.cast<u32>();
-      if (w.size() != words_) throw std::invalid_argument("plain bitmask of the wrong size");
-      return std::vector<uint32_t>(w.data(), w.data() + w.size());
-    };
-    plain_->tokens = words_of(p.attr("tokens"));
-    plain_->text = words_of(p.attr("text"));
-    plain_->rest.load(p.attr("rest"));
-    plain_->only.load(p.attr("only"));
-    plain_->other.load(p.attr("other"));
-    plain_->text_trie.load(p.attr("text_trie"));
-    plain_->by_first.load(p.attr("by_first"), p.attr("offsets"));
-    plain_->text_by_first.load(p.attr("text_by_first"), p.attr("text_offsets"));
-    plain_->by_len.load(p.attr("by_len"), p.attr("len_offsets"));
-    plain_->longest = plain_->by_len.groups - 1;  // len_offsets has longest + 2 entries
-    if (plain_->by_first.groups != 256 || plain_->text_by_first.groups != 256 || plain_->longest < 0)
-      throw std::invalid_argument("bad plain split offsets");
-    for (const IdRuns* runs : {&plain_->by_first, &plain_->text_by_first, &plain_->by_len}) {
-      const int64_t n = runs->offsets[runs->groups];
-      for (int64_t g = 0; g < runs->groups; ++g)
-        if (runs->offsets[g] < 0 || runs->offsets[g] > runs->offsets[g + 1]) throw std::invalid_argument("bad offsets");
-      check_ids(std::vector<int64_t>(runs->ids, runs->ids + n));
-    }
   }
 
   // -- rule tables --------------------------------------------------------------------
@@ -741,7 +768,7 @@ class ConfigIndex {
   // How many items one token can complete at most: its bytes over the item's shortest match.
   int64_t counter_reach(const Rule& c) const {
     const int64_t shortest = std::max<int64_t>(1, dist_at(c.body, 0));
-    return trie_.max_depth / shortest + 1;
+    return V.trie.max_depth / shortest + 1;
   }
 
   static int64_t canonical_count(int64_t k, int64_t lo, int64_t hi, int64_t reach) {
@@ -790,7 +817,7 @@ class ConfigIndex {
   void walk(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
             std::vector<int32_t>* cfgs) {
     if (cid == kDead || t.nodes <= 1) return;
-    std::vector<const int32_t*> row_at(static_cast<size_t>(t.max_depth) + 1);
+    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 1);
     row_at[0] = row(cid);
     const uint8_t* B = t.byte;
     const int32_t* T = t.tok;
@@ -832,13 +859,13 @@ class ConfigIndex {
 
   void compute_mask(int32_t cid, uint32_t* mask) {
     if (cid != kDead) {
-      if (plain_ != nullptr)
+      if (V.plain != nullptr)
         split_walks(cid, mask);
       else
-        walk(cid, trie_, nullptr, mask, nullptr, nullptr);
+        walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
     }
-    for (size_t k = 0; k + 1 < dups_.size(); k += 2) {
-      const int64_t c = dups_[k], d = dups_[k + 1];
+    for (size_t k = 0; k + 1 < V.dups.size(); k += 2) {
+      const int64_t c = V.dups[k], d = V.dups[k + 1];
       if (mask[c >> 5] >> (c & 31) & 1u) mask[d >> 5] |= 1u << (d & 31);
     }
     bool accepting;
@@ -853,7 +880,7 @@ class ConfigIndex {
 
   // Set in `mask` the tokens a string body decides in whole and walk the rest.
   void split_walks(int32_t cid, uint32_t* mask) {
-    const Plain& P = *plain_;
+    const Plain& P = *V.plain;
     const auto& plain = plain_bytes();
     std::vector<int32_t> into(plain.size());
     const int32_t* r = row(cid);
@@ -878,7 +905,7 @@ class ConfigIndex {
     int count = 0;
     for (size_t k = 0; k < plain.size(); ++k) count += good[k] = loops_plain(into[k]);
     if (count < kMinLoopingFirstBytes) {
-      walk(cid, trie_, nullptr, mask, nullptr, nullptr);
+      walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
       return;
     }
     // some first bytes lead into a string body (the first character of a property name
@@ -962,14 +989,14 @@ class ConfigIndex {
     }
     std::vector<int32_t> found;
     bool stop = false;
-    for (const auto& seq : mb_seqs_) {
+    for (const auto& seq : V.mb_seqs) {
       std::vector<int32_t> states{cid};
       for (const auto& rg : seq) {
         std::vector<int32_t> after;
         for (int32_t c : states) {
           const int32_t* r = row(c);
           for (int b = rg.first; b < rg.second; ++b)
-            if (used_[b]) after.push_back(r[b]);
+            if (V.used[b]) after.push_back(r[b]);
         }
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
@@ -1010,12 +1037,9 @@ class ConfigIndex {
 
   std::vector<Rule> rules_;
   bool counted_ = false;
-  Trie trie_;
-  std::vector<int64_t> dups_;  // (canonical, duplicate) pairs, flat
+  std::shared_ptr<const Vocab> vocab_;
+  const Vocab& V;
   std::vector<int64_t> stop_;
-  std::unique_ptr<Plain> plain_;
-  uint8_t used_[256] = {0};  // bytes some token contains
-  std::vector<std::vector<std::pair<int, int>>> mb_seqs_;  // [lo, end) byte ranges per character shape
   const int64_t words_;
   const int64_t table_budget_;
   std::atomic<int64_t> stack_limit_;
@@ -1066,11 +1090,16 @@ void register_config_index(py::module_& m) {
       PyErr_SetObject(stack_limit, py::int_(e.stacks).ptr());
     }
   });
+  py::class_<Vocab, std::shared_ptr<Vocab>>(m, "VocabTables")
+      .def(py::init<const py::object&, const py::list&>(), py::arg("trie"), py::arg("multibyte"));
   py::class_<ConfigIndex>(m, "ConfigIndex")
-      .def(py::init<const py::list&, int32_t, const py::object&, const py::object&, int64_t, const py::list&, int64_t,
-                    int64_t>(),
-           py::arg("rules"), py::arg("root"), py::arg("trie"), py::arg("stop_ids"), py::arg("words"),
-           py::arg("multibyte"), py::arg("table_cells"), py::arg("stack_limit"))
+      .def(py::init([](const py::list& rules, int32_t root, std::shared_ptr<Vocab> vocab, const py::object& stop_ids,
+                       int64_t words, int64_t table_cells, int64_t stack_limit) {
+             if (vocab == nullptr) throw std::invalid_argument("vocab is required");
+             return new ConfigIndex(rules, root, std::move(vocab), stop_ids, words, table_cells, stack_limit);
+           }),
+           py::arg("rules"), py::arg("root"), py::arg("vocab"), py::arg("stop_ids"), py::arg("words"),
+           py::arg("table_cells"), py::arg("stack_limit"))
       .def_property_readonly("initial", &ConfigIndex::initial)
       .def_property_readonly("num_configs", &ConfigIndex::num_configs)
       .def_property_readonly("counted", &ConfigIndex::counted)
@@ -1118,7 +1147,8 @@ void register_config_index(py::module_& m) {
              py::array_t<int32_t> out({static_cast<py::ssize_t>(ix.words())}, {static_cast<py::ssize_t>(4)},
                                       reinterpret_cast<const int32_t*>(m), self);
              py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-             return out;
+             // the address tells configurations sharing one mask (counter classes) apart cheaply
+             return py::make_tuple(reinterpret_cast<uintptr_t>(m), out);
            })
       .def("successors", [](ConfigIndex& ix, int32_t cid) {
         ix.check_cid(cid);
