@@ -6,10 +6,12 @@
 // first-visit masks. Here it is one depth-first pass over a flat trie in preorder: a rejected
 // byte skips its whole subtree with one jump (`end`), and nothing is allocated per node.
 //
-// The configurations themselves (interning, closure, byte rows) stay in Python
-// (structgen/token_index.py). The walk reads their byte rows as a table and stops below any
-// configuration whose row is not computed yet, reporting it as pending; Python computes those
-// rows and resumes the walk from the pending nodes. The GIL is released during the walk.
+// The package's masks come from the configuration engine in config_index.cpp, whose walk
+// computes the rows it meets. `walk` here reads byte rows given as a table and stops below any
+// configuration whose row is not computed yet, reporting it as pending: the Python reference
+// engine (tests/reference_index.py) computes those rows and resumes from the pending nodes.
+// `group_bytes`, `set_runs` and `copy_dups` serve that reference too (`set_bits` also builds
+// the plain-split bitmasks). The GIL is released during the walk.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
