@@ -38,9 +38,9 @@ def reference_mask(index, cid: int) -> np.ndarray:
         live = np.flatnonzero((lens > j) & (states != DEAD))
         if not len(live):
             break
-        for c in np.unique(states[live]).tolist():
-            index._row(c)  # rows are computed on demand; the table may grow
-        states[live] = index._rows[index._slot[states[live]], mat[live, j]]
+        uniq, inv = np.unique(states[live], return_inverse=True)
+        rows = np.stack([index.next_configs(c) for c in uniq.tolist()])  # computed on demand
+        states[live] = rows[inv.reshape(-1), mat[live, j]]
     allowed = np.zeros(index.words * 32, bool)
     allowed[ids[states != DEAD]] = True
     if index.is_accepting(cid):

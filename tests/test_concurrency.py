@@ -105,7 +105,8 @@ def test_shared_grammar_in_threads_gives_sequential_masks(fast_switching):
     assert _run_threads(walk, 16) == []
     # each configuration interned exactly once (a racing intern gives one id to two
     # configurations, or two ids to one; the row table can also outgrow its allocation)
-    assert len(shared.index._config_ids) == shared.index.num_configs
+    stats = shared.index.stats()
+    assert stats["config_keys"] == stats["configs"] == shared.index.num_configs
     alone = GrammarCompiler(info).compile_builtin_json()
     assert alone is not shared
     for i, steps in runs.items():

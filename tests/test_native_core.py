@@ -83,7 +83,7 @@ def test_tokens_exceeding_collects_the_walk(smollm2_info):
     index = compiled.index
     m = GrammarMatcher(compiled)
     assert m.accept_string('{"name":"x')
-    toks, after = index._walk(m.state, index.trie, collect=True)
+    toks, after = index.token_successors(m.state)
     canonical = set(range(len(smollm2_info.token_bytes))) - {int(d) for d in index.trie.dups[:, 1]}
     allowed = set(np.flatnonzero(index.allowed_tokens(m.state)).tolist()) & canonical
     assert sorted(toks.tolist()) == sorted(allowed)

@@ -74,7 +74,7 @@ def test_pattern_b5000_decodes_with_bounded_configurations(compiler):
                 m.fill_next_token_bitmask(bm)
             assert m.accept_token(compiler.tokenizer_info.token_bytes.index(b"b"))
             # the unbounded-counter runs collapse: one stack per item state, not one per b
-            assert len(g.index._configs[m.state][0]) <= 4
+            assert len(g.index.config_stacks(m.state)) <= 4
     assert not m.is_completed() or m.accept_string('"')
     assert m.accept_string('"') and m.is_completed()
     assert not accepts(g, '"' + "b" * 4999 + '"')
@@ -89,7 +89,7 @@ def test_pattern_ab3000_decodes_with_bounded_configurations(compiler):
     m = g.matcher()
     with guard():
         assert m.accept_string('"' + "ab" * 3000)
-    assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
+    assert max(len(g.index.config_stacks(c)) for c in m._history) <= 4
 
 
 def test_end_anchored_run_of_one_class_decodes_with_bounded_configurations(compiler):
@@ -99,7 +99,7 @@ def test_end_anchored_run_of_one_class_decodes_with_bounded_configurations(compi
     m = g.matcher()
     with guard():
         assert m.accept_string('"x' + "b" * 5000)
-    assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
+    assert max(len(g.index.config_stacks(c)) for c in m._history) <= 4
     assert m.accept_string('"') and m.is_completed()
     assert not accepts(g, '"' + "b" * 4999 + '"') and not accepts(g, '"' + "b" * 5000 + 'x"')
     assert accepts(g, '"' + "b" * 5003 + '"') and accepts(g, '"bxb' + "b" * 5000 + '"')
@@ -110,7 +110,7 @@ def test_end_anchored_repeat_of_a_longer_item_decodes_with_bounded_configuration
     m = g.matcher()
     with guard():
         assert m.accept_string('"b' + "ab" * 3000)
-    assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
+    assert max(len(g.index.config_stacks(c)) for c in m._history) <= 4
     assert m.accept_string('"') and m.is_completed()
     assert not accepts(g, '"' + "ab" * 2999 + '"') and not accepts(g, '"' + "ab" * 3000 + 'a"')
 
@@ -129,7 +129,7 @@ def test_config_stack_limit_refuses_and_leaves_the_matcher_usable(compiler, monk
         for _ in range(20):
             m.accept_string("a")
     assert info.value.limit_name == "MAX_CONFIG_STACKS" and info.value.limit == 3
-    assert len(g.index._configs[m.state][0]) <= 3
+    assert len(g.index.config_stacks(m.state)) <= 3
     before, steps = m.state, len(m._history)
     with pytest.raises(LimitError):
         m.accept_string("a")
@@ -162,7 +162,7 @@ def test_nested_counted_repeat_pattern_is_answered(compiler):
     m = g.matcher()
     with guard():
         assert m.accept_string('"' + "abc" * 20_000)  # a million items: counters, not states
-    assert max(len(g.index._configs[c][0]) for c in m._history) <= 4
+    assert max(len(g.index.config_stacks(c)) for c in m._history) <= 4
 
 
 # -- counts that must not unroll ---------------------------------------------------------------

@@ -30,13 +30,15 @@ TEXTS = ['{"name":"hello world, \\"quoted\\" caf\\u00e9 ok naïve 東京 straße
 
 
 def _full_mask(index, full_trie: TokenTrie, cid: int) -> np.ndarray:
+    # token_successors walks the index's whole trie (every token), with no plain/text split
+    assert full_trie.num_nodes == index.trie.num_nodes
     allowed = np.zeros(index.words * 32, bool)
-    toks, _ = index._walk(cid, full_trie, collect=True)
+    toks, _ = index.token_successors(cid)
     allowed[toks] = True
     if len(full_trie.dups):
         allowed[full_trie.dups[:, 1]] |= allowed[full_trie.dups[:, 0]]
     if index.is_accepting(cid):
-        allowed[index._stop] = True
+        allowed[list(index.info.stop_token_ids)] = True
     return np.packbits(allowed, bitorder="little").view("<i4")
 
 
@@ -49,10 +51,10 @@ def _check(compiler: GrammarCompiler, schema: dict, text: str) -> int:
     looping = entering = 0
     for ch in text:
         cid = m.state
-        into = index._row(cid)[PLAIN_BYTES]
+        into = index.next_configs(cid)[PLAIN_BYTES]
         looping += bool((into == cid).all())
         # the first character of a string: every plain byte leads into the looping body
-        entering += bool(into[0] != cid and (into == into[0]).all() and (index._row(int(into[0]))[PLAIN_BYTES] == into[0]).all())
+        entering += bool(into[0] != cid and (into == into[0]).all() and (index.next_configs(int(into[0]))[PLAIN_BYTES] == into[0]).all())
         assert np.array_equal(index.mask(cid), _full_mask(index, full, cid)), (schema, text, ch)
         assert m.accept_string(ch)
     assert np.array_equal(index.mask(m.state), _full_mask(index, full, m.state))
@@ -151,7 +153,7 @@ def _brute_mask(index, info, cid: int) -> np.ndarray:
         if data and index.step_bytes(cid, data) != 0:
             allowed[tid] = True
     if index.is_accepting(cid):
-        allowed[index._stop] = True
+        allowed[list(info.stop_token_ids)] = True
     return np.packbits(allowed, bitorder="little").view("<i4")
 
 
@@ -173,7 +175,7 @@ def test_masks_equal_token_by_token_reference(smollm2_info, case):
 @pytest.mark.parametrize("case", [0, 3])
 def test_rows_without_frame_tables_give_the_same_masks(smollm2_info, monkeypatch, case):
     """Single-frame rows read a per-(rule, parent) table; past its memory budget they group
-    bytes in Python instead. Both must give the same masks (recursion and counters included)."""
+    each distinct target once instead. Both must give the same masks (recursion and counters included)."""
     from structgen.index import token_index
 
     schema = {"$defs": {"node": {"type": "object", "properties": {
@@ -189,7 +191,7 @@ def test_rows_without_frame_tables_give_the_same_masks(smollm2_info, monkeypatch
             out.append(compiled.index.mask(m.state).copy())
             assert m.accept_string(ch)
         out.append(compiled.index.mask(m.state).copy())
-        return out, len(compiled.index._frame_tables)
+        return out, compiled.index.stats()["frame_tables"]
 
     expect, tables = masks()
     assert tables > (1 if case == 0 else 0)  # the table path ran (several parents when recursive)

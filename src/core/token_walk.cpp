@@ -6,10 +6,12 @@
 // first-visit masks. Here it is one depth-first pass over a flat trie in preorder: a rejected
 // byte skips its whole subtree with one jump (`end`), and nothing is allocated per node.
 //
-// The configurations themselves (interning, closure, byte rows) stay in Python
-// (structgen/token_index.py). The walk reads their byte rows as a table and stops below any
-// configuration whose row is not computed yet, reporting it as pending; Python computes those
-// rows and resumes the walk from the pending nodes. The GIL is released during the walk.
+// The package's masks come from the configuration engine in config_index.cpp, whose walk
+// computes the rows it meets. `walk` here reads byte rows given as a table and stops below any
+// configuration whose row is not computed yet, reporting it as pending: the Python reference
+// engine (tests/reference_index.py) computes those rows and resumes from the pending nodes.
+// `group_bytes`, `set_runs` and `copy_dups` serve that reference too (`set_bits` also builds
+// the plain-split bitmasks). The GIL is released during the walk.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -250,11 +252,13 @@ py::tuple group_bytes(const i32& targets) {
 
 }  // namespace
 
-void register_automaton(py::module_& m);  // src/core/automaton.cpp
+void register_automaton(py::module_& m);     // src/core/automaton.cpp
+void register_config_index(py::module_& m);  // src/core/config_index.cpp
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "structgen's native core: rule DFAs (src/core/automaton.cpp), the vocabulary trie and the mask walk";
+  m.doc() = "structgen's native core: rule DFAs (src/core/automaton.cpp), the configuration index (src/core/config_index.cpp), the vocabulary trie and the mask walk";
   register_automaton(m);
+  register_config_index(m);
   m.def("build_trie", &build_trie, py::arg("flat"), py::arg("offsets"), py::arg("ids"));
   m.def("walk", &walk, py::arg("byte"), py::arg("tok"), py::arg("depth"), py::arg("end"), py::arg("rows"),
         py::arg("slot"), py::arg("starts"), py::arg("start_cfgs"), py::arg("first_bytes"), py::arg("mask").noconvert(),

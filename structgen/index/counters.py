@@ -10,9 +10,14 @@ return state, and costs nothing until the output gets there.
 
 Masks stay shared: a token of at most ``L`` bytes completes at most ``L / m`` items (``m`` the
 item's shortest match), so two counter values that are both that far from ``lo`` and ``hi``
-allow exactly the same tokens. :func:`canonical_count` maps a counter to a representative of
-its class; the token index memoises masks by the canonical configuration, so a string of
-100,000 characters needs a few hundred distinct masks at most, not 100,000.
+allow exactly the same tokens. The token index (natively, src/core/config_index.cpp) maps each
+counter to a representative of its class and memoises masks by the canonical configuration,
+so a string of 100,000 characters needs a few hundred distinct masks at most, not 100,000.
+
+A counted repeat that can restart while an earlier run is still counting keeps one stack per
+run; the index drops every stack another one subsumes (two stacks that differ only in the
+value of one unbounded counter frame: the larger count accepts every continuation the
+smaller does), so runs of ``b{5000,}`` started at each of 5,000 positions stay one stack.
 """
 from __future__ import annotations
 
@@ -25,8 +30,7 @@ from ..grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
 from ..errors import LimitError
 from ..regex.parser import parse_regex
 
-__all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "canonical_count", "check_config_stacks", "lift_counters",
-           "prune_subsumed"]
+__all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "check_config_stacks", "lift_counters"]
 
 COUNT_THRESHOLD = 64
 """Repeats whose bound (``max``, or ``min`` when unbounded) exceeds this become counters.
@@ -103,64 +107,12 @@ class _Rows(_View):
         super().__init__(lambda k: _NO_BYTES, n)
 
 
-def canonical_count(k: int, lo: int, hi: int | None, reach: int) -> int:
-    """A representative of counter value ``k``: the same for every value from which at most
-    ``reach`` more items cannot tell ``lo`` or ``hi`` apart (exact near either bound)."""
-    if hi is not None and hi - k <= reach:
-        return k
-    if k >= lo:
-        return lo  # past lo and far from hi (or unbounded: saturated at lo already)
-    if lo - k <= reach:
-        return k
-    return lo - reach - 1
-
-
 MAX_CONFIG_STACKS = 512
 """Stacks one parser configuration may hold. A counted repeat that can start again while an
 earlier run of it is still counting (``b{5000}$`` after an unanchored start: a run may begin
 at every ``b``) keeps one stack per run, and each byte then costs time in their number; past
 this limit the token index raises :class:`~structgen.errors.LimitError` (reaching it costs
 about a second: each step walks every stack)."""
-
-_PRUNE_DEPTH = 8  # frames looked through above a counter: deeper stacks are left unpruned
-
-
-def prune_subsumed(tops: set[int], stacks: list[tuple[int, int, int]], counters: Mapping[int, CounterRule]) -> set[int]:
-    """``tops`` without the stacks another one of them subsumes (the same language, or less).
-
-    Two stacks that differ only in the value of one *unbounded* counter frame (same frames
-    above it, same parent below): from count ``k`` the rest is ``item{max(lo - k, 0),}``
-    then the parent, which grows with ``k``; so the one with the larger count accepts every
-    continuation the other does, and the other can go. Exact: the configuration accepts the
-    same strings and allows the same tokens. Runs of ``b{5000,}`` started at each of 5,000
-    positions collapse to one stack instead of 5,000.
-
-    ``stacks`` maps a stack id to its frame ``(rule, state, parent stack id or -1)``.
-    """
-    best: dict[tuple, tuple[int, int]] = {}
-    keep: set[int] = set()
-    for sid in tops:
-        above: list[tuple[int, int]] = []
-        r, s, p = stacks[sid]
-        while True:
-            if p < 0 or len(above) >= _PRUNE_DEPTH:
-                keep.add(sid)
-                break
-            pr, ps, pp = stacks[p]
-            c = counters.get(pr)
-            above.append((r, s))
-            if c is not None and c.hi is None:
-                key = (tuple(above), pr, pp)
-                prev = best.get(key)
-                if prev is None or ps > prev[0]:
-                    if prev is not None:
-                        keep.discard(prev[1])
-                    best[key] = (ps, sid)
-                    keep.add(sid)
-                break
-            r, s, p = pr, ps, pp
-    return keep
-
 
 def check_config_stacks(n: int) -> None:
     """Raise :class:`~structgen.errors.LimitError` for a configuration of ``n`` stacks past

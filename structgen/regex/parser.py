@@ -554,7 +554,7 @@ def _open_ended(e: Expr) -> Expr:
     Exact there: ``X{n,m}.*`` and ``X{n,}.*`` match the same strings (more items are part of
     the ``.*``). It matters for cost: an unbounded counter's runs started at different
     positions subsume one another (the one furthest along wins, see
-    :func:`structgen.index.counters.prune_subsumed`), so ``b{5000}`` unanchored keeps one run alive
+    :mod:`structgen.index.counters`), so ``b{5000}`` unanchored keeps one run alive
     instead of one per ``b`` read."""
     if isinstance(e, Repeat) and e.max is not None and e.min >= 1:
         return Repeat(e.item, e.min, None)

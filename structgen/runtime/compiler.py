@@ -80,7 +80,7 @@ class CompiledGrammar:
     """Matchers keep member names distinct per object (``Grammar.free_names``)."""
 
     def matcher(self, **kwargs: Any):
-        """A new :class:`~structgen.matcher.GrammarMatcher` for this grammar."""
+        """A new :class:`~structgen.runtime.matcher.GrammarMatcher` for this grammar."""
         return GrammarMatcher(self, **kwargs)
 
 

@@ -50,7 +50,7 @@ class GrammarMatcher:
     def reset(self) -> None:
         """Back to the start of the grammar."""
         self._history: list[int] = [self._index.initial]
-        # Grammars with free member names (see structgen.names) also track the names written
+        # Grammars with free member names (see structgen.runtime.names) also track the names written
         # in each open object, one entry per history entry; None (no work at all) otherwise.
         self._names: list[NameState] | None = [INITIAL] if self.compiled.free_names else None
         self._terminated = False
@@ -138,7 +138,7 @@ class GrammarMatcher:
             self._clear_names(row.view(np.uint32))
 
     def _clear_names(self, row: np.ndarray) -> None:
-        """Clear the tokens that would repeat a member name, or trap one (structgen.names)."""
+        """Clear the tokens that would repeat a member name, or trap one (structgen.runtime.names)."""
         clear_names(self._names[-1], row, self.compiled.tokenizer_info, self._index, self._history[-1])
 
     def _stop_mask(self) -> np.ndarray:

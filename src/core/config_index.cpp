@@ -1,0 +1,1162 @@
+// structgen._core.ConfigIndex: the configuration engine behind structgen.index.token_index.TokenIndex.
+//
+// A configuration is the set of parser stacks possible after the text so far (stack = linked
+// frames (rule, state, parent stack)); configurations are interned as small integers and
+// determinised lazily: each one's byte row (256 successor configurations) is computed on first
+// use, and its allowed-token bitmask is one walk over the vocabulary trie through those rows.
+//
+// Why native: the first mask of a configuration walks every token prefix the grammar allows,
+// and most configurations met on that walk are new, so their rows (closure over calls and
+// returns, interning) are computed during it. Computing them here, inside the walk, keeps the
+// whole first-visit mask in one native call with the GIL released.
+//
+// Threads: every table only grows and never changes an answer once given. Mutations happen
+// under one (recursive) mutex. The walk reads rows without the lock: a configuration's row
+// slot and its mask pointer are atomics in chunked tables whose chunks never move, published
+// (release) only after the row or mask behind them is complete. So several threads compute
+// masks of one index at once, meeting only where one of them computes a missing row.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+using u8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+using i32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+using i64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using u32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+
+constexpr int32_t kDead = 0;                      // token_index.DEAD
+constexpr int64_t kUnreachable = int64_t(1) << 60;  // automaton.UNREACHABLE
+constexpr int32_t kNone = -1;                     // "no single target" (Python's None)
+constexpr int32_t kNoChars = -2;                  // no token holds a character from U+0080 up
+constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
+constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
+
+// Printable ASCII but '"' and '\\': the bytes a JSON string body takes literally (token_index.PLAIN_BYTES).
+const std::vector<uint8_t>& plain_bytes() {
+  static const std::vector<uint8_t> bytes = [] {
+    std::vector<uint8_t> v;
+    for (int b = 0x20; b < 0x7F; ++b)
+      if (b != 0x22 && b != 0x5C) v.push_back(static_cast<uint8_t>(b));
+    return v;
+  }();
+  return bytes;
+}
+
+// A configuration would hold more stacks than the limit (translated to Python, which raises
+// structgen's LimitError with the limit's name).
+struct StackLimitExceeded {
+  int64_t stacks;
+};
+
+// Segments of geometrically growing size: segment k holds kBase << k entries, so 40 segment
+// pointers cover any table and a small index allocates little (the first segment only).
+template <int64_t kBase>
+struct Segments {
+  static constexpr int kMax = 40;
+  static int segment(int64_t i) { return 63 - __builtin_clzll(static_cast<uint64_t>(i / kBase + 1)); }
+  static int64_t offset(int64_t i, int k) { return i - kBase * ((int64_t(1) << k) - 1); }
+  static int64_t size(int k) { return kBase << k; }
+};
+
+// Append-only table of atomics with stable addresses: readers need no lock.
+template <class T>
+class AtomicTable {
+  using Seg = Segments<1024>;
+
+ public:
+  explicit AtomicTable(T init) : init_(init) {
+    for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
+  }
+  ~AtomicTable() {
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+  }
+  AtomicTable(const AtomicTable&) = delete;
+  AtomicTable& operator=(const AtomicTable&) = delete;
+
+  T load(int64_t i) const {
+    const int k = Seg::segment(i);
+    const std::atomic<T>* chunk = chunks_[k].load(std::memory_order_acquire);
+    return chunk == nullptr ? init_ : chunk[Seg::offset(i, k)].load(std::memory_order_acquire);
+  }
+  // under the owner's lock
+  void store(int64_t i, T v) {
+    ensure(i);
+    const int k = Seg::segment(i);
+    chunks_[k].load(std::memory_order_relaxed)[Seg::offset(i, k)].store(v, std::memory_order_release);
+  }
+  void ensure(int64_t i) {
+    const int k = Seg::segment(i);
+    if (k >= Seg::kMax) throw std::length_error("too many parser configurations");
+    if (chunks_[k].load(std::memory_order_relaxed) == nullptr) {
+      auto* chunk = new std::atomic<T>[Seg::size(k)];
+      for (int64_t j = 0; j < Seg::size(k); ++j) chunk[j].store(init_, std::memory_order_relaxed);
+      chunks_[k].store(chunk, std::memory_order_release);
+    }
+  }
+
+ private:
+  T init_;
+  std::atomic<std::atomic<T>*> chunks_[Seg::kMax];
+};
+
+// Byte rows, 256 successor configurations each, in segments that never move.
+class RowStore {
+  using Seg = Segments<16>;
+
+ public:
+  RowStore() {
+    for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
+  }
+  ~RowStore() {
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+  }
+  RowStore(const RowStore&) = delete;
+  RowStore& operator=(const RowStore&) = delete;
+
+  const int32_t* at(int64_t slot) const {
+    const int k = Seg::segment(slot);
+    return chunks_[k].load(std::memory_order_acquire) + Seg::offset(slot, k) * 256;
+  }
+  // under the owner's lock: a new row, published by the caller storing its slot
+  int64_t append(const int32_t* row) {
+    const int64_t slot = size_;
+    const int k = Seg::segment(slot);
+    if (k >= Seg::kMax) throw std::length_error("too many byte rows");
+    int32_t* chunk = chunks_[k].load(std::memory_order_relaxed);
+    if (chunk == nullptr) {
+      chunk = new int32_t[Seg::size(k) * 256];
+      chunks_[k].store(chunk, std::memory_order_release);
+    }
+    std::memcpy(chunk + Seg::offset(slot, k) * 256, row, 256 * sizeof(int32_t));
+    ++size_;
+    return slot;
+  }
+  int64_t size() const { return size_; }
+
+ private:
+  std::atomic<int32_t*> chunks_[Seg::kMax];
+  int64_t size_ = 0;
+};
+
+struct Frame {  // s: a DFA state, or a counter's value (bounds up to 10**12 and more)
+  int32_t r;
+  int64_t s;
+  int32_t p;
+  bool operator==(const Frame& o) const { return r == o.r && s == o.s && p == o.p; }
+};
+struct FrameHash {
+  size_t operator()(const Frame& f) const {
+    uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(f.r)) << 32) ^ static_cast<uint64_t>(f.s);
+    h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint32_t>(f.p);
+    return static_cast<size_t>(h * 0xBF58476D1CE4E5B9ull ^ (h >> 29));
+  }
+};
+struct VecHash {
+  template <class T>
+  size_t operator()(const std::vector<T>& v) const {
+    uint64_t h = 0xCBF29CE484222325ull ^ v.size();
+    for (T x : v) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
+};
+
+// One rule of the pushdown automaton: a DFA, or a counter (virtual states 0..top that read no
+// byte: state k calls the item and returns to k + 1, and may end once k >= lo).
+struct Rule {
+  bool counter = false;
+  int32_t num_states = 0;
+  py::array trans_ref;  // keeps the DFA's (n, 256) table alive
+  const int32_t* trans = nullptr;
+  std::vector<uint8_t> final, has_bytes;
+  std::vector<int32_t> call_off;  // calls of state s: call_data[2 * call_off[s] ..]
+  std::vector<int32_t> call_data;
+  std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end
+  int32_t body = -1;
+  int64_t lo = 0, hi = -1;  // counter; hi -1: unbounded
+  int64_t item_min = kUnreachable;
+};
+
+// A vocabulary trie in preorder (token_index.TokenTrie): per node its last byte, token (-1:
+// none), depth and end (one past its subtree).
+struct Trie {
+  py::object refs;
+  const uint8_t* byte = nullptr;
+  const int32_t* tok = nullptr;
+  const int32_t* depth = nullptr;
+  const int32_t* end = nullptr;
+  int64_t nodes = 0;
+  int32_t max_depth = 0;
+
+  void load(const py::object& t) {
+    u8 b = t.attr("byte").cast<u8>();
+    i32 k = t.attr("tok").cast<i32>(), d = t.attr("depth").cast<i32>(), e = t.attr("end").cast<i32>();
+    nodes = b.shape(0);
+    if (k.shape(0) != nodes || d.shape(0) != nodes || e.shape(0) != nodes)
+      throw std::invalid_argument("trie arrays differ in length");
+    refs = py::make_tuple(b, k, d, e);
+    byte = b.data();
+    tok = k.data();
+    depth = d.data();
+    end = e.data();
+    for (int64_t i = 0; i < nodes; ++i) max_depth = std::max(max_depth, depth[i]);
+  }
+};
+
+struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
+  py::object refs;
+  const int64_t* ids = nullptr;
+  const int64_t* offsets = nullptr;
+  int64_t groups = 0;
+
+  void load(const py::object& id_arr, const py::object& off_arr) {
+    i64 i = id_arr.cast<i64>(), o = off_arr.cast<i64>();
+    refs = py::make_tuple(i, o);
+    ids = i.data();
+    offsets = o.data();
+    groups = o.shape(0) - 1;
+  }
+};
+
+// token_index.PlainSplit: the vocabulary split at the plain bytes, built once per tokenizer.
+struct Plain {
+  std::vector<uint32_t> tokens, text;
+  Trie rest, only, other, text_trie;
+  IdRuns by_first, text_by_first, by_len;  // by_len: ids sorted by length, offsets per length
+  int64_t longest = 0;                     // the longest plain token
+};
+
+// Everything per vocabulary (token_index.TokenTrie with its PlainSplit): built once per trie
+// and shared by the index of every grammar compiled for it.
+struct Vocab {
+  Trie trie;
+  std::vector<int64_t> dups;  // (canonical, duplicate) pairs, flat
+  std::unique_ptr<Plain> plain;
+  uint8_t used[256] = {0};  // bytes some token contains
+  std::vector<std::vector<std::pair<int, int>>> mb_seqs;  // [lo, end) byte ranges per character shape
+  int64_t max_id = -1;      // the largest token id any table holds
+  int64_t plain_words = -1;  // words of the plain bitmasks
+
+  Vocab(const py::object& t, const py::list& multibyte) {
+    trie.load(t);
+    i64 d = t.attr("dups").cast<i64>();
+    dups.assign(d.data(), d.data() + d.size());
+    note_ids(dups.data(), static_cast<int64_t>(dups.size()));
+    for (int64_t i = 1; i < trie.nodes; ++i) {
+      used[trie.byte[i]] = 1;
+      max_id = std::max<int64_t>(max_id, trie.tok[i]);
+    }
+    py::object p = t.attr("plain");
+    if (!p.is_none()) load_plain(p);
+    for (const auto& seq : multibyte) {
+      std::vector<std::pair<int, int>> ranges;
+      bool usable = true;
+      for (const auto& rg : seq) {
+        auto pr = rg.cast<std::pair<int, int>>();
+        if (pr.first < 0 || pr.second > 255 || pr.first > pr.second) throw std::invalid_argument("bad byte range");
+        bool any = false;
+        for (int b = pr.first; b <= pr.second; ++b) any = any || used[b];
+        usable = usable && any;
+        ranges.emplace_back(pr.first, pr.second + 1);
+      }
+      if (usable) mb_seqs.push_back(std::move(ranges));  // no token holds the others
+    }
+  }
+
+  void note_ids(const int64_t* ids, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (ids[k] < 0) throw std::invalid_argument("negative token id");
+      max_id = std::max(max_id, ids[k]);
+    }
+  }
+
+  void load_plain(const py::object& p) {
+    plain = std::make_unique<Plain>();
+    auto words_of = [&](const py::object& a) {
+      u32 w = a.cast<u32>();
+      if (plain_words >= 0 && w.size() != plain_words) throw std::invalid_argument("plain bitmasks differ in size");
+      plain_words = w.size();
+      return std::vector<uint32_t>(w.data(), w.data() + w.size());
+    };
+    plain->tokens = words_of(p.attr("tokens"));
+    plain->text = words_of(p.attr("text"));
+    plain->rest.load(p.attr("rest"));
+    plain->only.load(p.attr("only"));
+    plain->other.load(p.attr("other"));
+    plain->text_trie.load(p.attr("text_trie"));
+    plain->by_first.load(p.attr("by_first"), p.attr("offsets"));
+    plain->text_by_first.load(p.attr("text_by_first"), p.attr("text_offsets"));
+    plain->by_len.load(p.attr("by_len"), p.attr("len_offsets"));
+    plain->longest = plain->by_len.groups - 1;  // len_offsets has longest + 2 entries
+    if (plain->by_first.groups != 256 || plain->text_by_first.groups != 256 || plain->longest < 0)
+      throw std::invalid_argument("bad plain split offsets");
+    for (const IdRuns* runs : {&plain->by_first, &plain->text_by_first, &plain->by_len}) {
+      for (int64_t g = 0; g < runs->groups; ++g)
+        if (runs->offsets[g] < 0 || runs->offsets[g] > runs->offsets[g + 1]) throw std::invalid_argument("bad offsets");
+      note_ids(runs->ids, runs->offsets[runs->groups]);
+    }
+    for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie})
+      if (sub->max_depth > trie.max_depth) throw std::invalid_argument("a split trie deeper than the vocabulary's");
+  }
+};
+
+class ConfigIndex {
+ public:
+  ConfigIndex(const py::list& rules, int32_t root, std::shared_ptr<const Vocab> vocab, const py::object& stop_ids,
+              int64_t words, int64_t table_cells, int64_t stack_limit)
+      : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
+        slot_(-1), masks_(nullptr) {
+    for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
+    for (const Rule& r : rules_) {
+      if (r.counter) {
+        counted_ = true;
+        if (r.body < 0 || r.body >= static_cast<int32_t>(rules_.size()) || rules_[r.body].counter)
+          throw std::invalid_argument("a counter's item must be a DFA rule");
+      }
+      for (int32_t x : r.call_data)
+        if (x < 0) throw std::invalid_argument("negative call entry");
+    }
+    for (size_t r = 0; r < rules_.size(); ++r)
+      for (size_t k = 0; k < rules_[r].call_data.size(); k += 2) {
+        const int32_t callee = rules_[r].call_data[k];
+        if (callee >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("call to an unknown rule");
+      }
+    if (root < 0 || root >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("root out of range");
+    for (const auto& t : stop_ids) stop_.push_back(t.cast<int64_t>());
+    for (int64_t t : stop_)
+      if (t < 0 || t >= words_ * 32) throw std::invalid_argument("stop token id beyond the mask");
+    if (V.max_id >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
+    if (V.plain != nullptr && V.plain_words != words_) throw std::invalid_argument("plain bitmasks of the wrong size");
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    intern_config({}, false);  // DEAD == 0
+    const int32_t zeros[256] = {0};
+    slot_.store(kDead, rows_.append(zeros));  // all-zero row: dead stays dead
+    initial_ = close({{root, 0, -1}});
+  }
+
+  // -- accessors (Python) -------------------------------------------------------------
+
+  int32_t initial() const { return initial_; }
+  int64_t num_configs() const { return num_configs_.load(std::memory_order_acquire); }
+  int64_t words() const { return words_; }
+  bool counted() const { return counted_; }
+
+  void check_cid(int64_t cid) const {
+    if (cid < 0 || cid >= num_configs()) throw py::index_error("configuration id out of range");
+  }
+  bool is_accepting(int32_t cid) {
+    check_cid(cid);
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    return accepting_[cid] != 0;
+  }
+  int64_t config_dist(int32_t cid) {
+    check_cid(cid);
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    return config_dist_[cid];
+  }
+  i64 config_dists(const i64& cids) {
+    i64 out(cids.size());
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    for (int64_t k = 0; k < cids.size(); ++k) {
+      const int64_t c = cids.data()[k];
+      if (c < 0 || c >= static_cast<int64_t>(config_dist_.size())) throw py::index_error("configuration id out of range");
+      out.mutable_data()[k] = config_dist_[c];
+    }
+    return out;
+  }
+  py::tuple config_stacks(int32_t cid) {
+    check_cid(cid);
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    const auto& st = configs_[cid];
+    py::tuple out(st.size());
+    for (size_t k = 0; k < st.size(); ++k) out[k] = st[k];
+    return out;
+  }
+  py::tuple stack(int32_t sid) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    if (sid < 0 || sid >= static_cast<int32_t>(stacks_.size())) throw py::index_error("stack id out of range");
+    const Frame& f = stacks_[sid];
+    return py::make_tuple(f.r, f.s, f.p);
+  }
+  int64_t stack_dist(int32_t sid) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    if (sid < 0 || sid >= static_cast<int32_t>(stacks_.size())) throw py::index_error("stack id out of range");
+    return stack_dist_[sid];
+  }
+  py::dict stats() {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    py::dict d;
+    d["configs"] = configs_.size();
+    d["config_keys"] = config_ids_.size();
+    d["stacks"] = stacks_.size();
+    d["rows"] = rows_.size();
+    d["frame_tables"] = frame_tables_.size();
+    d["table_cells"] = table_cells_;
+    d["masks"] = mask_store_.size();
+    return d;
+  }
+  void set_stack_limit(int64_t n) { stack_limit_.store(n, std::memory_order_relaxed); }
+
+  // -- rows and steps (GIL released by the bindings) ---------------------------------------
+
+  // The byte row of `cid`, computed if needed.
+  const int32_t* row(int32_t cid) {
+    const int32_t s = slot_.load(cid);
+    if (s >= 0) return rows_.at(s);
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    int32_t again = slot_.load(cid);  // another thread may have computed it meanwhile
+    if (again < 0) again = compute_row_locked(cid);
+    return rows_.at(again);
+  }
+  bool has_row(int32_t cid) const { return slot_.load(cid) >= 0; }
+
+  // The configuration after byte `b` alone, without computing the whole row: each counter
+  // value is a configuration of its own, and whole rows would create every byte's successor.
+  int32_t step_one(int32_t cid, int b) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    const int64_t key = static_cast<int64_t>(cid) * 256 + b;
+    auto it = single_.find(key);
+    if (it != single_.end()) return it->second;
+    std::vector<Frame> raw;
+    for (int32_t sid : configs_[cid]) {
+      const Frame f = stacks_[sid];
+      const int32_t t = rules_[f.r].trans[f.s * 256 + b];
+      if (t >= 0) raw.push_back({f.r, t, f.p});
+    }
+    const int32_t nxt = raw.empty() ? kDead : close_memo(raw);
+    single_.emplace(key, nxt);
+    return nxt;
+  }
+
+  int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t s = slot_.load(cid);
+      if (s >= 0)
+        cid = rows_.at(s)[data[k]];
+      else if (counted_)
+        cid = step_one(cid, data[k]);
+      else
+        cid = row(cid)[data[k]];
+      if (cid == kDead) return kDead;
+    }
+    return cid;
+  }
+
+  // -- masks --------------------------------------------------------------------------
+
+  // The packed allowed-token bitmask of `cid` (words_ uint32), computed on first use.
+  const uint32_t* mask(int32_t cid) {
+    const uint32_t* hit = masks_.load(cid);
+    if (hit != nullptr) return hit;
+    std::vector<int32_t> canon;
+    if (counted_) {
+      canon = canonical_config(cid);
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      auto it = mask_by_canon_.find(canon);
+      if (it != mask_by_canon_.end()) {
+        masks_.store(cid, it->second);
+        return it->second;
+      }
+    }
+    std::unique_ptr<uint32_t[]> buf(new uint32_t[words_]());
+    compute_mask(cid, buf.get());  // no lock held: other threads walk meanwhile
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    hit = masks_.load(cid);
+    if (hit != nullptr) return hit;  // another thread finished first: same bits
+    if (counted_) {
+      auto it = mask_by_canon_.find(canon);
+      if (it != mask_by_canon_.end()) {
+        masks_.store(cid, it->second);
+        return it->second;
+      }
+    }
+    mask_store_.push_back(std::move(buf));
+    const uint32_t* out = mask_store_.back().get();
+    if (counted_) mask_by_canon_.emplace(std::move(canon), out);
+    masks_.store(cid, out);
+    return out;
+  }
+
+  // (allowed non-stop canonical tokens, configuration after each): the full trie collected.
+  void successors(int32_t cid, std::vector<int32_t>& toks, std::vector<int32_t>& cfgs) {
+    walk(cid, V.trie, nullptr, nullptr, &toks, &cfgs);
+  }
+
+ private:
+  // -- construction -------------------------------------------------------------------
+
+  void load_rule(const py::tuple& d) {
+    Rule r;
+    const std::string kind = d[0].cast<std::string>();
+    if (kind == "counter") {
+      r.counter = true;
+      r.body = d[1].cast<int32_t>();
+      r.lo = d[2].cast<int64_t>();
+      r.hi = d[3].cast<int64_t>();
+      r.item_min = d[4].cast<int64_t>();
+      if (r.lo < 0 || (r.hi >= 0 && r.hi < r.lo)) throw std::invalid_argument("bad counter bounds");
+      r.num_states = 0;  // virtual: never a stack top, never a frame table
+    } else if (kind == "dfa") {
+      i32 trans = d[1].cast<i32>();
+      u8 fin = d[2].cast<u8>();
+      py::sequence calls = d[3].cast<py::sequence>();
+      i64 dist = d[4].cast<i64>();
+      if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
+      r.num_states = static_cast<int32_t>(trans.shape(0));
+      if (fin.shape(0) != r.num_states || dist.shape(0) != r.num_states ||
+          static_cast<int32_t>(py::len(calls)) != r.num_states)
+        throw std::invalid_argument("rule tables differ in length");
+      r.trans_ref = trans;
+      r.trans = trans.data();
+      for (int64_t k = 0; k < static_cast<int64_t>(r.num_states) * 256; ++k)
+        if (r.trans[k] < -1 || r.trans[k] >= r.num_states) throw std::invalid_argument("transition out of range");
+      r.final.assign(fin.data(), fin.data() + r.num_states);
+      r.dist.assign(dist.data(), dist.data() + r.num_states);
+      r.has_bytes.assign(r.num_states, 0);
+      for (int32_t s = 0; s < r.num_states; ++s)
+        for (int b = 0; b < 256 && !r.has_bytes[s]; ++b) r.has_bytes[s] = r.trans[s * 256 + b] >= 0;
+      r.call_off.push_back(0);
+      for (const auto& st : calls) {
+        for (const auto& c : st) {
+          auto pr = c.cast<std::pair<int32_t, int32_t>>();
+          if (pr.second < 0 || pr.second >= r.num_states) throw std::invalid_argument("return state out of range");
+          r.call_data.push_back(pr.first);
+          r.call_data.push_back(pr.second);
+        }
+        r.call_off.push_back(static_cast<int32_t>(r.call_data.size() / 2));
+      }
+    } else {
+      throw std::invalid_argument("unknown rule kind " + kind);
+    }
+    rules_.push_back(std::move(r));
+  }
+
+  // -- rule tables --------------------------------------------------------------------
+
+  bool final_at(int32_t r, int64_t s) const {
+    const Rule& R = rules_[r];
+    return R.counter ? s >= R.lo : R.final[s] != 0;
+  }
+  int64_t dist_at(int32_t r, int64_t s) const {
+    const Rule& R = rules_[r];
+    if (!R.counter) return R.dist[s];
+    const int64_t left = R.lo - s;
+    if (left <= 0) return 0;
+    if (R.item_min >= kUnreachable || R.item_min > kUnreachable / left) return kUnreachable;
+    return std::min(left * R.item_min, kUnreachable);
+  }
+
+  // -- interning (under the lock) -----------------------------------------------------
+
+  int32_t stack_id(const Frame& f) {
+    auto it = stack_ids_.find(f);
+    if (it != stack_ids_.end()) return it->second;
+    // the parent frame is always interned first, so its distance is known
+    int64_t d = dist_at(f.r, f.s) + (f.p >= 0 ? stack_dist_[f.p] : 0);
+    const auto sid = static_cast<int32_t>(stacks_.size());
+    stacks_.push_back(f);
+    stack_dist_.push_back(std::min(d, kUnreachable));
+    stack_ids_.emplace(f, sid);
+    return sid;
+  }
+
+  int32_t intern_config(std::vector<int32_t> stacks, bool accepting) {
+    std::vector<int32_t> key = stacks;
+    key.push_back(accepting ? 1 : 0);
+    auto it = config_ids_.find(key);
+    if (it != config_ids_.end()) return it->second;
+    const auto cid = static_cast<int32_t>(configs_.size());
+    int64_t d = kUnreachable;
+    if (accepting)
+      d = 0;
+    else
+      for (int32_t sid : stacks) d = std::min(d, stack_dist_[sid]);
+    slot_.ensure(cid);
+    masks_.ensure(cid);
+    configs_.push_back(std::move(stacks));
+    accepting_.push_back(accepting ? 1 : 0);
+    config_dist_.push_back(d);
+    config_ids_.emplace(std::move(key), cid);
+    num_configs_.store(cid + 1, std::memory_order_release);  // published last
+    return cid;
+  }
+
+  // Expand calls and returns until every stack top can read a byte (or has ended).
+  int32_t close(const std::vector<Frame>& raw) {
+    std::unordered_set<Frame, FrameHash> seen;
+    std::vector<int32_t> tops;
+    bool accepting = false;
+    std::vector<Frame> work(raw);
+    while (!work.empty()) {
+      const Frame f = work.back();
+      work.pop_back();
+      if (!seen.insert(f).second) continue;
+      const Rule& R = rules_[f.r];
+      if (!R.counter && R.has_bytes[f.s]) tops.push_back(stack_id(f));
+      if (final_at(f.r, f.s)) {
+        if (f.p < 0)
+          accepting = true;
+        else
+          work.push_back(stacks_[f.p]);
+      }
+      if (R.counter) {
+        if (R.hi < 0)
+          work.push_back({R.body, 0, stack_id({f.r, std::min(f.s + 1, R.lo), f.p})});
+        else if (f.s < R.hi)
+          work.push_back({R.body, 0, stack_id({f.r, f.s + 1, f.p})});
+      } else {
+        for (int32_t k = R.call_off[f.s]; k < R.call_off[f.s + 1]; ++k)
+          work.push_back({R.call_data[2 * k], 0, stack_id({f.r, R.call_data[2 * k + 1], f.p})});
+      }
+    }
+    std::sort(tops.begin(), tops.end());
+    tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
+    if (counted_ && tops.size() > 1) {  // bounded stacks per configuration
+      prune_subsumed(tops);
+      const auto n = static_cast<int64_t>(tops.size());
+      if (n > stack_limit_.load(std::memory_order_relaxed)) throw StackLimitExceeded{n};
+    }
+    return intern_config(std::move(tops), accepting);
+  }
+
+  // The same raw frames always close to the same configuration.
+  int32_t close_memo(const std::vector<Frame>& raw) {
+    std::vector<int64_t> key;
+    key.reserve(raw.size() * 3);
+    for (const Frame& f : raw) {
+      key.push_back(f.r);
+      key.push_back(f.s);
+      key.push_back(f.p);
+    }
+    auto it = closed_.find(key);
+    if (it != closed_.end()) return it->second;
+    const int32_t cid = close(raw);
+    closed_.emplace(std::move(key), cid);
+    return cid;
+  }
+
+  // counters.prune_subsumed: drop stacks that differ from another only in a smaller value of
+  // one unbounded counter frame (same frames above it, same parent below): the larger count
+  // accepts every continuation the smaller does.
+  void prune_subsumed(std::vector<int32_t>& tops) const {
+    std::unordered_map<std::vector<int64_t>, std::pair<int64_t, int32_t>, VecHash> best;
+    std::vector<int32_t> keep;
+    std::unordered_set<int32_t> dropped;
+    for (int32_t sid : tops) {
+      std::vector<int64_t> above;
+      Frame f = stacks_[sid];
+      while (true) {
+        if (f.p < 0 || static_cast<int>(above.size() / 2) >= kPruneDepth) {
+          keep.push_back(sid);
+          break;
+        }
+        const Frame parent = stacks_[f.p];
+        above.push_back(f.r);
+        above.push_back(f.s);
+        const Rule& P = rules_[parent.r];
+        if (P.counter && P.hi < 0) {
+          std::vector<int64_t> key = above;
+          key.push_back(parent.r);
+          key.push_back(parent.p);
+          auto it = best.find(key);
+          if (it == best.end() || parent.s > it->second.first) {
+            if (it != best.end()) dropped.insert(it->second.second);
+            best[key] = {parent.s, sid};
+            keep.push_back(sid);
+          }
+          break;
+        }
+        f = parent;
+      }
+    }
+    tops.clear();
+    for (int32_t sid : keep)
+      if (!dropped.count(sid)) tops.push_back(sid);
+    std::sort(tops.begin(), tops.end());
+  }
+
+  // -- rows (under the lock) ----------------------------------------------------------
+
+  // Successor configuration per state of rule r under parent stack p (-1: not yet known; the
+  // last entry, read for a rejected byte, is DEAD); nullptr past the cells' budget.
+  int32_t* frame_table(int32_t r, int32_t p) {
+    const int64_t key = (static_cast<int64_t>(r) << 32) | static_cast<uint32_t>(p);
+    auto it = frame_tables_.find(key);
+    if (it != frame_tables_.end()) return it->second.data();
+    const int64_t n = rules_[r].num_states;
+    if (table_cells_ + n >= table_budget_) return nullptr;
+    std::vector<int32_t> table(n + 1, -1);
+    table[n] = kDead;
+    table_cells_ += n + 1;
+    return frame_tables_.emplace(key, std::move(table)).first->second.data();
+  }
+
+  int32_t compute_row_locked(int32_t cid) {
+    int32_t row[256] = {0};
+    const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
+    if (stacks.size() == 1) {
+      const Frame f = stacks_[stacks[0]];
+      const Rule& R = rules_[f.r];
+      const int32_t* targets = R.trans + f.s * 256;
+      int32_t* table = frame_table(f.r, f.p);
+      if (table != nullptr) {
+        // the row is the DFA row mapped through "state t of this rule under this parent ->
+        // configuration", filled on demand
+        const int32_t dead_at = R.num_states;
+        for (int b = 0; b < 256; ++b) {
+          const int32_t t = targets[b] < 0 ? dead_at : targets[b];
+          if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
+          row[b] = table[t];
+        }
+      } else {  // past the tables' budget: close each distinct target once
+        std::unordered_map<int32_t, int32_t> done;
+        for (int b = 0; b < 256; ++b) {
+          const int32_t t = targets[b];
+          if (t < 0) continue;
+          auto it = done.find(t);
+          row[b] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
+        }
+      }
+    } else if (!stacks.empty()) {
+      // group the 256 bytes by the tuple of per-frame targets (usually a handful of groups),
+      // then close each group once
+      const size_t k = stacks.size();
+      std::vector<Frame> frames;
+      for (int32_t sid : stacks) frames.push_back(stacks_[sid]);
+      std::vector<int32_t> reps;  // g * k targets
+      std::vector<int32_t> after;
+      std::vector<int32_t> col(k);
+      for (int b = 0; b < 256; ++b) {
+        for (size_t j = 0; j < k; ++j) col[j] = rules_[frames[j].r].trans[frames[j].s * 256 + b];
+        size_t g = 0;
+        const size_t groups = after.size();
+        for (; g < groups; ++g)
+          if (std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
+        if (g == groups) {
+          reps.insert(reps.end(), col.begin(), col.end());
+          std::vector<Frame> raw;
+          for (size_t j = 0; j < k; ++j)
+            if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
+          after.push_back(raw.empty() ? kDead : close_memo(raw));
+        }
+        row[b] = after[g];
+      }
+    }
+    const auto slot = static_cast<int32_t>(rows_.append(row));
+    slot_.store(cid, slot);  // published last: a reader finding it sees the row
+    return slot;
+  }
+
+  // -- counters -----------------------------------------------------------------------
+
+  // How many items one token can complete at most: its bytes over the item's shortest match.
+  int64_t counter_reach(const Rule& c) const {
+    const int64_t shortest = std::max<int64_t>(1, dist_at(c.body, 0));
+    return V.trie.max_depth / shortest + 1;
+  }
+
+  static int64_t canonical_count(int64_t k, int64_t lo, int64_t hi, int64_t reach) {
+    if (hi >= 0 && hi - k <= reach) return k;
+    if (k >= lo) return lo;  // past lo and far from hi (or unbounded: saturated at lo already)
+    if (lo - k <= reach) return k;
+    return lo - reach - 1;
+  }
+
+  int32_t canonical_stack(int32_t sid) {
+    auto hit = canon_stack_.find(sid);
+    if (hit != canon_stack_.end()) return hit->second;
+    std::vector<int32_t> chain;  // iterative: recursive grammars build deep stacks
+    while (sid >= 0 && !canon_stack_.count(sid)) {
+      chain.push_back(sid);
+      sid = stacks_[sid].p;
+    }
+    int32_t below = sid >= 0 ? canon_stack_[sid] : -1;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const Frame f = stacks_[*it];
+      const Rule& R = rules_[f.r];
+      int64_t k = f.s;
+      if (R.counter) k = canonical_count(k, R.lo, R.hi, counter_reach(R));
+      below = canon_stack_[*it] = stack_id({f.r, k, below});
+    }
+    return below;
+  }
+
+  // The configuration with every counter replaced by its class representative: equal for
+  // configurations that allow the same tokens (counters.canonical_count).
+  std::vector<int32_t> canonical_config(int32_t cid) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    std::vector<int32_t> out;
+    for (int32_t sid : configs_[cid]) out.push_back(canonical_stack(sid));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    out.push_back(accepting_[cid]);
+    return out;
+  }
+
+  // -- the walk -----------------------------------------------------------------------
+
+  // Walk trie `t` from `cid`: set the bit of every allowed token in `mask` (canonical ids) and
+  // record (token, configuration after it) when asked. `first` (256 flags, or nullptr) limits
+  // the walk to tokens whose first byte is flagged. Rows missing on the way are computed here.
+  void walk(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
+            std::vector<int32_t>* cfgs) {
+    if (cid == kDead || t.nodes <= 1) return;
+    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 1);
+    row_at[0] = row(cid);
+    const uint8_t* B = t.byte;
+    const int32_t* T = t.tok;
+    const int32_t* D = t.depth;
+    const int32_t* E = t.end;
+    const int64_t bits = words_ * 32;
+    int64_t i = 1;
+    const int64_t stop = E[0];
+    while (i < stop) {
+      const int32_t d = D[i];
+      const int32_t next = row_at[d - 1][B[i]];
+      if (next == kDead || (first != nullptr && d == 1 && !first[B[i]])) {
+        i = E[i];  // the whole subtree below a rejected byte
+        continue;
+      }
+      const int32_t tk = T[i];
+      if (tk >= 0) {
+        if (mask != nullptr) {
+          if (tk >= bits) throw std::invalid_argument("token id beyond the mask");
+          mask[tk >> 5] |= 1u << (tk & 31);
+        }
+        if (toks != nullptr) {
+          toks->push_back(tk);
+          cfgs->push_back(next);
+        }
+      }
+      if (E[i] > i + 1) row_at[d] = row(next);  // children below
+      ++i;
+    }
+  }
+
+  static void set_ids(uint32_t* mask, const int64_t* ids, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
+  }
+  static void set_runs(uint32_t* mask, const IdRuns& runs, const uint8_t* flags) {
+    for (int b = 0; b < 256; ++b)
+      if (flags[b]) set_ids(mask, runs.ids + runs.offsets[b], runs.offsets[b + 1] - runs.offsets[b]);
+  }
+
+  void compute_mask(int32_t cid, uint32_t* mask) {
+    if (cid != kDead) {
+      if (V.plain != nullptr)
+        split_walks(cid, mask);
+      else
+        walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
+    }
+    for (size_t k = 0; k + 1 < V.dups.size(); k += 2) {
+      const int64_t c = V.dups[k], d = V.dups[k + 1];
+      if (mask[c >> 5] >> (c & 31) & 1u) mask[d >> 5] |= 1u << (d & 31);
+    }
+    bool accepting;
+    {
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      accepting = accepting_[cid] != 0;
+    }
+    if (accepting) set_ids(mask, stop_.data(), static_cast<int64_t>(stop_.size()));
+  }
+
+  // -- plain-byte shortcuts (token_index.PlainSplit) ----------------------------------------
+
+  // Set in `mask` the tokens a string body decides in whole and walk the rest.
+  void split_walks(int32_t cid, uint32_t* mask) {
+    const Plain& P = *V.plain;
+    const auto& plain = plain_bytes();
+    std::vector<int32_t> into(plain.size());
+    const int32_t* r = row(cid);
+    for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
+    const int64_t room = plain_room(cid, into, P.longest);
+    if (room >= 0) {  // every plain byte acts alike, step after step
+      if (room < P.longest) {  // a bounded string: the plain tokens that fit
+        set_ids(mask, P.by_len.ids, P.by_len.offsets[room + 1]);
+        walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
+        return;
+      }
+      for (int64_t w = 0; w < words_; ++w) mask[w] |= P.tokens[w];
+      if (text_loop(char_target(cid))) {
+        for (int64_t w = 0; w < words_; ++w) mask[w] |= P.text[w];
+        walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+      } else {
+        walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
+      }
+      return;
+    }
+    std::vector<uint8_t> good(plain.size());
+    int count = 0;
+    for (size_t k = 0; k < plain.size(); ++k) count += good[k] = loops_plain(into[k]);
+    if (count < kMinLoopingFirstBytes) {
+      walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
+      return;
+    }
+    // some first bytes lead into a string body (the first character of a property name
+    // beside the declared names' own prefixes): take their tokens per first byte
+    uint8_t flags[256] = {0}, walk_plain[256] = {0};
+    for (size_t k = 0; k < plain.size(); ++k) {
+      if (good[k])
+        flags[plain[k]] = 1;
+      else if (into[k] != kDead)
+        walk_plain[plain[k]] = 1;
+    }
+    set_runs(mask, P.by_first, flags);
+    walk(cid, P.only, walk_plain, mask, nullptr, nullptr);
+    bool all_text = true;
+    for (size_t k = 0; k < plain.size() && all_text; ++k)
+      if (good[k]) all_text = text_loop(into[k]);
+    if (all_text) {
+      uint8_t other_first[256], whole[256];
+      for (int b = 0; b < 256; ++b) {
+        other_first[b] = !flags[b];
+        whole[b] = flags[b];
+      }
+      const int32_t multi = multibyte_target(cid);
+      if (multi == kNoChars || text_loop(multi))  // non-ASCII first characters too
+        for (int b = 0x80; b < 0x100; ++b) {
+          other_first[b] = 0;
+          whole[b] = 1;
+        }
+      set_runs(mask, P.text_by_first, whole);
+      walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+      walk(cid, P.text_trie, other_first, mask, nullptr, nullptr);
+    } else {
+      walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
+    }
+  }
+
+  // Whether every plain byte and whole character from U+0080 up keeps `cid` in place.
+  bool text_loop(int32_t cid) { return cid > kDead && char_target(cid) == cid; }
+
+  // How many plain bytes may follow `cid` when every plain byte acts alike at each step (a
+  // string body, bounded or not); -1 when some step tells plain bytes apart.
+  int64_t plain_room(int32_t cid, std::vector<int32_t> into, int64_t longest) {
+    const auto& plain = plain_bytes();
+    int32_t cur = cid;
+    int64_t n = 0;
+    while (n < longest) {
+      const int32_t nxt = into[0];
+      for (int32_t x : into)
+        if (x != nxt) return -1;
+      if (nxt == kDead) return n;
+      if (nxt == cur) return longest;  // a loop: any length
+      cur = nxt;
+      ++n;
+      const int32_t* r = row(cur);
+      for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
+    }
+    return longest;
+  }
+
+  // The one configuration that every plain byte and every whole UTF-8 character from U+0080
+  // up leads to from `cid`, or kNone.
+  int32_t char_target(int32_t cid) {
+    const int32_t* r = row(cid);
+    const auto& plain = plain_bytes();
+    const int32_t target = r[plain[0]];
+    if (target == kDead) return kNone;
+    for (uint8_t b : plain)
+      if (r[b] != target) return kNone;
+    const int32_t multi = multibyte_target(cid);
+    return multi == target || multi == kNoChars ? target : kNone;
+  }
+
+  // The one configuration every whole character from U+0080 up (that some token can hold)
+  // leads to from `cid`; kNone when they lead apart or to DEAD; kNoChars when no token holds
+  // any such character (memoised).
+  int32_t multibyte_target(int32_t cid) {
+    {
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      auto it = mb_targets_.find(cid);
+      if (it != mb_targets_.end()) return it->second;
+    }
+    std::vector<int32_t> found;
+    bool stop = false;
+    for (const auto& seq : V.mb_seqs) {
+      std::vector<int32_t> states{cid};
+      for (const auto& rg : seq) {
+        std::vector<int32_t> after;
+        for (int32_t c : states) {
+          const int32_t* r = row(c);
+          for (int b = rg.first; b < rg.second; ++b)
+            if (V.used[b]) after.push_back(r[b]);
+        }
+        std::sort(after.begin(), after.end());
+        after.erase(std::unique(after.begin(), after.end()), after.end());
+        states.swap(after);
+      }
+      for (int32_t s : states)
+        if (std::find(found.begin(), found.end(), s) == found.end()) found.push_back(s);
+      for (int32_t s : found) stop = stop || s == kDead;
+      if (found.size() > 1 || stop) break;
+    }
+    int32_t target;
+    if (found.empty())
+      target = kNoChars;
+    else
+      target = found.size() == 1 && found[0] != kDead ? found[0] : kNone;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    mb_targets_.emplace(cid, target);
+    return target;
+  }
+
+  // Whether `cid` goes back to itself on every plain byte (memoised).
+  bool loops_plain(int32_t cid) {
+    if (cid == kDead) return false;
+    {
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      auto it = plain_loop_.find(cid);
+      if (it != plain_loop_.end()) return it->second;
+    }
+    const int32_t* r = row(cid);
+    bool hit = true;
+    for (uint8_t b : plain_bytes()) hit = hit && r[b] == cid;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    plain_loop_.emplace(cid, hit);
+    return hit;
+  }
+
+  // -- state ----------------------------------------------------------------------------
+
+  std::vector<Rule> rules_;
+  bool counted_ = false;
+  std::shared_ptr<const Vocab> vocab_;
+  const Vocab& V;
+  std::vector<int64_t> stop_;
+  const int64_t words_;
+  const int64_t table_budget_;
+  std::atomic<int64_t> stack_limit_;
+
+  std::recursive_mutex mu_;
+  // stacks and configurations (under mu_)
+  std::vector<Frame> stacks_;
+  std::vector<int64_t> stack_dist_;
+  std::unordered_map<Frame, int32_t, FrameHash> stack_ids_;
+  std::vector<std::vector<int32_t>> configs_;
+  std::vector<uint8_t> accepting_;
+  std::vector<int64_t> config_dist_;
+  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;
+  std::atomic<int64_t> num_configs_{0};
+  std::unordered_map<std::vector<int64_t>, int32_t, VecHash> closed_;
+  std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
+  int64_t table_cells_ = 0;
+  std::unordered_map<int64_t, int32_t> single_;
+  std::unordered_map<int32_t, int32_t> canon_stack_;
+  std::unordered_map<std::vector<int32_t>, const uint32_t*, VecHash> mask_by_canon_;
+  std::unordered_map<int32_t, int32_t> mb_targets_;
+  std::unordered_map<int32_t, bool> plain_loop_;
+  std::deque<std::unique_ptr<uint32_t[]>> mask_store_;
+  // lock-free reads
+  RowStore rows_;
+  AtomicTable<int32_t> slot_;
+  AtomicTable<const uint32_t*> masks_;
+  int32_t initial_ = kDead;
+};
+
+i64 to_i64(const std::vector<int32_t>& v) {
+  i64 a(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+}  // namespace
+
+void register_config_index(py::module_& m) {
+  // args[0]: the number of stacks; token_index raises structgen's LimitError from it. Leaked on
+  // purpose: the translator may run until the interpreter is gone.
+  static PyObject* stack_limit = PyErr_NewException("structgen._core.StackLimitExceeded", PyExc_RuntimeError, nullptr);
+  m.add_object("StackLimitExceeded", py::handle(stack_limit).inc_ref());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StackLimitExceeded& e) {
+      PyErr_SetObject(stack_limit, py::int_(e.stacks).ptr());
+    }
+  });
+  py::class_<Vocab, std::shared_ptr<Vocab>>(m, "VocabTables")
+      .def(py::init<const py::object&, const py::list&>(), py::arg("trie"), py::arg("multibyte"));
+  py::class_<ConfigIndex>(m, "ConfigIndex")
+      .def(py::init([](const py::list& rules, int32_t root, std::shared_ptr<Vocab> vocab, const py::object& stop_ids,
+                       int64_t words, int64_t table_cells, int64_t stack_limit) {
+             if (vocab == nullptr) throw std::invalid_argument("vocab is required");
+             return new ConfigIndex(rules, root, std::move(vocab), stop_ids, words, table_cells, stack_limit);
+           }),
+           py::arg("rules"), py::arg("root"), py::arg("vocab"), py::arg("stop_ids"), py::arg("words"),
+           py::arg("table_cells"), py::arg("stack_limit"))
+      .def_property_readonly("initial", &ConfigIndex::initial)
+      .def_property_readonly("num_configs", &ConfigIndex::num_configs)
+      .def_property_readonly("counted", &ConfigIndex::counted)
+      .def("set_stack_limit", &ConfigIndex::set_stack_limit)
+      .def("is_accepting", &ConfigIndex::is_accepting)
+      .def("config_dist", &ConfigIndex::config_dist)
+      .def("config_dists", &ConfigIndex::config_dists)
+      .def("config_stacks", &ConfigIndex::config_stacks)
+      .def("stack", &ConfigIndex::stack)
+      .def("stack_dist", &ConfigIndex::stack_dist)
+      .def("stats", &ConfigIndex::stats)
+      .def("has_row", [](ConfigIndex& ix, int32_t cid) {
+        ix.check_cid(cid);
+        return ix.has_row(cid);
+      })
+      .def("row",
+           [](ConfigIndex& ix, int32_t cid) {
+             ix.check_cid(cid);
+             const int32_t* r;
+             {
+               py::gil_scoped_release release;
+               r = ix.row(cid);
+             }
+             i32 out(256);
+             std::copy(r, r + 256, out.mutable_data());
+             return out;
+           })
+      .def("step_bytes",
+           [](ConfigIndex& ix, int32_t cid, const py::bytes& data) {
+             ix.check_cid(cid);
+             std::string s = data;
+             py::gil_scoped_release release;
+             return ix.step_bytes(cid, reinterpret_cast<const uint8_t*>(s.data()), static_cast<int64_t>(s.size()));
+           })
+      .def("mask",
+           [](py::object self, int32_t cid) {
+             ConfigIndex& ix = self.cast<ConfigIndex&>();
+             ix.check_cid(cid);
+             const uint32_t* m;
+             {
+               py::gil_scoped_release release;
+               m = ix.mask(cid);
+             }
+             // a read-only view of the memoised mask; the index outlives it (its base)
+             py::array_t<int32_t> out({static_cast<py::ssize_t>(ix.words())}, {static_cast<py::ssize_t>(4)},
+                                      reinterpret_cast<const int32_t*>(m), self);
+             py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+             // the address tells configurations sharing one mask (counter classes) apart cheaply
+             return py::make_tuple(reinterpret_cast<uintptr_t>(m), out);
+           })
+      .def("successors", [](ConfigIndex& ix, int32_t cid) {
+        ix.check_cid(cid);
+        std::vector<int32_t> toks, cfgs;
+        {
+          py::gil_scoped_release release;
+          ix.successors(cid, toks, cfgs);
+        }
+        return py::make_tuple(to_i64(toks), to_i64(cfgs));
+      });
+}

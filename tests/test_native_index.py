@@ -1,0 +1,248 @@
+"""The native configuration index (structgen._core.ConfigIndex behind TokenIndex) against the
+pure-Python reference engine (tests/reference_index.py), bit for bit.
+
+Both indexes are built from the same compiled automaton and trie; they intern configurations
+in different orders, so configurations are compared by content (``TokenIndex.describe``: the
+frames of every stack, and whether the configuration is complete). At every state visited,
+token by token along valid outputs and seeded random walks: the mask, the successor
+configuration of every byte, and the configuration after every allowed token.
+
+The core corpus (tests/data/core_schemas.json) runs on SmolLM2; schemas with strings,
+recursion and counters also on Phi-3 (tests/data) and Llama-3, Qwen2 and GPT-2 where
+../shared/data/tokenizers has them.
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from structgen import GrammarCompiler, LimitError, TokenizerInfo
+from structgen.schema.canonical import canonical_json
+from structgen.index.token_index import DEAD
+
+from .conftest import DATA, tokenizer_folder, toy_info
+from .reference_index import ReferenceIndex
+from .walks import structural_tokens
+
+CASES = json.loads((DATA / "core_schemas.json").read_text(encoding="utf-8"))
+
+SCHEMAS = [
+    # string bodies (plain/text splits), declared and additional names, numbers, bounded strings
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
+     "required": ["name"]},
+    # recursion (deep stacks) and a counted array (counter frames)
+    {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "string", "pattern": "^[a-z é]*$"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 40}}}},
+     "$ref": "#/$defs/node"},
+    # counters: a long string, a bounded one near its bound, a counted pattern
+    {"type": "object", "properties": {"s": {"type": "string", "maxLength": 100000},
+                                      "t": {"type": "string", "minLength": 70, "maxLength": 90},
+                                      "p": {"type": "string", "pattern": "^(ab){100,}$"}}},
+]
+TEXTS = ['{"name":"naïve 東京 \\"q\\" ok","age":-42,"tags":["a b","ñ"],"extra":[1,{"x":null}]}',
+         '{"v":"ab é","kids":[{"v":"x","kids":[]},{"kids":[{"v":"zz"}]}]}',
+         '{"s":"' + "lorem ipsum " * 12 + '","t":"' + "x" * 80 + '","p":"' + "ab" * 101 + '"}']
+
+REAL = ["phi3", "llama3", "qwen2", "gpt2"]
+
+
+def _ref_describe(ref: ReferenceIndex, cid: int):
+    stacks, accepting = ref._configs[cid]
+
+    def frames(sid: int):
+        out = []
+        while sid >= 0:
+            r, s, sid = ref._stacks[sid]
+            out.append((r, s))
+        return tuple(out)
+
+    return tuple(sorted(frames(s) for s in stacks)), accepting
+
+
+class Pair:
+    """A compiled grammar's native index beside a reference index over the same automaton."""
+
+    def __init__(self, compiled, *, successors: bool = True) -> None:
+        self.index = compiled.index
+        self.ref = ReferenceIndex(self.index._pda, self.index.info, self.index.trie)
+        self.successors = successors
+        self.states = 0
+        assert self.index.describe(self.index.initial) == _ref_describe(self.ref, self.ref.initial)
+
+    def same(self, cid: int, rid: int) -> None:
+        """Configurations ``cid`` (native) and ``rid`` (reference) agree: content, mask, the
+        successor of every byte and of every allowed token."""
+        ix, ref = self.index, self.ref
+        self.states += 1
+        assert ix.describe(cid) == _ref_describe(ref, rid)
+        assert np.array_equal(ix.mask(cid), ref.mask(rid)), ix.describe(cid)
+        row, rrow = ix.next_configs(cid), ref._row(rid)
+        assert np.array_equal(row == DEAD, rrow == DEAD)
+        pairs = {(int(a), int(b)) for a, b in zip(row.tolist(), rrow.tolist()) if a != DEAD}
+        for a, b in pairs:
+            assert ix.describe(a) == _ref_describe(ref, b)
+        if self.successors:
+            toks, after = ix.token_successors(cid)
+            rtoks, rafter = ref._walk(rid, ref.trie, collect=True)
+            assert sorted(toks.tolist()) == sorted(rtoks.tolist())
+            got = dict(zip(toks.tolist(), after.tolist()))
+            seen: dict[int, int] = {}
+            for t, b in zip(rtoks.tolist(), rafter.tolist()):
+                a = got[t]
+                if seen.setdefault(a, b) != b:  # one native configuration, one reference one
+                    assert ix.describe(a) == _ref_describe(ref, b)
+            for a, b in seen.items():
+                assert ix.describe(a) == _ref_describe(ref, b)
+
+    def walk_text(self, data: bytes, *, every: int = 1) -> None:
+        """Step ``data`` byte by byte in both, comparing every ``every``-th state."""
+        cid, rid = self.index.initial, self.ref.initial
+        for k, b in enumerate(data):
+            if k % every == 0:
+                self.same(cid, rid)
+            cid, rid = self.index.step_bytes(cid, bytes([b])), self.ref.step_bytes(rid, bytes([b]))
+            assert (cid == DEAD) == (rid == DEAD), data[:k + 1]
+            if cid == DEAD:
+                return
+        self.same(cid, rid)
+
+    def walk_tokens(self, compiled, info, rng, *, walks: int = 2, max_steps: int = 30) -> None:
+        """Seeded random walks of allowed non-stop tokens (short structural ones preferred);
+        the reference steps the same token bytes."""
+        ix, stops, preferred = self.index, list(info.stop_token_ids), structural_tokens(info)
+        for _ in range(walks):
+            cid, rid = ix.initial, self.ref.initial
+            for _ in range(max_steps):
+                self.same(cid, rid)
+                allowed = np.setdiff1d(np.flatnonzero(ix.allowed_tokens(cid)), stops)
+                if not len(allowed):
+                    break
+                cand = np.intersect1d(allowed, preferred)
+                tok = int(rng.choice(cand if len(cand) and rng.random() < 0.7 else allowed))
+                cid, rid = ix.step_token(cid, tok), self.ref.step_bytes(rid, info.token_bytes[tok])
+                assert cid != DEAD and rid != DEAD, info.token_bytes[tok]
+
+
+@pytest.fixture(scope="module", params=REAL)
+def real_info(request):
+    folder = tokenizer_folder(request.param)
+    if not (folder / "tokenizer.json").exists():
+        pytest.skip(f"{folder} not present")
+    from transformers import AutoTokenizer
+
+    return TokenizerInfo.from_huggingface(AutoTokenizer.from_pretrained(str(folder), local_files_only=True))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_core_corpus_equals_reference(case, smollm2_compiler, smollm2_info):
+    compiled = smollm2_compiler.compile_json_schema(case["schema"])
+    pair = Pair(compiled, successors=False)
+    for value in case["valid"][:2]:
+        pair.walk_text(canonical_json(value, case["schema"]).encode())
+    for value in case["invalid"][:1]:  # up to where it dies
+        pair.walk_text(json.dumps(value, separators=(",", ":")).encode(), every=3)
+    pair.walk_tokens(compiled, smollm2_info, np.random.default_rng(len(case["name"])), walks=1, max_steps=20)
+    assert pair.states > 3
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMAS)))
+def test_schemas_equal_reference_on_smollm2(case, smollm2_info):
+    compiled = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(SCHEMAS[case])
+    pair = Pair(compiled)
+    pair.walk_text(TEXTS[case].encode(), every=1 if case < 2 else 5)
+    pair.walk_tokens(compiled, smollm2_info, np.random.default_rng(case))
+    assert pair.states > 20
+
+
+@pytest.mark.parametrize("case", range(len(SCHEMAS)))
+def test_schemas_equal_reference_on_real_vocabularies(case, real_info):
+    compiled = GrammarCompiler(real_info, cache_size=0).compile_json_schema(SCHEMAS[case])
+    pair = Pair(compiled, successors=case == 0)
+    pair.walk_text(TEXTS[case].encode(), every=1 if case < 2 else 7)
+    pair.walk_tokens(compiled, real_info, np.random.default_rng(case), walks=1)
+    assert pair.states > 10
+
+
+def test_without_frame_tables_equals_reference(smollm2_info, monkeypatch):
+    # past the frame tables' budget rows close each distinct target once: same configurations
+    from structgen.index import token_index
+
+    monkeypatch.setattr(token_index, "_TABLE_CELLS", 0)
+    compiled = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(SCHEMAS[1])
+    assert compiled.index.stats()["frame_tables"] == 0
+    pair = Pair(compiled)
+    pair.walk_text(TEXTS[1].encode())
+    assert compiled.index.stats()["frame_tables"] == 0 and pair.states > 20
+
+
+def test_deep_recursion_equals_reference():
+    # a stack hundreds of frames deep: closure, rows and canonical stacks are iterative
+    from structgen import Grammar
+
+    g = Grammar.from_lark('start: v\nv: "[" v? "]" | "a"')
+    compiled = GrammarCompiler(toy_info([b"[", b"]", b"a", b"[[", b"]]", b"[a]"])).compile_grammar(g)
+    pair = Pair(compiled)
+    pair.walk_text(b"[" * 600 + b"a" + b"]" * 600, every=37)
+    assert pair.states > 30
+
+
+def test_stack_limit_raises_limit_error_natively(monkeypatch):
+    import structgen.index.counters
+
+    compiled = GrammarCompiler(toy_info([])).compile_json_schema({"type": "string", "pattern": "^(a|aa){100}$"})
+    index = compiled.index
+    cid = index.step_bytes(index.initial, b'"')
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 3)
+    with pytest.raises(LimitError) as info:
+        for _ in range(20):
+            cid = index.step_bytes(cid, b"a")
+    assert info.value.limit_name == "MAX_CONFIG_STACKS" and info.value.reached > 3
+    assert len(index.config_stacks(cid)) <= 3
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 512)
+    assert index.step_bytes(cid, b"a") != DEAD  # the limit is read at each call
+
+
+def test_threads_compute_masks_of_one_index_alike(smollm2_info):
+    """Threads computing first masks of one fresh index at once (the GIL released through
+    each whole mask) get the reference's masks and intern each configuration once."""
+    compiler = GrammarCompiler(smollm2_info, cache_size=0)
+    shared = compiler.compile_json_schema(SCHEMAS[0])
+    data = TEXTS[0].encode()
+    errors: list[str] = []
+    results: dict[int, list[tuple[int, np.ndarray]]] = {}
+
+    def run(k: int) -> None:
+        try:
+            ix, cid, out = shared.index, shared.index.initial, []
+            for b in data:
+                out.append((cid, ix.mask(cid).copy()))
+                cid = ix.step_bytes(cid, bytes([b]))
+                if cid == DEAD:
+                    break
+            results[k] = out
+        except Exception as e:  # noqa: BLE001 - any failure in a thread is reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    stats = shared.index.stats()
+    assert stats["config_keys"] == stats["configs"] == shared.index.num_configs
+    alone = compiler.compile_json_schema(SCHEMAS[0])
+    pair = Pair(alone, successors=False)
+    ref = pair.ref
+    rid, checked = ref.initial, 0
+    for cid, mask in results[0]:
+        assert shared.index.describe(cid) == _ref_describe(ref, rid)
+        assert np.array_equal(mask, ref.mask(rid))
+        rid = ref.step_bytes(rid, bytes([data[checked]]))
+        checked += 1
+    assert checked == len(data)
