@@ -20,6 +20,7 @@ except ImportError as exc:  # a source checkout used without building it
         "checkout (it compiles src/core/*.cpp with the system C++ compiler and pybind11)"
     ) from exc
 
+from .batch import fill_next_token_bitmasks
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_words
 from .compiler import CompiledGrammar, CompileStats, GrammarCompiler
 from .errors import (
@@ -84,6 +85,7 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "bitmask_words",
+    "fill_next_token_bitmasks",
     "generate",
     "schema_to_grammar",
     "__version__",

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from .automaton import DEFAULT_MAX_STATES, PushdownAutomaton, build_automaton
 from .errors import EmptyGrammarError, GrammarError, SchemaError
 from .grammar import Grammar
+from .precompute import DEFAULT_LIMIT, BackgroundPrecompute
+from .precompute import start as start_background
 from .token_index import TokenIndex, TokenTrie
 from .tokenizer import TokenizerInfo
 
@@ -71,6 +73,8 @@ class CompiledGrammar:
     stats: CompileStats | None = None
     free_names: bool = False
     """Matchers keep member names distinct per object (``Grammar.free_names``)."""
+    background: BackgroundPrecompute | None = field(default=None, repr=False)
+    """The masks being precomputed in the background (``precompute="background"``), else ``None``."""
 
     def matcher(self, **kwargs: Any):
         """A new :class:`~structgen.matcher.GrammarMatcher` for this grammar."""
@@ -158,7 +162,11 @@ class GrammarCompiler:
         max_states: automaton size limit; larger grammars raise ``AutomatonSizeError``.
         precompute: ``"lazy"`` computes each mask when first needed (compile in
             milliseconds); ``"eager"`` also walks every reachable configuration of grammars
-            without recursion at compile time.
+            without recursion at compile time; ``"background"`` returns once the automaton
+            exists and computes the masks of up to ``precompute_limit`` reachable
+            configurations, nearest first, in a daemon thread while the model runs (a mask
+            not ready yet is computed when first needed, see :mod:`structgen.precompute`).
+        precompute_limit: masks a background precompute computes at most per grammar.
     """
 
     def __init__(
@@ -167,11 +175,17 @@ class GrammarCompiler:
         *,
         cache_size: int = 128,
         max_states: int = DEFAULT_MAX_STATES,
-        precompute: Literal["lazy", "eager"] = "lazy",
+        precompute: Literal["lazy", "eager", "background"] = "lazy",
+        precompute_limit: int = DEFAULT_LIMIT,
     ) -> None:
+        if precompute not in ("lazy", "eager", "background"):
+            raise ValueError(f"precompute must be 'lazy', 'eager' or 'background', not {precompute!r}")
+        if precompute_limit < 0:
+            raise ValueError(f"precompute_limit must be >= 0, not {precompute_limit!r}")
         self.tokenizer_info = tokenizer_info
         self.max_states = max_states
         self.precompute = precompute
+        self.precompute_limit = precompute_limit
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._trie: TokenTrie | None = None
@@ -317,12 +331,19 @@ class GrammarCompiler:
             precompute_seconds=t3 - t2,
             precomputed_masks=pre,
         )
+        background = None
+        if self.precompute == "background":
+            background = BackgroundPrecompute(index, limit=self.precompute_limit)
         compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats,
-                                   grammar.free_names)
+                                   grammar.free_names, background)
         if self._cache_size:
             with self._lock:
-                compiled = self._cache.setdefault(key, compiled)  # a racing thread's result wins
+                won = self._cache.setdefault(key, compiled)  # a racing thread's result wins
                 self._cache.move_to_end(key)
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+            if won is not compiled:
+                return won  # its own task already runs; this one is never started
+        if background is not None:
+            start_background(background)
         return compiled

@@ -465,6 +465,11 @@ class TokenIndex:
                     self._masks[cid] = m
         return m
 
+    def mask_if_ready(self, cid: int) -> np.ndarray | None:
+        """The memoised mask of ``cid``, or ``None`` when it is not computed yet. Never
+        computes and takes no lock: batch fills read their memo hits with it."""
+        return self._masks.get(cid)
+
     def _canonical_config(self, cid: int) -> tuple:
         """The configuration with every counter replaced by its class representative: equal
         for configurations that allow the same tokens (see :func:`canonical_count`)."""

@@ -251,10 +251,12 @@ py::tuple group_bytes(const i32& targets) {
 }  // namespace
 
 void register_automaton(py::module_& m);  // src/core/automaton.cpp
+void register_batch(py::module_& m);  // src/core/batch.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "structgen's native core: rule DFAs (src/core/automaton.cpp), the vocabulary trie and the mask walk";
   register_automaton(m);
+  register_batch(m);
   m.def("build_trie", &build_trie, py::arg("flat"), py::arg("offsets"), py::arg("ids"));
   m.def("walk", &walk, py::arg("byte"), py::arg("tok"), py::arg("depth"), py::arg("end"), py::arg("rows"),
         py::arg("slot"), py::arg("starts"), py::arg("start_cfgs"), py::arg("first_bytes"), py::arg("mask").noconvert(),
