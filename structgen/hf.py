@@ -19,6 +19,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Literal, Sequence
 
+from .batch import fill_next_token_bitmasks
 from .bitmask import apply_token_bitmask_inplace, bitmask_words
 from .budget import TokenBudget
 from .compiler import CompiledGrammar, GrammarCompiler
@@ -122,10 +123,11 @@ class GrammarLogitsProcessor(_Base):
                     f"use one processor per generate() call or call reset()"
                 )
             self._advance(input_ids[:, -1].tolist())
-        for row, m in enumerate(self.matchers):
-            m.fill_next_token_bitmask(self._bitmask, row)
-            if self.budgets is not None and not m.is_terminated():
-                self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
+        fill_next_token_bitmasks(self.matchers, self._bitmask)  # one call: rows of distinct grammars, missing masks in a pool
+        if self.budgets is not None:
+            for row, m in enumerate(self.matchers):
+                if not m.is_terminated():
+                    self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 

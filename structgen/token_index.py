@@ -37,6 +37,7 @@ from . import _core
 from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
 from .counters import CounterRule, canonical_count, check_config_stacks, prune_subsumed
 from .grammar import CharSet
+from .mask_pool import share as share_mask
 from .tokenizer import TokenizerInfo
 from .utf8 import charset_to_byte_sequences
 
@@ -456,12 +457,14 @@ class TokenIndex:
                     if self._counters is None:
                         m = self._compute_mask(cid)
                         m.setflags(write=False)
+                        m = share_mask(m)  # equal masks stored once (structgen.mask_pool)
                     else:
                         key = self._canonical_config(cid)
                         m = self._mask_by_canon.get(key)
                         if m is None:
-                            m = self._mask_by_canon[key] = self._compute_mask(cid)
+                            m = self._compute_mask(cid)
                             m.setflags(write=False)
+                            m = self._mask_by_canon[key] = share_mask(m)
                     self._masks[cid] = m
         return m
 

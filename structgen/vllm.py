@@ -65,6 +65,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .batch import fill_next_token_bitmasks
 from .bitmask import apply_token_bitmask_inplace, bitmask_words
 from .compiler import CompiledGrammar, GrammarCompiler
 from .errors import StructgenArgsError, StructgenError
@@ -323,6 +324,8 @@ class StructgenLogitsProcessor(_Base):
             return logits
         rows = sorted(i for i in self._rows if i < logits.shape[0])
         bitmask = self._bitmask.numpy()
+        fill: list[GrammarMatcher] = []
+        fill_at: list[int] = []
         for k, index in enumerate(rows):
             row = self._rows[index]
             if row.matcher is None and not row.failed:
@@ -332,9 +335,11 @@ class StructgenLogitsProcessor(_Base):
                 continue
             self._advance(index, row)
             if index in self._rows:
-                row.matcher.fill_next_token_bitmask(bitmask, k)
+                fill.append(row.matcher)
+                fill_at.append(k)
             else:  # dropped by _advance: leave the row as the model wrote it
                 bitmask[k] = -1
+        fill_next_token_bitmasks(fill, bitmask, fill_at)  # one call for the batch: see structgen.batch
         if rows:
             apply_token_bitmask_inplace(logits, self._bitmask[: len(rows)], indices=rows)
         return logits

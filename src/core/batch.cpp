@@ -1,4 +1,5 @@
-// structgen._core.fill_rows: copy memoised masks into many rows of a bitmask in one call.
+// structgen._core.fill_rows: copy memoised masks into many rows of a bitmask in one call;
+// mask_hash / same_bytes: the keys under which identical masks are stored once.
 //
 // Why native: filling a batch row by row from Python costs a slice assignment, a tail fill and
 // their argument checks per row (a few microseconds each, 64 rows: a quarter of a
@@ -56,8 +57,43 @@ void fill_rows(i32w& bitmask, const i64& rows, const py::list& masks) {
   }
 }
 
+// A 64-bit hash of a mask's words (multiply-xorshift per 64-bit word): the key under which
+// identical masks of different configurations are shared (structgen/mask_pool.py). Equal
+// masks hash equal; a hit is confirmed by comparing the words.
+uint64_t mask_hash(const py::array& mask) {
+  if (!(mask.flags() & py::array::c_style)) throw std::invalid_argument("mask must be contiguous");
+  const auto* p = static_cast<const unsigned char*>(mask.data());
+  const size_t n = static_cast<size_t>(mask.nbytes());
+  py::gil_scoped_release release;
+  // four independent lanes: one lane's multiply chain would wait on its own latency per word
+  uint64_t h[4] = {0x9E3779B97F4A7C15ull ^ n, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull, 0x27D4EB2F165667C5ull};
+  size_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    for (int j = 0; j < 4; ++j) {
+      uint64_t w;
+      std::memcpy(&w, p + k + 8 * j, 8);
+      h[j] = (h[j] ^ w) * 0xBF58476D1CE4E5B9ull;
+      h[j] ^= h[j] >> 31;
+    }
+  }
+  for (; k < n; ++k) h[0] = (h[0] ^ p[k]) * 0x94D049BB133111EBull;
+  uint64_t out = 0;
+  for (int j = 0; j < 4; ++j) out = (out ^ h[j]) * 0x94D049BB133111EBull + j;
+  return out ^ (out >> 29);
+}
+
+// Whether two contiguous arrays hold the same bytes.
+bool same_bytes(const py::array& a, const py::array& b) {
+  if (!(a.flags() & py::array::c_style) || !(b.flags() & py::array::c_style)) throw std::invalid_argument("arrays must be contiguous");
+  if (a.nbytes() != b.nbytes()) return false;
+  py::gil_scoped_release release;
+  return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.nbytes())) == 0;
+}
+
 }  // namespace
 
 void register_batch(py::module_& m) {
   m.def("fill_rows", &fill_rows, py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("masks"));
+  m.def("mask_hash", &mask_hash, py::arg("mask"));
+  m.def("same_bytes", &same_bytes, py::arg("a"), py::arg("b"));
 }
