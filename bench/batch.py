@@ -13,7 +13,10 @@ Arms, on the same grammars:
 * ``first visit``: the grammars are compiled afresh (lazy masks) before the walk, so every
   configuration's mask is computed during the walk: the fill time of a new request;
 * ``warm``: the same walk again: every mask is memoised, the fill is lookups and copies;
-* ``loop``: the same steps with ``GrammarMatcher.fill_next_token_bitmask`` row by row.
+* ``loop``: the same steps with ``GrammarMatcher.fill_next_token_bitmask`` row by row;
+* ``first request``: one request at a time, each compiled afresh, ``--prefill-ms`` of
+  pause after compiling (the model's prefill), then its path: the summed fill time of all
+  requests with ``precompute="lazy"`` against ``precompute="background"``.
 
 Each arm runs ``--repeats`` times alternating 1 and 2 threads (fresh grammars for each
 first-visit run); the median of the summed fill time of the walk is reported, and the
@@ -90,6 +93,30 @@ def walk(grammars: list, paths: list[list[int]], words: int, stop: int, *, threa
     return spent, steps
 
 
+def first_requests(info: TokenizerInfo, trie, cases: list[dict], paths: list[list[int]], words: int,
+                   *, precompute: str, prefill_s: float, max_steps: int) -> list[float]:
+    """One request at a time: compile, wait ``prefill_s`` (the model's prefill), then walk the
+    path filling one row per step. Returns each request's summed fill time."""
+    compiler = GrammarCompiler(info, cache_size=0, precompute=precompute)
+    compiler._trie = trie
+    out = []
+    bitmask = np.zeros((1, words), np.int32)
+    for case, path in zip(cases, paths):
+        g = compiler.compile_json_schema(case["schema"])
+        time.sleep(prefill_s)
+        m = g.matcher()
+        spent = 0.0
+        for tok in path[:max_steps]:
+            t0 = time.perf_counter()
+            m.fill_next_token_bitmask(bitmask, 0)
+            spent += time.perf_counter() - t0
+            assert m.accept_token(tok)
+        out.append(spent)
+        if g.background is not None:
+            g.background.cancel()  # the next request's grammar gets the worker
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", default="smollm2")
@@ -97,6 +124,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-steps", type=int, default=128,
                     help="steps walked (longer texts stop there; shorter ones end with a stop token)")
+    ap.add_argument("--prefill-ms", type=float, default=50.0,
+                    help="background arm: pause between compiling a request's grammar and its first mask")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "batch.json"))
     args = ap.parse_args()
@@ -123,6 +152,13 @@ def main() -> None:
         results["loop_warm"][1].append(walk(fresh, paths, words, stop, threads=1, loop=True, max_steps=args.max_steps)[0])
         print(f"repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
 
+    requests: dict[str, list[float]] = {"lazy": [], "background": []}
+    for rep in range(args.repeats):
+        for precompute in (("lazy", "background") if rep % 2 == 0 else ("background", "lazy")):
+            requests[precompute].append(sum(first_requests(
+                info, trie, cases, paths, words, precompute=precompute, prefill_s=args.prefill_ms / 1e3,
+                max_steps=args.max_steps)))
+
     rows = []
     for arm, per in results.items():
         for threads, xs in per.items():
@@ -143,6 +179,8 @@ def main() -> None:
                     "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]},
         "rows": rows,
         "speedup_2_threads_over_1": speedup,
+        "first_request_fill_s": {k: {"median": statistics.median(v), "runs": v} for k, v in requests.items()},
+        "prefill_ms": args.prefill_ms,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
@@ -153,6 +191,9 @@ def main() -> None:
     for r in rows:
         print(f"| {r['arm']} | {r['threads']} | {r['per_step_ms']:.3f} | {r['per_row_us']:.2f} |")
     print(f"\n2 threads over 1: first visit {speedup['first_visit']:.2f}x, warm {speedup['warm']:.2f}x")
+    lazy, bg = (statistics.median(requests[k]) for k in ("lazy", "background"))
+    print(f"\none request at a time, {args.prefill_ms:.0f} ms prefill after compiling: fills of all {len(cases)} "
+          f"first requests {lazy * 1e3:.1f} ms lazy, {bg * 1e3:.1f} ms with precompute=\"background\"")
 
 
 if __name__ == "__main__":
