@@ -11,7 +11,8 @@ setup(
     ext_modules=[
         Pybind11Extension(
             "structgen._core",
-            ["src/core/token_walk.cpp", "src/core/automaton.cpp", "src/core/fa.cpp", "src/core/config_index.cpp"],
+            ["src/core/token_walk.cpp", "src/core/automaton.cpp", "src/core/fa.cpp", "src/core/config_index.cpp",
+             "src/core/batch.cpp"],
             cxx_std=17,
             extra_compile_args=["-O2"],
         )

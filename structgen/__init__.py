@@ -48,6 +48,7 @@ from .errors import (
 from .grammar import Grammar
 from .index.tokenizer import TokenizerInfo
 from .integrations.decoding import generate
+from .runtime.batch import fill_next_token_bitmasks
 from .runtime.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_words
 from .runtime.compiler import CompiledGrammar, CompileStats, GrammarCompiler
 from .runtime.matcher import GrammarMatcher
@@ -86,6 +87,7 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "bitmask_words",
+    "fill_next_token_bitmasks",
     "generate",
     "schema_to_grammar",
     "__version__",

@@ -330,6 +330,11 @@ class TokenIndex:
             m = self._masks[cid] = self._mask_views.setdefault(address, view)
         return m
 
+    def mask_if_ready(self, cid: int) -> np.ndarray | None:
+        """The memoised mask of ``cid``, or ``None`` when it is not computed yet. Never
+        computes and takes no lock: batch fills read their memo hits with it."""
+        return self._masks.get(cid)
+
     def allowed_tokens(self, cid: int) -> np.ndarray:
         """Boolean ``(vocab_size,)`` array of allowed tokens (slow path: unpacks the mask)."""
         bits = np.unpackbits(self.mask(cid).view(np.uint8), bitorder="little")

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Literal, Sequence
 
+import numpy as np
+
 from ..errors import TokenizerError
 
 __all__ = ["TokenizerInfo", "VocabType"]
@@ -141,6 +143,10 @@ class TokenizerInfo:
         vtype = _detect_vocab_type(tokenizer, vocab)
         token_bytes: list[bytes | None] = []
         added = {int(i): t.content for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()}
+        whole = _byte_level_bulk(strings, specials, added) if vtype == "byte_level" else None
+        if whole is not None:
+            strings = []  # every token converted at once
+            token_bytes = whole
         for i, s in enumerate(strings):
             if s is None or i in specials:
                 token_bytes.append(None)
@@ -196,6 +202,35 @@ class TokenizerInfo:
 # one encode gives the bytes), and -> deleted (anything left is not byte-level text)
 _BYTE_LEVEL_LATIN1 = {ord(c): chr(b) for c, b in _byte_decoder().items()}
 _BYTE_LEVEL_KEYS = dict.fromkeys(_BYTE_LEVEL_LATIN1)
+# code point -> its byte (-1: not a byte-level character), for whole-vocabulary conversion
+_BYTE_LEVEL_TABLE = np.full(max(_BYTE_LEVEL_LATIN1) + 1, -1, "int16")
+_BYTE_LEVEL_TABLE[list(_BYTE_LEVEL_LATIN1)] = [ord(c) for c in _BYTE_LEVEL_LATIN1.values()]
+
+
+def _byte_level_bulk(strings: list[str | None], specials: set[int], added: dict[int, str]) -> list[bytes | None] | None:
+    """Byte-level token strings to bytes for the whole vocabulary at once: the joined strings'
+    code points go through one table lookup (numpy), instead of two ``str.translate`` calls
+    per token (Llama-3: 0.2 s of the 0.5 s ``from_huggingface`` took). Each byte-level
+    character is one byte, so token ``i``'s bytes are the slice at its offset. ``None`` when
+    some token holds a character outside the byte alphabet (the per-token conversion handles
+    those)."""
+    keep = [s if s is not None and i not in specials and i not in added else "" for i, s in enumerate(strings)]
+    points = np.frombuffer("".join(keep).encode("utf-32-le"), np.uint32)
+    if len(points) and int(points.max()) >= len(_BYTE_LEVEL_TABLE):
+        return None
+    values = _BYTE_LEVEL_TABLE[points]
+    if len(values) and int(values.min()) < 0:
+        return None
+    data = values.astype(np.uint8).tobytes()
+    ends = np.cumsum(np.fromiter(map(len, keep), np.int64, len(keep))).tolist()
+    out: list[bytes | None] = [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    for i, s in enumerate(strings):  # the rare tokens that are not plain byte-level text
+        if s is None or i in specials:
+            out[i] = None
+    for i, text in added.items():
+        if 0 <= i < len(out) and strings[i] is not None and i not in specials:
+            out[i] = text.encode("utf-8")  # added tokens are stored verbatim
+    return out
 
 
 def _detect_vocab_type(tokenizer: Any, vocab: dict[str, int]) -> VocabType:

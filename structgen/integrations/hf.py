@@ -25,6 +25,7 @@ from ..runtime.compiler import CompiledGrammar
 from ..runtime.matcher import GrammarMatcher
 from ..tools import ToolCallFormat, ToolChoice, ToolSet
 from .hf_tokenizer import compiler_for
+from ..runtime.batch import fill_next_token_bitmasks
 
 __all__ = ["GrammarLogitsProcessor", "JSONSchemaLogitsProcessor", "ToolCallLogitsProcessor", "compiler_for"]
 
@@ -105,10 +106,11 @@ class GrammarLogitsProcessor:
                     f"use one processor per generate() call or call reset()"
                 )
             self._advance(input_ids[:, -1].tolist())
-        for row, m in enumerate(self.matchers or ()):  # set by _setup above
-            m.fill_next_token_bitmask(self._bitmask, row)
-            if self.budgets is not None and not m.is_terminated():
-                self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
+        fill_next_token_bitmasks(self.matchers, self._bitmask)  # one call: rows of distinct grammars, missing masks in a pool
+        if self.budgets is not None:
+            for row, m in enumerate(self.matchers):
+                if not m.is_terminated():
+                    self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
         apply_token_bitmask_inplace(scores, self._bitmask)
         return scores
 

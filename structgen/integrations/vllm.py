@@ -74,6 +74,7 @@ from ..schema.text import loads_schema
 from ..schema.to_grammar import schema_to_grammar
 from ..tools import ToolSet
 from .hf import compiler_for
+from ..runtime.batch import fill_next_token_bitmasks
 
 try:  # the engine only loads subclasses of its own base class
     from vllm.v1.sample.logits_processor import LogitsProcessor as _Base
@@ -320,6 +321,8 @@ class StructgenLogitsProcessor(_Base):
             return logits
         rows = sorted(i for i in self._rows if i < logits.shape[0])
         bitmask = self._bitmask.numpy()
+        fill: list[GrammarMatcher] = []
+        fill_at: list[int] = []
         for k, index in enumerate(rows):
             row = self._rows[index]
             if row.matcher is None and not row.failed:
@@ -328,10 +331,12 @@ class StructgenLogitsProcessor(_Base):
                 bitmask[k] = self._stop_row
                 continue
             self._advance(index, row)
-            if index in self._rows and row.matcher is not None:
-                row.matcher.fill_next_token_bitmask(bitmask, k)
+            if index in self._rows:
+                fill.append(row.matcher)
+                fill_at.append(k)
             else:  # dropped by _advance: leave the row as the model wrote it
                 bitmask[k] = -1
+        fill_next_token_bitmasks(fill, bitmask, fill_at)  # one call for the batch: see structgen.runtime.batch
         if rows:
             apply_token_bitmask_inplace(logits, self._bitmask[: len(rows)], indices=rows)
         return logits

@@ -24,6 +24,8 @@ from ..schema.text import check_schema_depth, loads_schema
 from ..schema.to_grammar import schema_to_grammar
 from ..grammar.builtin import load_grammar
 from .matcher import GrammarMatcher
+from .precompute import DEFAULT_LIMIT, BackgroundPrecompute
+from .precompute import start as start_background
 
 __all__ = ["GrammarCompiler", "CompiledGrammar", "CompileStats"]
 
@@ -78,6 +80,8 @@ class CompiledGrammar:
     stats: CompileStats | None = None
     free_names: bool = False
     """Matchers keep member names distinct per object (``Grammar.free_names``)."""
+    background: BackgroundPrecompute | None = field(default=None, repr=False)
+    """The masks being precomputed in the background (``precompute="background"``), else ``None``."""
 
     def matcher(self, **kwargs: Any):
         """A new :class:`~structgen.runtime.matcher.GrammarMatcher` for this grammar."""
@@ -97,7 +101,11 @@ class GrammarCompiler:
         max_states: automaton size limit; larger grammars raise ``AutomatonSizeError``.
         precompute: ``"lazy"`` computes each mask when first needed (compile in
             milliseconds); ``"eager"`` also walks every reachable configuration of grammars
-            without recursion at compile time.
+            without recursion at compile time; ``"background"`` returns once the automaton
+            exists and computes the masks of up to ``precompute_limit`` reachable
+            configurations, nearest first, in a daemon thread while the model runs (a mask
+            not ready yet is computed when first needed, see :mod:`structgen.runtime.precompute`).
+        precompute_limit: masks a background precompute computes at most per grammar.
     """
 
     def __init__(
@@ -106,11 +114,17 @@ class GrammarCompiler:
         *,
         cache_size: int = 128,
         max_states: int = DEFAULT_MAX_STATES,
-        precompute: Literal["lazy", "eager"] = "lazy",
+        precompute: Literal["lazy", "eager", "background"] = "lazy",
+        precompute_limit: int = DEFAULT_LIMIT,
     ) -> None:
+        if precompute not in ("lazy", "eager", "background"):
+            raise ValueError(f"precompute must be 'lazy', 'eager' or 'background', not {precompute!r}")
+        if precompute_limit < 0:
+            raise ValueError(f"precompute_limit must be >= 0, not {precompute_limit!r}")
         self.tokenizer_info = tokenizer_info
         self.max_states = max_states
         self.precompute = precompute
+        self.precompute_limit = precompute_limit
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._trie: TokenTrie | None = None
@@ -242,12 +256,19 @@ class GrammarCompiler:
             precompute_seconds=t3 - t2,
             precomputed_masks=pre,
         )
+        background = None
+        if self.precompute == "background":
+            background = BackgroundPrecompute(index, limit=self.precompute_limit)
         compiled = CompiledGrammar(grammar, self.tokenizer_info, pda, index, tuple(grammar.warnings), stats,
-                                   grammar.free_names)
+                                   grammar.free_names, background)
         if self._cache_size:
             with self._lock:
-                compiled = self._cache.setdefault(key, compiled)  # a racing thread's result wins
+                won = self._cache.setdefault(key, compiled)  # a racing thread's result wins
                 self._cache.move_to_end(key)
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+            if won is not compiled:
+                return won  # its own task already runs; this one is never started
+        if background is not None:
+            start_background(background)
         return compiled

@@ -1,6 +1,7 @@
 """GrammarMatcher: the only mutable object — where one output stands in its grammar."""
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -9,11 +10,13 @@ from .bitmask import as_numpy_row
 from ..errors import MatcherError, StructgenTypeError
 from .names import INITIAL, NameState, clear_names
 from ..index.token_index import DEAD
+from ..index.tokenizer import TokenizerInfo
+from .precompute import compute_mask
 
 if TYPE_CHECKING:  # the compiler makes matchers (CompiledGrammar.matcher)
     from .compiler import CompiledGrammar
 
-__all__ = ["GrammarMatcher", "check_token_id"]
+__all__ = ["GrammarMatcher", "check_token_id", "stop_mask"]
 
 
 def check_token_id(token_id: object, what: str = "a token id") -> int:
@@ -26,6 +29,25 @@ def check_token_id(token_id: object, what: str = "a token id") -> int:
     if isinstance(token_id, (int, np.integer)) and not isinstance(token_id, (bool, np.bool_)):
         return int(token_id)
     raise StructgenTypeError(f"{what} must be an int (or numpy integer), not {type(token_id).__name__} {token_id!r}")
+
+
+_STOP_MASKS: "weakref.WeakKeyDictionary[TokenizerInfo, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
+
+
+def stop_mask(info: TokenizerInfo, words: int) -> np.ndarray:
+    """The read-only mask of ``words`` int32 words allowing only ``info``'s stop tokens
+    (what a terminated matcher fills; built once per vocabulary)."""
+    per = _STOP_MASKS.get(info)
+    if per is None:
+        per = _STOP_MASKS.setdefault(info, {})
+    mask = per.get(words)
+    if mask is None:
+        allowed = np.zeros(words * 32, dtype=bool)
+        allowed[list(info.stop_token_ids)] = True
+        mask = np.packbits(allowed, bitorder="little").view("<i4")
+        mask.setflags(write=False)
+        per[words] = mask
+    return mask
 
 
 class GrammarMatcher:
@@ -72,7 +94,8 @@ class GrammarMatcher:
         Raises:
             StructgenTypeError: ``token_id`` is not an integer (``"90"``, ``True``, ``90.0``).
         """
-        token_id = check_token_id(token_id)
+        if type(token_id) is not int:  # the usual int skips the checks
+            token_id = check_token_id(token_id)
         if self._terminated:
             return False
         cur = self._history[-1]
@@ -85,6 +108,9 @@ class GrammarMatcher:
         nxt = self._index.step_token(cur, token_id)
         if nxt == DEAD:
             return False
+        if self._names is None and self._max_rollback is None:  # nothing else to keep per step
+            self._history.append(nxt)
+            return True
         names = None
         if self._names is not None:
             names = self._names[-1].feed(self.compiled.tokenizer_info.token_bytes[token_id])
@@ -123,29 +149,40 @@ class GrammarMatcher:
 
         ``bitmask`` is a numpy array or CPU torch tensor of shape ``(batch, words)`` with
         ``words >= ceil(vocab_size / 32)``. After termination only stop tokens are allowed
-        (so a finished row of a batch can keep emitting padding EOS).
+        (so a finished row of a batch can keep emitting padding EOS). To fill many rows
+        from many matchers at once, see :func:`structgen.runtime.batch.fill_next_token_bitmasks`.
         """
         row = as_numpy_row(bitmask, index)
-        mask = self._index.mask(self._history[-1]) if not self._terminated else self._stop_mask()
-        if row.shape[0] < mask.shape[0]:
+        mask = self.next_mask()
+        n = mask.shape[0]
+        if row.shape[0] == n:  # the usual case: one copy, no tail to clear
+            np.copyto(row, mask)
+        elif row.shape[0] < n:
             raise MatcherError(
-                f"bitmask row has {row.shape[0]} words but the vocabulary needs {mask.shape[0]} "
+                f"bitmask row has {row.shape[0]} words but the vocabulary needs {n} "
                 f"(vocab_size={self.compiled.tokenizer_info.vocab_size})"
             )
-        row[: mask.shape[0]] = mask
-        row[mask.shape[0]:] = 0
+        else:
+            row[:n] = mask
+            row[n:] = 0
         if self._names is not None and not self._terminated:
             self._clear_names(row.view(np.uint32))
+
+    def next_mask(self) -> np.ndarray:
+        """The memoised mask of the current configuration (read-only int32 words), or the
+        stop-token mask after termination. Member-name tracking is not applied to it:
+        :meth:`fill_next_token_bitmask` does that on the row it fills."""
+        if self._terminated:
+            return stop_mask(self.compiled.tokenizer_info, self._index.words)
+        cid = self._history[-1]
+        mask = self._index.mask_if_ready(cid)
+        if mask is None:
+            mask = compute_mask(self._index, cid, self.compiled.background)
+        return mask
 
     def _clear_names(self, row: np.ndarray) -> None:
         """Clear the tokens that would repeat a member name, or trap one (structgen.runtime.names)."""
         clear_names(self._names[-1], row, self.compiled.tokenizer_info, self._index, self._history[-1])
-
-    def _stop_mask(self) -> np.ndarray:
-        info = self.compiled.tokenizer_info
-        allowed = np.zeros(self._index.words * 32, dtype=bool)
-        allowed[list(info.stop_token_ids)] = True
-        return np.packbits(allowed, bitorder="little").view("<i4")
 
     def allowed_token_ids(self) -> np.ndarray:
         """Sorted ids of the tokens allowed next (convenience; slower than the bitmask)."""

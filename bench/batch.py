@@ -1,0 +1,200 @@
+"""A batch of distinct grammars filled in one call: 1 thread vs 2, first visit and warm.
+
+    python bench/batch.py [--tokenizer smollm2|llama3] [--batch 64] [--repeats 3]
+
+Corpus: ``--batch`` distinct MaskBench schemas (the first of each subset, then the second,
+...; each with a valid instance written as compact JSON in property order and tokenized).
+One decoding step of the batch is one ``fill_next_token_bitmasks`` call over every row,
+then each row accepts its next token (not timed); a row whose text has ended accepts a stop
+token and fills stop-token rows from then on, as a serving batch does.
+
+Arms, on the same grammars:
+
+* ``first visit``: the grammars are compiled afresh (lazy masks) before the walk, so every
+  configuration's mask is computed during the walk: the fill time of a new request;
+* ``warm``: the same walk again: every mask is memoised, the fill is lookups and copies;
+* ``loop``: the same steps with ``GrammarMatcher.fill_next_token_bitmask`` row by row;
+* ``first request``: one request at a time, each compiled afresh, ``--prefill-ms`` of
+  pause after compiling (the model's prefill), then its path: the summed fill time of all
+  requests with ``precompute="lazy"`` against ``precompute="background"``.
+
+Each arm runs ``--repeats`` times alternating 1 and 2 threads (fresh grammars for each
+first-visit run); the median of the summed fill time of the walk is reported, and the
+speedup of 2 threads over 1. Writes bench/results/batch.json and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.compile_mask import load_tokenizer  # noqa: E402
+from bench.masks import build_corpus  # noqa: E402
+from structgen import GrammarCompiler, TokenizerInfo, fill_next_token_bitmasks  # noqa: E402
+from structgen.runtime.bitmask import bitmask_words  # noqa: E402
+
+
+def pick(shared: Path, batch: int) -> list[dict]:
+    """``batch`` schemas, spread over the MaskBench subsets (round robin)."""
+    per = 1
+    while True:
+        corpus = build_corpus(shared, per, 1)
+        by_subset: dict[str, list[dict]] = {}
+        for case in corpus:
+            by_subset.setdefault(case["id"].split("/")[0], []).append(case)
+        ordered = [c for k in range(per) for cases in by_subset.values() if k < len(cases) for c in [cases[k]]]
+        if len(ordered) >= batch or per > 64:
+            return ordered[:batch]
+        per *= 2
+
+
+def compile_all(info: TokenizerInfo, trie, cases: list[dict]) -> list:
+    compiler = GrammarCompiler(info, cache_size=0)
+    compiler._trie = trie  # the vocabulary trie is per tokenizer: built once for all arms
+    out = []
+    for case in cases:
+        try:
+            out.append(compiler.compile_json_schema(case["schema"]))
+        except Exception:  # noqa: BLE001 - schemas structgen refuses are left out of the batch
+            out.append(None)
+    return out
+
+
+def walk(grammars: list, paths: list[list[int]], words: int, stop: int, *, threads: int, loop: bool,
+         max_steps: int) -> tuple[float, int]:
+    """One batch decoding walk of at most ``max_steps`` steps: returns (seconds spent filling, steps)."""
+    matchers = [g.matcher() for g in grammars]
+    bitmask = np.zeros((len(matchers), words), np.int32)
+    steps = min(max(len(p) for p in paths) + 1, max_steps)
+    spent = 0.0
+    for step in range(steps):
+        t0 = time.perf_counter()
+        if loop:
+            for r, m in enumerate(matchers):
+                m.fill_next_token_bitmask(bitmask, r)
+        else:
+            fill_next_token_bitmasks(matchers, bitmask, threads=threads)
+        spent += time.perf_counter() - t0
+        for m, path in zip(matchers, paths):
+            tok = path[step] if step < len(path) else stop
+            if not m.is_terminated():
+                ok = m.accept_token(tok)
+                assert ok, f"token {tok} rejected at step {step}"
+    return spent, steps
+
+
+def first_requests(info: TokenizerInfo, trie, cases: list[dict], paths: list[list[int]], words: int,
+                   *, precompute: str, prefill_s: float, max_steps: int) -> list[float]:
+    """One request at a time: compile, wait ``prefill_s`` (the model's prefill), then walk the
+    path filling one row per step. Returns each request's summed fill time."""
+    compiler = GrammarCompiler(info, cache_size=0, precompute=precompute)
+    compiler._trie = trie
+    out = []
+    bitmask = np.zeros((1, words), np.int32)
+    for case, path in zip(cases, paths):
+        g = compiler.compile_json_schema(case["schema"])
+        time.sleep(prefill_s)
+        m = g.matcher()
+        spent = 0.0
+        for tok in path[:max_steps]:
+            t0 = time.perf_counter()
+            m.fill_next_token_bitmask(bitmask, 0)
+            spent += time.perf_counter() - t0
+            assert m.accept_token(tok)
+        out.append(spent)
+        if g.background is not None:
+            g.background.cancel()  # the next request's grammar gets the worker
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokenizer", default="smollm2")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-steps", type=int, default=128,
+                    help="steps walked (longer texts stop there; shorter ones end with a stop token)")
+    ap.add_argument("--prefill-ms", type=float, default=50.0,
+                    help="background arm: pause between compiling a request's grammar and its first mask")
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "batch.json"))
+    args = ap.parse_args()
+    shared = Path(args.shared)
+    tok = load_tokenizer(args.tokenizer, shared)
+    info = TokenizerInfo.from_huggingface(tok)
+    trie = GrammarCompiler(info).trie
+    cases = pick(shared, args.batch * 2)  # spares for schemas that fail to compile
+    grammars = compile_all(info, trie, cases)
+    kept = [(c, g) for c, g in zip(cases, grammars) if g is not None][: args.batch]
+    cases = [c for c, _ in kept]
+    paths = [tok.encode(c["texts"][0], add_special_tokens=False) for c in cases]
+    words = bitmask_words(info.vocab_size)
+    stop = info.stop_token_ids[0]
+    results: dict[str, dict[int, list[float]]] = {"first_visit": {1: [], 2: []}, "warm": {1: [], 2: []},
+                                                   "loop_warm": {1: []}}
+    steps = 0
+    for rep in range(args.repeats):
+        for threads in ((1, 2) if rep % 2 == 0 else (2, 1)):
+            fresh = compile_all(info, trie, cases)
+            spent, steps = walk(fresh, paths, words, stop, threads=threads, loop=False, max_steps=args.max_steps)
+            results["first_visit"][threads].append(spent)
+            results["warm"][threads].append(walk(fresh, paths, words, stop, threads=threads, loop=False, max_steps=args.max_steps)[0])
+        results["loop_warm"][1].append(walk(fresh, paths, words, stop, threads=1, loop=True, max_steps=args.max_steps)[0])
+        print(f"repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
+
+    requests: dict[str, list[float]] = {"lazy": [], "background": []}
+    for rep in range(args.repeats):
+        for precompute in (("lazy", "background") if rep % 2 == 0 else ("background", "lazy")):
+            requests[precompute].append(sum(first_requests(
+                info, trie, cases, paths, words, precompute=precompute, prefill_s=args.prefill_ms / 1e3,
+                max_steps=args.max_steps)))
+
+    rows = []
+    for arm, per in results.items():
+        for threads, xs in per.items():
+            med = statistics.median(xs)
+            rows.append({"arm": arm, "threads": threads, "fill_s_median": med, "fill_s_runs": xs,
+                         "per_step_ms": med / steps * 1e3, "per_row_us": med / steps / len(cases) * 1e6})
+    speedup = {arm: statistics.median(results[arm][1]) / statistics.median(results[arm][2])
+               for arm in ("first_visit", "warm")}
+    out = {
+        "command": "python bench/batch.py " + " ".join(sys.argv[1:]),
+        "tokenizer": args.tokenizer,
+        "vocab_size": info.vocab_size,
+        "batch": len(cases),
+        "steps": steps,
+        "tokens": sum(len(p) for p in paths),
+        "schemas": [c["id"] for c in cases],
+        "machine": {"python": platform.python_version(), "processor": platform.processor(),
+                    "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]},
+        "rows": rows,
+        "speedup_2_threads_over_1": speedup,
+        "first_request_fill_s": {k: {"median": statistics.median(v), "runs": v} for k, v in requests.items()},
+        "prefill_ms": args.prefill_ms,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nbatch of {len(cases)} distinct grammars, {args.tokenizer} ({info.vocab_size} tokens), "
+          f"{steps} steps, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n")
+    print("| arm | threads | fill per step (ms) | per row (µs) |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['arm']} | {r['threads']} | {r['per_step_ms']:.3f} | {r['per_row_us']:.2f} |")
+    print(f"\n2 threads over 1: first visit {speedup['first_visit']:.2f}x, warm {speedup['warm']:.2f}x")
+    lazy, bg = (statistics.median(requests[k]) for k in ("lazy", "background"))
+    print(f"\none request at a time, {args.prefill_ms:.0f} ms prefill after compiling: fills of all {len(cases)} "
+          f"first requests {lazy * 1e3:.1f} ms lazy, {bg * 1e3:.1f} ms with precompute=\"background\"")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Filling the rows of a batch bitmask from many matchers in one call.
+
+:func:`fill_next_token_bitmasks` is what a serving loop calls once per decoding step, with
+one matcher per row (distinct grammars welcome). Rows whose masks are memoised cost one
+lookup each in Python and are copied by the native core in one call with the GIL released;
+masks not computed yet are computed by a small thread pool meanwhile. The result is bit for
+bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
+
+Threads help where the mask computation releases the GIL: the vocabulary walk does, the
+configuration work around it (closure, interning) is Python and holds it, so today a pool
+of two overlaps a part of each first-visit mask with the others' (see docs/performance.md
+for the measured figure). Memoised rows gain nothing from threads and are never sent to
+the pool.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _core
+from ..errors import MatcherError
+from .matcher import GrammarMatcher, stop_mask
+from .precompute import compute_mask
+
+__all__ = ["DEFAULT_THREADS", "fill_next_token_bitmasks"]
+
+DEFAULT_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads computing a batch's missing masks when ``threads`` is not given."""
+
+_pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            pool = _pools[threads] = concurrent.futures.ThreadPoolExecutor(
+                max_workers=threads, thread_name_prefix="structgen-fill")
+        return pool
+
+
+def _as_matrix(bitmask: Any) -> np.ndarray:
+    """A writable 2-D numpy view of a CPU int32 bitmask (numpy array or torch tensor)."""
+    arr = bitmask
+    if not isinstance(arr, np.ndarray):
+        device = getattr(bitmask, "device", None)
+        if device is not None and device.type != "cpu":
+            raise MatcherError(f"fill the bitmask on the CPU and copy it to {device} afterwards "
+                               f"(apply_token_bitmask_inplace accepts a CPU bitmask and moves it)")
+        arr = bitmask.numpy()
+    if arr.dtype != np.int32 or arr.ndim not in (1, 2):
+        raise MatcherError(f"bitmask must be int32 of shape (batch, words) or (words,), "
+                           f"found {arr.dtype} of shape {arr.shape}")
+    return arr.reshape(1, -1) if arr.ndim == 1 else arr
+
+
+def fill_next_token_bitmasks(
+    matchers: Sequence[GrammarMatcher | None],
+    bitmask: Any,
+    indices: Sequence[int] | None = None,
+    *,
+    threads: int | None = None,
+) -> None:
+    """Fill one row of ``bitmask`` per matcher, as each matcher's
+    :meth:`~GrammarMatcher.fill_next_token_bitmask` would, in one call.
+
+    Args:
+        matchers: one matcher per row to fill; ``None`` leaves its row untouched (an
+            unconstrained request). Matchers of different grammars may be mixed.
+        bitmask: CPU int32 numpy array or torch tensor ``(batch, words)``.
+        indices: the row of ``bitmask`` each matcher fills (default ``0, 1, ...``); rows
+            not named are left as they are.
+        threads: threads computing the masks not memoised yet (default
+            :data:`DEFAULT_THREADS`; ``1``: in the calling thread). Memoised masks are
+            copied in the calling thread whatever this says.
+
+    Raises:
+        MatcherError: a bitmask of the wrong kind or too narrow for a vocabulary, a row
+            outside the batch, a row named twice, or ``indices`` of another length.
+    """
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise MatcherError(f"threads must be an int >= 1, not {threads!r}")
+    arr = _as_matrix(bitmask)
+    batch, words = arr.shape
+    if indices is None:
+        rows = list(range(len(matchers)))
+    else:
+        rows = [int(i) for i in indices]
+        if len(rows) != len(matchers):
+            raise MatcherError(f"{len(rows)} indices for {len(matchers)} matchers")
+    if len(set(rows)) != len(rows):
+        raise MatcherError("a bitmask row is named twice in indices")
+    out_rows: list[int] = []
+    out_masks: list[np.ndarray | None] = []
+    missing: dict[tuple[int, int], list[int]] = {}  # (id(index), cid) -> positions in out_*
+    indexes: dict[int, tuple[Any, Any]] = {}
+    named: list[tuple[int, GrammarMatcher]] = []
+    for m, r in zip(matchers, rows):
+        if m is None:
+            continue
+        if not 0 <= r < batch:
+            raise MatcherError(f"index {r} is outside the bitmask's batch of {batch}")
+        index = m._index
+        if index.words > words:
+            raise MatcherError(f"bitmask row has {words} words but the vocabulary needs {index.words} "
+                               f"(vocab_size={m.compiled.tokenizer_info.vocab_size})")
+        if m._terminated:
+            mask = stop_mask(m.compiled.tokenizer_info, index.words)
+        else:
+            cid = m._history[-1]
+            mask = index.mask_if_ready(cid)
+            if mask is None:
+                key = (id(index), cid)
+                missing.setdefault(key, []).append(len(out_rows))
+                indexes[key[0]] = (index, m.compiled.background)
+            if m._names is not None:
+                named.append((r, m))
+        out_rows.append(r)
+        out_masks.append(mask)
+    if missing:
+        _fill_missing(arr, out_rows, out_masks, missing, indexes, DEFAULT_THREADS if threads is None else threads)
+    elif out_rows:
+        _core.fill_rows(arr, np.array(out_rows, np.int64), out_masks)
+    for r, m in named:  # member-name tracking clears tokens per row (memoised per state)
+        m._clear_names(arr[r].view(np.uint32))
+
+
+def _fill_missing(arr: np.ndarray, rows: list[int], masks: list[np.ndarray | None],
+                  missing: dict[tuple[int, int], list[int]], indexes: dict[int, tuple[Any, Any]],
+                  threads: int) -> None:
+    """Compute the missing masks (in a pool when there are several) while the memoised rows
+    are copied, then copy the others."""
+    hits = [k for k, mk in enumerate(masks) if mk is not None]
+    if threads == 1 or len(missing) == 1:
+        if hits:
+            _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
+        for (iid, cid), where in missing.items():
+            index, task = indexes[iid]
+            mask = compute_mask(index, cid, task)
+            for k in where:
+                masks[k] = mask
+    else:
+        pool = _pool(threads)
+        futures = {key: pool.submit(compute_mask, indexes[key[0]][0], key[1], indexes[key[0]][1])
+                   for key in missing}
+        if hits:  # copied while the pool computes: the copy releases the GIL
+            _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
+        for key, fut in futures.items():
+            mask = fut.result()
+            for k in missing[key]:
+                masks[k] = mask
+    done = set(hits)
+    rest = [k for k in range(len(rows)) if k not in done]
+    _core.fill_rows(arr, np.array([rows[k] for k in rest], np.int64), [masks[k] for k in rest])

@@ -1,0 +1,250 @@
+"""fill_next_token_bitmasks: one call for many matchers and rows, bit for bit what the
+matchers fill one by one; several threads filling at once; background precompute.
+
+Speed is not asserted here (bench/batch.py measures it)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from structgen import GrammarCompiler, GrammarMatcher, MatcherError, fill_next_token_bitmasks
+from structgen.runtime import precompute as background
+from structgen.runtime.bitmask import bitmask_words
+
+from .conftest import toy_info
+from .test_concurrency import TOKENS, _run_threads
+
+SCHEMAS = [
+    {"type": "integer", "minimum": -5, "maximum": 500},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 4}, "b": {"type": "boolean"}},
+     "required": ["a"]},
+    {"type": "array", "items": {"enum": ["x", "y", 3]}, "maxItems": 3},
+    {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
+    {"type": "string", "pattern": "^[a-c]{2,3}$"},
+    {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"},
+    {"type": "object", "additionalProperties": {"type": "integer"}},  # free names: tracked per matcher
+    {"type": "array", "items": {"type": "number"}, "minItems": 1},
+]
+
+
+def _walk(m: GrammarMatcher, rng: np.random.Generator, steps: int, info, *, finish: bool) -> None:
+    """Accept up to ``steps`` random allowed non-stop tokens; with ``finish``, then a stop token
+    as soon as one is allowed (the matcher terminates)."""
+    stops = set(info.stop_token_ids)
+    for _ in range(steps):
+        allowed = [t for t in m.allowed_token_ids().tolist() if t not in stops]
+        if finish and m.is_completed():
+            break
+        if not allowed:
+            break
+        assert m.accept_token(int(rng.choice(allowed)))
+    if finish:
+        for _ in range(200):
+            if m.is_completed():
+                assert m.accept_token(info.stop_token_ids[0]) and m.is_terminated()
+                return
+            m.accept_string(m.compiled.index.shortest_completion(m.state)[:1])
+        raise AssertionError("walk did not reach an end")
+
+
+def _matchers(compiler: GrammarCompiler, info, seed: int) -> list[GrammarMatcher | None]:
+    rng = np.random.default_rng(seed)
+    out: list[GrammarMatcher | None] = []
+    for k, schema in enumerate(SCHEMAS * 2):
+        m = compiler.compile_json_schema(schema).matcher()
+        _walk(m, rng, int(rng.integers(0, 8)), info, finish=k % 5 == 3)
+        out.append(m)
+    out.append(compiler.compile_builtin_json().matcher())  # free names, any JSON
+    _walk(out[-1], rng, 6, info, finish=False)
+    out.insert(4, None)  # an unconstrained row
+    return out
+
+
+def _one_by_one(matchers, batch: int, words: int, rows) -> np.ndarray:
+    expect = np.full((batch, words), 0x5A5A5A5A, np.int32)
+    for m, r in zip(matchers, rows):
+        if m is not None:
+            m.fill_next_token_bitmask(expect, r)
+    return expect
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_batch_fill_equals_matcher_fill_bit_for_bit(threads):
+    """Distinct grammars, terminated matchers (stop-token rows), an unconstrained row left
+    untouched, rows in scattered order with rows skipped, fresh masks (pool) and memo hits."""
+    info = toy_info(TOKENS)
+    words = bitmask_words(info.vocab_size) + 2  # wider than the vocabulary: the tail is cleared
+    ours = _matchers(GrammarCompiler(info), info, seed=threads)  # fresh grammars: masks missing
+    theirs = _matchers(GrammarCompiler(info), info, seed=threads)  # the same walks, other grammars
+    assert any(m is not None and m.is_terminated() for m in ours)
+    batch = 2 * len(ours) + 3
+    rows = np.random.default_rng(0).permutation(batch)[: len(ours)].tolist()  # scattered, some rows skipped
+    for round_ in range(3):  # first visit, then memo hits, then after one more step each
+        got = np.full((batch, words), 0x5A5A5A5A, np.int32)
+        fill_next_token_bitmasks(ours, got, rows, threads=threads)
+        expect = _one_by_one(theirs, batch, words, rows)
+        assert np.array_equal(got, expect), f"round {round_}: rows differ: {np.flatnonzero((got != expect).any(axis=1))}"
+        rng = np.random.default_rng(round_)
+        for a, b in zip(ours, theirs):
+            if a is not None and not a.is_terminated():
+                seed = int(rng.integers(1 << 30))
+                _walk(a, np.random.default_rng(seed), 1, info, finish=False)
+                _walk(b, np.random.default_rng(seed), 1, info, finish=False)
+
+
+def test_batch_fill_torch_bitmask_default_rows():
+    torch = pytest.importorskip("torch")
+    info = toy_info(TOKENS)
+    compiler = GrammarCompiler(info)
+    matchers = [compiler.compile_json_schema(s).matcher() for s in SCHEMAS]
+    got = torch.full((len(matchers), bitmask_words(info.vocab_size)), -1, dtype=torch.int32)
+    fill_next_token_bitmasks(matchers, got)
+    expect = _one_by_one(matchers, len(matchers), got.shape[1], range(len(matchers)))
+    assert np.array_equal(got.numpy(), expect)
+
+
+def test_batch_fill_rejects_bad_arguments():
+    info = toy_info(TOKENS)
+    m = GrammarCompiler(info).compile_json_schema(SCHEMAS[0]).matcher()
+    words = bitmask_words(info.vocab_size)
+    with pytest.raises(MatcherError, match="named twice"):
+        fill_next_token_bitmasks([m, m], np.zeros((2, words), np.int32), [1, 1])
+    with pytest.raises(MatcherError, match="indices for"):
+        fill_next_token_bitmasks([m], np.zeros((2, words), np.int32), [0, 1])
+    with pytest.raises(MatcherError, match="outside the bitmask's batch"):
+        fill_next_token_bitmasks([m], np.zeros((2, words), np.int32), [2])
+    with pytest.raises(MatcherError, match="words but the vocabulary needs"):
+        fill_next_token_bitmasks([m], np.zeros((1, words - 1), np.int32))
+    with pytest.raises(MatcherError, match="int32"):
+        fill_next_token_bitmasks([m], np.zeros((1, words), np.int64))
+    with pytest.raises(MatcherError, match="threads"):
+        fill_next_token_bitmasks([m], np.zeros((1, words), np.int32), threads=0)
+
+
+def test_threads_filling_batches_concurrently_match_sequential():
+    """Several threads fill batches of shared fresh grammars at once (each batch through the
+    pool too): every row equals what the same tokens give on unshared grammars, one by one."""
+    info = toy_info(TOKENS)
+    shared = GrammarCompiler(info)
+    words = bitmask_words(info.vocab_size)
+    stops = set(info.stop_token_ids)
+    results: dict[int, list[tuple[list[list[int]], np.ndarray]]] = {}
+
+    def grammars(compiler):
+        return [compiler.compile_json_schema(s) for s in SCHEMAS] + [compiler.compile_builtin_json()]
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(100 + i)
+        matchers = [g.matcher() for g in grammars(shared)]
+        tokens: list[list[int]] = [[] for _ in matchers]
+        log = results[i] = []
+        for _ in range(12):
+            got = np.zeros((len(matchers), words), np.int32)
+            fill_next_token_bitmasks(matchers, got, threads=2)
+            log.append(([list(t) for t in tokens], got))
+            for m, toks in zip(matchers, tokens):
+                allowed = [t for t in m.allowed_token_ids().tolist() if t not in stops]
+                if allowed:
+                    tok = int(rng.choice(allowed))
+                    assert m.accept_token(tok)
+                    toks.append(tok)
+
+    assert _run_threads(work, 6) == []
+    alone = grammars(GrammarCompiler(info))
+    for i, log in results.items():
+        for tokens, got in log:
+            expect = np.zeros((len(alone), words), np.int32)
+            for r, (g, toks) in enumerate(zip(alone, tokens)):
+                ref = g.matcher()
+                assert all(ref.accept_token(t) for t in toks)
+                ref.fill_next_token_bitmask(expect, r)
+            assert np.array_equal(got, expect), f"thread {i}: rows {np.flatnonzero((got != expect).any(axis=1))} differ"
+    assert sum(len(t[0][0]) for log in results.values() for t in log) > 0
+
+
+# -- background precompute ------------------------------------------------------------------
+
+
+def test_background_first_mask_does_not_wait_for_the_whole_precompute(monkeypatch):
+    """The workers are held after their first mask: decoding still gets every mask it asks
+    for (computed on demand, equal to a lazily compiled grammar's), then the precompute
+    resumes and finishes with every reachable mask computed."""
+    info = toy_info(TOKENS)
+    gate = threading.Event()
+    first_done = threading.Event()
+    turns = []
+    real_turn = background.BackgroundPrecompute._turn
+
+    def held_turn(self, masks):
+        if self.limit != 777:  # another test's task: not held
+            return real_turn(self, masks)
+        if turns:  # after the first turn: wait for the test to let the workers go on
+            first_done.set()
+            gate.wait()
+        turns.append(self.computed)
+        return real_turn(self, 1)
+
+    monkeypatch.setattr(background.BackgroundPrecompute, "_turn", held_turn)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                               "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+              "required": ["name", "n"], "additionalProperties": False}
+    try:
+        _held_run(info, schema, gate, first_done)
+    finally:
+        gate.set()  # never leave the shared worker held
+
+
+def _held_run(info, schema, gate: threading.Event, first_done: threading.Event) -> None:
+    compiled = GrammarCompiler(info, precompute="background", precompute_limit=777).compile_json_schema(schema)
+    lazy = GrammarCompiler(info).compile_json_schema(schema)
+    task = compiled.background
+    assert task is not None
+    assert first_done.wait(30)  # the worker is held after one mask
+    assert not task.finished.is_set() and task.computed == 1
+    ours, ref = compiled.matcher(), lazy.matcher()
+    words = bitmask_words(info.vocab_size)
+    for text in ['{"', 'name', '":"', 'ab', '","n":', '4', '2}']:
+        a, b = np.zeros((1, words), np.int32), np.zeros((1, words), np.int32)
+        fill_next_token_bitmasks([ours], a)
+        ref.fill_next_token_bitmask(b, 0)
+        assert np.array_equal(a, b), f"mask differs before {text!r}"
+        assert ours.accept_string(text) and ref.accept_string(text)
+    assert not task.finished.is_set() and task.computed == 1  # all of that while the workers were held
+    gate.set()
+    assert task.wait(60)
+    assert task.computed > 10
+    lazy.index.precompute()
+    # every reachable configuration's mask is there, and equal to the lazy one's
+    assert len(compiled.index._masks) == len(lazy.index._masks) < 777
+    assert sorted(m.tobytes() for m in compiled.index._masks.values()) == sorted(
+        m.tobytes() for m in lazy.index._masks.values())
+
+
+def test_background_precompute_is_cancelled_with_its_grammar():
+    info = toy_info(TOKENS)
+    compiler = GrammarCompiler(info, precompute="background", cache_size=0, precompute_limit=10_000)
+    # a recursive grammar: configurations without end, so only the limit or a cancel stop it
+    compiled = compiler.compile_json_schema(SCHEMAS[5])
+    task = compiled.background
+    del compiled
+    import gc
+
+    gc.collect()
+    assert task.wait(60)
+    assert task.computed < 10_000
+
+
+def test_background_limit_and_explicit_cancel():
+    info = toy_info(TOKENS)
+    compiled = GrammarCompiler(info, precompute="background", precompute_limit=5).compile_json_schema(SCHEMAS[5])
+    assert compiled.background.wait(60)
+    assert compiled.background.computed == 5
+    other = GrammarCompiler(info, precompute="background", precompute_limit=10_000).compile_builtin_json()
+    other.background.cancel()
+    assert other.background.wait(60)
+    m = other.matcher()  # decoding still works: masks on demand
+    assert m.accept_string('{"a": [1, 2]}') and m.is_completed()
+    with pytest.raises(ValueError, match="precompute"):
+        GrammarCompiler(info, precompute="sometimes")
