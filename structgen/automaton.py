@@ -387,33 +387,65 @@ def _recursive_rules(rules: Mapping[str, Expr]) -> set[str]:
 
 INLINE_LIMIT = 400
 """Rules used in several places are called, not copied, when larger than this (expression nodes)."""
+SPLIT_LIMIT = 10_000
+"""A rule whose inlined NFA would pass this many states (estimated) calls its largest parts instead."""
 
 
 def _large_shared_rules(rules: Mapping[str, Expr], recursive: set[str]) -> set[str]:
-    """Non-recursive rules referenced from several places whose inlined size is large."""
+    """Non-recursive rules to call rather than inline: those referenced from several places
+    whose inlined size is large, and, inside a rule whose inlined NFA would pass SPLIT_LIMIT
+    states (estimated), its largest references until it would not (each called rule is
+    determinised on its own, so no single NFA or subset construction holds a whole large
+    schema; ``max_states`` is still checked exactly while they are built)."""
     uses: dict[str, int] = {}
     for body in rules.values():
         for name in iter_refs(body):
             uses[name] = uses.get(name, 0) + 1
+    called = set(recursive)
     sizes: dict[str, int] = {}
+    weighed = False  # False: expression nodes; True: estimated NFA states
 
     def esize(e: Expr) -> int:
         if isinstance(e, Ref):
-            if e.name in recursive:
-                return 1
-            if e.name not in sizes:
-                sizes[e.name] = 1  # non-recursive rules form a DAG: no real cycle here
-                sizes[e.name] = esize(rules[e.name])
-            return sizes[e.name]
+            return 1 if e.name in called else size_of(e.name)
         if isinstance(e, Seq):
             return 1 + sum(esize(x) for x in e.items)
         if isinstance(e, Alt):
-            return 1 + sum(esize(x) for x in e.options)
+            return (1 + 2 * weighed) + sum(esize(x) for x in e.options)
         if isinstance(e, Repeat):
             return 1 + esize(e.item) * max(1, e.max or e.min)
+        if weighed and isinstance(e, Lit):
+            return len(e.text.encode("utf-8"))
+        if weighed and isinstance(e, CharSet):
+            return 1 + 2 * len(e.ranges)
+        if weighed and isinstance(e, Dfa):
+            return len(e.trans)
+        if weighed and isinstance(e, Regex):
+            return 2 * len(e.pattern)
         return 1
 
-    return {n for n, k in uses.items() if k > 1 and n not in recursive and esize(Ref(n)) > INLINE_LIMIT}
+    def size_of(name: str) -> int:
+        if name not in sizes:
+            sizes[name] = 1  # non-recursive rules form a DAG: no real cycle here
+            sizes[name] = esize(rules[name])
+        return sizes[name]
+
+    shared = {n for n, k in uses.items() if k > 1 and n not in recursive and size_of(n) > INLINE_LIMIT}
+    called |= shared
+    sizes.clear()
+    weighed = True
+    split: set[str] = set()
+    for name in rules:
+        body = rules[name]
+        while size_of(name) > SPLIT_LIMIT:
+            kids = {c for c in iter_refs(body) if c not in called}
+            largest = max(kids, key=size_of, default=None)
+            if largest is None or size_of(largest) <= INLINE_LIMIT:
+                break
+            called.add(largest)
+            split.add(largest)
+            sizes[name] = esize(body)
+    return shared | split
 
 
 def _check_left_recursion(dfas: list[tuple], names: list[str]) -> None:
@@ -551,9 +583,16 @@ def build_automaton(
                 raise _too_large("DFA", total + hit[0].shape[0], max_states)
             dfa = (hit[0].copy(), hit[1], tuple(tuple((called[c], t) for c, t in cs) for cs in hit[2]))
         else:
+            # each rule's NFA is its own (fragments are shared within a build only), so
+            # max_states bounds the NFA of one rule, the DFAs of all
+            builder.nfa, builder._shared = _NFA(max_states), {}
             s, t = builder.nfa.new(), builder.nfa.new()
             builder.build(rules[name], s, t)
             dfa = _determinise(builder.nfa, s, t, max_states, total)
+            # minimal before it is counted and kept (every callee taken as productive here:
+            # exact, merging only states with the same future; trimming comes below)
+            m_trans, m_final, m_calls = _trim_and_minimise(*dfa, np.ones(len(dfa[1]), bool), set(range(len(called))))
+            dfa = (m_trans, m_final, list(m_calls))
             if key is not None:
                 _remember(_RAW_CACHE, key, (dfa[0].copy(), dfa[1], tuple(
                     tuple((called_names[c], t) for c, t in cs) for cs in dfa[2])))
