@@ -458,7 +458,7 @@ class _Converter:
         parts: list[Any] = []
         if "oneOf" in rest:
             branches = rest.pop("oneOf")
-            overlap = self.oneof_overlap(branches, ptr)
+            overlap = self.oneof_overlap(branches, ptr, rest)
             exact = self.oneof_exact(branches, ptr) if overlap is not None else None
             if exact is None and overlap is not None:
                 exact = self.oneof_by_type(branches, ptr)
@@ -530,11 +530,71 @@ class _Converter:
         # written against the root's base URI: a bare "#/..." would be read in the resource at ptr
         return {**rest, "allOf": [*rest.get("allOf", []), {"$ref": f"{self._root_base}#{target_ptr}"}]}
 
-    def oneof_overlap(self, branches: list, ptr: str) -> tuple[int, int] | None:
-        """Two ``oneOf`` branches that may both match (not provably disjoint), or None."""
+    def oneof_overlap(self, branches: list, ptr: str, context: dict | None = None) -> tuple[int, int] | None:
+        """Two ``oneOf`` branches that may both match (not provably disjoint), or None.
+
+        ``context``: the keywords beside ``oneOf``. Only instances satisfying them matter,
+        so its ``required`` (and its ``type``, for a branch without one) may be added to
+        every branch for the check: a discriminator property that the parent requires."""
         resolved = [self.resolve_shallow(b, ptr) for b in branches]
+        if context and not (self.legacy_ref and "$ref" in context):
+            req = context.get("required") if isinstance(context.get("required"), list) else []
+            typ = context.get("type")
+            resolved = [{**b, **({"required": sorted({*b.get("required", []), *req})} if req else {}),
+                         **({"type": typ} if typ is not None and "type" not in b else {})}
+                        if isinstance(b, dict) and isinstance(b.get("required", []), list) else b
+                        for b in resolved]
         return next(((i, j) for i in range(len(resolved)) for j in range(i + 1, len(resolved))
-                     if not _disjoint(resolved[i], resolved[j])), None)
+                     if not self.disjoint(resolved[i], resolved[j], ptr)), None)
+
+    def disjoint(self, x: Any, y: Any, ptr: str, depth: int = 0) -> bool:
+        """True only when no instance can match both schemas (a sufficient check, exact in
+        each step): :func:`_disjoint`, and, following ``$ref``s, a member of ``allOf`` (or
+        the target of a ``$ref`` with siblings) disjoint from the other schema, literals of
+        one side that the other refuses (by jsonschema), string patterns with an empty
+        regular intersection, and objects told apart by a property one of them requires."""
+        x, y = self.resolve_shallow(x, ptr), self.resolve_shallow(y, ptr)
+        if _disjoint(x, y) if not (self.legacy_ref and _has_ref(x, y)) else False:
+            return True
+        if depth > 4 or not isinstance(x, dict) or not isinstance(y, dict):
+            return False
+        for a, b in ((x, y), (y, x)):
+            # every instance of a matches each allOf member (and its $ref's target)
+            members = list(a["allOf"]) if isinstance(a.get("allOf"), list) else []
+            if isinstance(a.get("$ref"), str):
+                members.append({"$ref": a["$ref"]})
+            if any(self.disjoint(m, b, ptr, depth + 1) for m in members):
+                return True
+        if self.legacy_ref and _has_ref(x, y):
+            return False  # draft-07: keywords beside $ref are ignored; only its target counts
+        for a, b in ((x, y), (y, x)):
+            values = [a["const"]] if "const" in a else a.get("enum")
+            if isinstance(values, list) and len(values) <= 256 and self._single_resource():
+                try:
+                    accepts = self.checker(b, ptr)
+                    if not any(accepts(v) for v in values):
+                        return True
+                except Exception:  # a schema jsonschema cannot evaluate: not proven
+                    pass
+        common = _types_of(x) & _types_of(y)
+        if common <= {"string"} and isinstance(x.get("pattern"), str) and isinstance(y.get("pattern"), str):
+            return self.patterns_disjoint({**x, "type": ["string"]}, {**y, "type": ["string"]}, ptr)
+        if common == {"object"}:
+            px, py = x.get("properties", {}), y.get("properties", {})
+            if isinstance(px, dict) and isinstance(py, dict):
+                # a name one side requires is present, so the other side's properties
+                # schema for it applies too
+                either = set(x.get("required", [])) | set(y.get("required", []))
+                return any(name in px and name in py and self.disjoint(px[name], py[name], ptr, depth + 1)
+                           for name in sorted(either))
+        return False
+
+    def _single_resource(self) -> bool:
+        """Whether the document has no embedded resource (then a subschema found anywhere in
+        it can be checked by jsonschema against the root's base URI)."""
+        if not hasattr(self, "_resources"):
+            self._index_resources()
+        return len(self._resources) <= 1
 
     def oneof_exact(self, branches: list, ptr: str) -> Any:
         """``oneOf`` as ``anyOf`` of "branch i and no other branch", when every branch has a
@@ -657,7 +717,9 @@ class _Converter:
 
     def resolve_shallow(self, sub: Any, ptr: str) -> Any:
         seen = 0
-        while isinstance(sub, dict) and set(sub) - ANNOTATION_KEYWORDS == {"$ref"} and seen < 32:
+        # draft-07 and older ignore every keyword beside $ref: the schema is its target
+        while isinstance(sub, dict) and (set(sub) - ANNOTATION_KEYWORDS == {"$ref"} or (
+                self.legacy_ref and isinstance(sub.get("$ref"), str))) and seen < 32:
             try:
                 target = self.to_pointer(sub["$ref"], ptr)
             except UnsupportedSchemaError:
@@ -819,7 +881,7 @@ class _Converter:
         here = _existing_prefix(self.root, _ptr(ptr, keyword))
         try:
             for part in parts:
-                merged = merge(merged, part, resolve)
+                merged = merge(merged, part, resolve, ref_alone=self.legacy_ref)
         except LimitError as exc:
             raise exc.at(here) from None
         except MergeConflict as exc:
@@ -827,7 +889,7 @@ class _Converter:
             merged = base
             for part in parts:  # lenient: the first schema's value wins each conflict (recorded)
                 try:
-                    merged, conflicts = merge_lenient(merged, part, resolve)
+                    merged, conflicts = merge_lenient(merged, part, resolve, ref_alone=self.legacy_ref)
                 except MergeConflict as again:  # not combinable at all: this part is dropped
                     conflicts = [(again.keyword, again.why + "; that allOf member is not enforced")]
                 for kw, why in conflicts:
@@ -992,7 +1054,12 @@ class _Converter:
             if fmt not in FORMAT_PATTERNS:
                 self.unsupported("format", _ptr(ptr, "format"), f"format {fmt!r} is not enforced")
             elif "pattern" in schema:
-                self.unsupported("format", _ptr(ptr, "format"), "format together with pattern")
+                # both hold: the regular intersection of the two languages (exact)
+                try:
+                    pexpr = intersect(parse_regex(FORMAT_PATTERNS[fmt]),
+                                      self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
+                except AutomatonSizeError as exc:
+                    self.unsupported("format", _ptr(ptr, "format"), f"format together with this pattern: {exc}")
             else:
                 pexpr = parse_regex(FORMAT_PATTERNS[fmt])
         if pexpr is None and "pattern" in schema:
@@ -1330,7 +1397,7 @@ class _Converter:
                 raise MergeConflict("$ref", str(exc)) from exc
 
         try:
-            return merge(a, b, resolve)
+            return merge(a, b, resolve, ref_alone=self.legacy_ref)
         except MergeConflict as exc:
             self.unsupported(exc.keyword, ptr, exc.why)
             return a
@@ -1636,6 +1703,10 @@ def _json_type(v: Any) -> str:
     if isinstance(v, float):
         return "number"
     return {str: "string", list: "array", dict: "object"}[type(v)]
+
+
+def _has_ref(*schemas: Any) -> bool:
+    return any(isinstance(s, dict) and "$ref" in s for s in schemas)
 
 
 def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:

@@ -346,3 +346,61 @@ def test_oneof_overlapping_branches_split_by_type(compiler, schema):
     except UnsupportedSchemaError:
         return  # refusing is sound; accepting a text two branches match is not
     assert _disagreements(g, schema, _ANY_TEXTS) == []
+
+
+# -- oneOf branches proven disjoint through $ref, allOf, literals, patterns, parent keywords --
+
+_MODULE = {"type": "object", "additionalProperties": False, "required": ["type"],
+           "properties": {"type": {"type": "string", "pattern": "^{}$"}, "x": {"type": "integer"}}}
+_DISJOINT_ONEOFS = [
+    # tagged union whose tags are patterns, behind $refs
+    ({"definitions": {n: json.loads(json.dumps(_MODULE).replace("{}", n)) for n in ("Abs", "Add", "Addx")},
+      "oneOf": [{"$ref": f"#/definitions/{n}"} for n in ("Abs", "Add", "Addx")]},
+     ['{"type":"Abs"}', '{"type":"Add","x":1}', '{"type":"Addx"}'], ['{"type":"Ab"}', '{}', '"Abs"']),
+    # the tag is required by the parent, not by the branches
+    ({"type": "object", "required": ["kind"],
+      "oneOf": [{"properties": {"kind": {"enum": ["a"]}, "v": {"type": "integer"}}},
+                {"properties": {"kind": {"enum": ["b"]}, "v": {"type": "string"}}}]},
+     ['{"kind":"a","v":1}', '{"kind":"b","v":"x"}'], ['{"kind":"a","v":"x"}', '{"v":1}', '{}', '{"kind":"c"}']),
+    # literals of one branch that the other refuses (jsonschema decides each)
+    ({"oneOf": [{"type": "string", "enum": ["text", "html"]}, {"type": "string", "pattern": "^(text|image)/.+"}]},
+     ['"text"', '"html"', '"text/plain"'], ['"image"', '"text/"', '1']),
+    # an allOf member disjoint from the other branch
+    ({"oneOf": [{"allOf": [{"type": "string"}, {"minLength": 2}]}, {"type": "integer"}]},
+     ['"ab"', '3'], ['"a"', '1.5', 'null']),
+]
+
+
+@pytest.mark.parametrize("schema,valid,invalid", _DISJOINT_ONEOFS)
+def test_oneof_disjoint_branches_proven(compiler, schema, valid, invalid):
+    g = compiler.compile_json_schema(schema)  # exact: must not be refused any more
+    assert _disagreements(g, schema, valid + invalid + _ANY_TEXTS) == []
+    assert all(_accepts(g, t) for t in valid)
+
+
+@pytest.mark.parametrize("schema", [
+    # the tag is not required: {} and {"v": 1} match both branches
+    {"type": "object", "oneOf": [{"properties": {"kind": {"enum": ["a"]}}}, {"properties": {"kind": {"enum": ["b"]}}}]},
+    # draft-07 ignores keywords beside $ref: the first branch is any string, as is the second
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+     "oneOf": [{"$ref": "#/definitions/s", "type": "integer"}, {"type": "string", "maxLength": 1}]},
+    # a pattern overlap: "Addx" matches both
+    {"oneOf": [{"type": "string", "pattern": "^Add"}, {"type": "string", "pattern": "x$"}]},
+])
+def test_oneof_overlapping_branches_still_refused_or_exact(compiler, schema):
+    texts = _ANY_TEXTS + ['{"kind":"a"}', '{"v":1}', '"Addx"', '"Add"', '"x"', '"s"']
+    try:
+        g = compiler.compile_json_schema(schema)
+    except UnsupportedSchemaError as exc:
+        assert exc.pointer.endswith("oneOf")
+        return
+    assert _disagreements(g, schema, texts) == []
+
+
+def test_format_with_pattern_is_their_intersection(compiler):
+    schema = {"type": "string", "format": "date", "pattern": "^20[0-9]{2}-0"}
+    g = compiler.compile_json_schema(schema)
+    texts = ['"2020-01-31"', '"2020-02-29"', '"2021-02-29"', '"2020-10-01"', '"1999-01-01"', '"2020-01-32"', '"2020-01"']
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    assert [t for t in texts if _accepts(g, t) != v.is_valid(json.loads(t))] == []
+    assert _accepts(g, '"2020-01-31"') and not _accepts(g, '"2020-10-01"') and not _accepts(g, '"2021-02-29"')
