@@ -1305,8 +1305,9 @@ class _Converter:
         additional = schema.get("additionalProperties", True)
         patterns: dict[str, Any] = dict(schema.get("patternProperties", {}))
         names_schema = schema.get("propertyNames", True)
-        if len(patterns) > 3:
-            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), "more than 3 patterns")
+        if len(patterns) > MAX_NAME_PATTERNS:
+            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"),
+                             f"more than {MAX_NAME_PATTERNS} patterns")
             patterns = {}
         for pat in patterns:  # before re.search meets them: refused with their location
             self.pattern_expr(pat, _ptr(ptr, "patternProperties", pat))
@@ -1422,26 +1423,32 @@ class _Converter:
             any_name = difference(any_name, alt(*(Lit(n) for n in declared)))
         pats = list(patterns)
         langs = {p: self.pattern_expr(p, _ptr(ptr, "patternProperties", p)) for p in pats}
+        # the names matching exactly the chosen patterns, split one pattern at a time; empty
+        # regions are dropped as they appear (patterns with distinct literal names leave
+        # one region per pattern, not 2**k)
+        regions: list[tuple[Expr, list[str]]] = [(any_name, [])]
+        try:
+            for p in pats:
+                split: list[tuple[Expr, list[str]]] = []
+                for names, chosen in regions:
+                    inside, outside = intersect(names, langs[p]), difference(names, langs[p])
+                    split += [(inside, [*chosen, p])] if inside != NOTHING else []
+                    split += [(outside, chosen)] if outside != NOTHING else []
+                if len(split) > MAX_NAME_REGIONS:
+                    self.unsupported("patternProperties", _ptr(ptr, "patternProperties"),
+                                     f"the patterns split names into more than {MAX_NAME_REGIONS} classes")
+                    return None
+                regions = split
+        except AutomatonSizeError as exc:
+            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), str(exc))
+            return None
         out = []
-        for mask in range(1 << len(pats)):
-            chosen = [p for i, p in enumerate(pats) if mask >> i & 1]
-            others = [p for p in pats if p not in chosen]
+        for names, chosen in regions:
             value: Any = additional if not chosen else True
             for p in chosen:
                 value = self.merged(value, patterns[p], _ptr(ptr, "patternProperties", p))
             v = self.node(value, _ptr(ptr, "patternProperties", chosen[0]) if chosen else _ptr(ptr, "additionalProperties"))
             if v == NOTHING:
-                continue
-            names = any_name
-            try:
-                for p in chosen:
-                    names = intersect(names, langs[p])
-                if others:
-                    names = difference(names, alt(*(langs[p] for p in others)))
-            except AutomatonSizeError as exc:
-                self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), str(exc))
-                return None
-            if names == NOTHING:
                 continue
             out.append((seq(Lit('"'), _json_encode_expr(names), Lit('"')), v))
         if out:
@@ -1826,6 +1833,12 @@ def _negate(s: Any) -> Any:
     return None
 
 
+
+
+MAX_NAME_PATTERNS = 16
+"""patternProperties patterns per object (names are split into classes by the patterns they match)."""
+MAX_NAME_REGIONS = 32
+"""Non-empty classes of names those patterns may split names into."""
 
 
 TYPE_ALIASES = {

@@ -404,3 +404,23 @@ def test_format_with_pattern_is_their_intersection(compiler):
     v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     assert [t for t in texts if _accepts(g, t) != v.is_valid(json.loads(t))] == []
     assert _accepts(g, '"2020-01-31"') and not _accepts(g, '"2020-10-01"') and not _accepts(g, '"2021-02-29"')
+
+
+# -- patternProperties: many patterns, split into the classes of names that occur ---------
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "additionalProperties": {"type": "boolean"},
+     "patternProperties": {f"^{w}$": {"type": "integer", "minimum": i} for i, w in
+                           enumerate(["a", "b", "(cdn|Cdn)", "(pwa|PWA)", "x[0-9]", "y", "zz", "q:[0-3]:n"])}},
+    # overlapping patterns: a name matching two gets both schemas
+    {"type": "object", "additionalProperties": False,
+     "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 2}, "^ab": {"maximum": 5}, "c": {"type": "integer"},
+                           "^x": {"type": "string"}}},
+])
+def test_pattern_properties_many_patterns_exact(compiler, schema):
+    g = compiler.compile_json_schema(schema)
+    texts = ['{}', '{"a":1}', '{"a":true}', '{"b":0}', '{"b":1}', '{"cdn":2}', '{"Cdn":1}', '{"PWA":3}', '{"x1":4}',
+             '{"x1":"s"}', '{"y":5}', '{"zz":6}', '{"zz":5}', '{"q:2:n":7}', '{"q:4:n":7}', '{"q:4:n":true}',
+             '{"other":true}', '{"other":1}', '{"ab":3}', '{"ab":6}', '{"ab":1}', '{"acb":2}', '{"xc":"s"}',
+             '{"xc":1}', '{"abc":3}', '{"c":1.5}', '{"a":1,"b":1}', '{"a":1,"cdn":2}']
+    assert _disagreements(g, schema, texts) == []
