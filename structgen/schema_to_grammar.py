@@ -1080,6 +1080,8 @@ class _Converter:
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
         plo, phi = _length_range(pexpr)
         if lo > plo or (hi is not None and hi < phi):  # the lengths constrain the pattern further
+            if _universal(pexpr):  # a pattern every string matches ("(x+)?" unanchored): counted
+                return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
             try:
                 pexpr = bound_length(pexpr, lo, hi)
             except AutomatonSizeError as exc:
@@ -1710,6 +1712,16 @@ def _json_type(v: Any) -> str:
     if isinstance(v, float):
         return "number"
     return {str: "string", list: "array", dict: "object"}[type(v)]
+
+
+def _universal(e: Expr) -> bool:
+    """Whether ``e`` matches every string (decided exactly when its complement is small)."""
+    if e == Repeat(ANY_CHAR, 0, None):
+        return True
+    try:
+        return difference(Repeat(ANY_CHAR, 0, None), e) == NOTHING
+    except AutomatonSizeError:
+        return False
 
 
 def _has_ref(*schemas: Any) -> bool:

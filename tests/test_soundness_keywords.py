@@ -424,3 +424,40 @@ def test_pattern_properties_many_patterns_exact(compiler, schema):
              '{"other":true}', '{"other":1}', '{"ab":3}', '{"ab":6}', '{"ab":1}', '{"acb":2}', '{"xc":"s"}',
              '{"xc":1}', '{"abc":3}', '{"c":1.5}', '{"a":1,"b":1}', '{"a":1,"cdn":2}']
     assert _disagreements(g, schema, texts) == []
+
+
+def test_length_bounds_with_a_pattern_every_string_matches_are_counted(compiler):
+    # unanchored "(x+)?" matches every string: maxLength 4096 is then a plain counted bound
+    schema = {"type": "string", "maxLength": 4096, "pattern": "([0-9a-zA-Z]+)?"}
+    g = compiler.compile_json_schema(schema)
+    texts = ['""', '"a b"', '"-"', json.dumps("x" * 4096), json.dumps("x" * 4097), json.dumps("é" * 4096)]
+    assert _disagreements(g, schema, texts) == []
+    assert not _accepts(g, json.dumps("x" * 4097)) and _accepts(g, json.dumps("-" * 4096))
+
+
+@pytest.mark.parametrize("fmt", ["byte", "password"])
+def test_openapi_formats(compiler, fmt):
+    import base64
+    import binascii
+
+    g = compiler.compile_json_schema({"type": "string", "format": fmt})
+    samples = [base64.b64encode(bytes(range(n))).decode() for n in range(0, 9)] + ["", "QQ==", "QUI=", "QUJD"]
+    for text in samples:
+        assert _accepts(g, json.dumps(text)), text
+    if fmt == "password":
+        assert _accepts(g, json.dumps("any thing\n\u00e9\U0001F600", ensure_ascii=False))
+        return
+    for text in ["Q", "QQ", "QQ=", "QR==", "QUJ=", "Q===", "QUJD=", "QU JD", "QUJD\n", "====", "QQ==QUJD"]:
+        assert not _accepts(g, json.dumps(text)), text
+    # every accepted text decodes strictly (validate=True), and re-encodes to itself (canonical)
+    from .walks import random_walk
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        out, done, _ = random_walk(g.matcher(), g.tokenizer_info, rng, max_steps=200, stop_p=0.2)
+        if done:
+            text = json.loads(out.decode("utf-8"))
+            assert base64.b64encode(base64.b64decode(text, validate=True)).decode() == text
+    with pytest.raises(binascii.Error):
+        base64.b64decode("QR=", validate=True)
