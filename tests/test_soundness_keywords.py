@@ -346,3 +346,118 @@ def test_oneof_overlapping_branches_split_by_type(compiler, schema):
     except UnsupportedSchemaError:
         return  # refusing is sound; accepting a text two branches match is not
     assert _disagreements(g, schema, _ANY_TEXTS) == []
+
+
+# -- oneOf branches proven disjoint through $ref, allOf, literals, patterns, parent keywords --
+
+_MODULE = {"type": "object", "additionalProperties": False, "required": ["type"],
+           "properties": {"type": {"type": "string", "pattern": "^{}$"}, "x": {"type": "integer"}}}
+_DISJOINT_ONEOFS = [
+    # tagged union whose tags are patterns, behind $refs
+    ({"definitions": {n: json.loads(json.dumps(_MODULE).replace("{}", n)) for n in ("Abs", "Add", "Addx")},
+      "oneOf": [{"$ref": f"#/definitions/{n}"} for n in ("Abs", "Add", "Addx")]},
+     ['{"type":"Abs"}', '{"type":"Add","x":1}', '{"type":"Addx"}'], ['{"type":"Ab"}', '{}', '"Abs"']),
+    # the tag is required by the parent, not by the branches
+    ({"type": "object", "required": ["kind"],
+      "oneOf": [{"properties": {"kind": {"enum": ["a"]}, "v": {"type": "integer"}}},
+                {"properties": {"kind": {"enum": ["b"]}, "v": {"type": "string"}}}]},
+     ['{"kind":"a","v":1}', '{"kind":"b","v":"x"}'], ['{"kind":"a","v":"x"}', '{"v":1}', '{}', '{"kind":"c"}']),
+    # literals of one branch that the other refuses (jsonschema decides each)
+    ({"oneOf": [{"type": "string", "enum": ["text", "html"]}, {"type": "string", "pattern": "^(text|image)/.+"}]},
+     ['"text"', '"html"', '"text/plain"'], ['"image"', '"text/"', '1']),
+    # an allOf member disjoint from the other branch
+    ({"oneOf": [{"allOf": [{"type": "string"}, {"minLength": 2}]}, {"type": "integer"}]},
+     ['"ab"', '3'], ['"a"', '1.5', 'null']),
+]
+
+
+@pytest.mark.parametrize("schema,valid,invalid", _DISJOINT_ONEOFS)
+def test_oneof_disjoint_branches_proven(compiler, schema, valid, invalid):
+    g = compiler.compile_json_schema(schema)  # exact: must not be refused any more
+    assert _disagreements(g, schema, valid + invalid + _ANY_TEXTS) == []
+    assert all(_accepts(g, t) for t in valid)
+
+
+@pytest.mark.parametrize("schema", [
+    # the tag is not required: {} and {"v": 1} match both branches
+    {"type": "object", "oneOf": [{"properties": {"kind": {"enum": ["a"]}}}, {"properties": {"kind": {"enum": ["b"]}}}]},
+    # draft-07 ignores keywords beside $ref: the first branch is any string, as is the second
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+     "oneOf": [{"$ref": "#/definitions/s", "type": "integer"}, {"type": "string", "maxLength": 1}]},
+    # a pattern overlap: "Addx" matches both
+    {"oneOf": [{"type": "string", "pattern": "^Add"}, {"type": "string", "pattern": "x$"}]},
+])
+def test_oneof_overlapping_branches_still_refused_or_exact(compiler, schema):
+    texts = _ANY_TEXTS + ['{"kind":"a"}', '{"v":1}', '"Addx"', '"Add"', '"x"', '"s"']
+    try:
+        g = compiler.compile_json_schema(schema)
+    except UnsupportedSchemaError as exc:
+        assert exc.pointer.endswith("oneOf")
+        return
+    assert _disagreements(g, schema, texts) == []
+
+
+def test_format_with_pattern_is_their_intersection(compiler):
+    schema = {"type": "string", "format": "date", "pattern": "^20[0-9]{2}-0"}
+    g = compiler.compile_json_schema(schema)
+    texts = ['"2020-01-31"', '"2020-02-29"', '"2021-02-29"', '"2020-10-01"', '"1999-01-01"', '"2020-01-32"', '"2020-01"']
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    assert [t for t in texts if _accepts(g, t) != v.is_valid(json.loads(t))] == []
+    assert _accepts(g, '"2020-01-31"') and not _accepts(g, '"2020-10-01"') and not _accepts(g, '"2021-02-29"')
+
+
+# -- patternProperties: many patterns, split into the classes of names that occur ---------
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "additionalProperties": {"type": "boolean"},
+     "patternProperties": {f"^{w}$": {"type": "integer", "minimum": i} for i, w in
+                           enumerate(["a", "b", "(cdn|Cdn)", "(pwa|PWA)", "x[0-9]", "y", "zz", "q:[0-3]:n"])}},
+    # overlapping patterns: a name matching two gets both schemas
+    {"type": "object", "additionalProperties": False,
+     "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 2}, "^ab": {"maximum": 5}, "c": {"type": "integer"},
+                           "^x": {"type": "string"}}},
+])
+def test_pattern_properties_many_patterns_exact(compiler, schema):
+    g = compiler.compile_json_schema(schema)
+    texts = ['{}', '{"a":1}', '{"a":true}', '{"b":0}', '{"b":1}', '{"cdn":2}', '{"Cdn":1}', '{"PWA":3}', '{"x1":4}',
+             '{"x1":"s"}', '{"y":5}', '{"zz":6}', '{"zz":5}', '{"q:2:n":7}', '{"q:4:n":7}', '{"q:4:n":true}',
+             '{"other":true}', '{"other":1}', '{"ab":3}', '{"ab":6}', '{"ab":1}', '{"acb":2}', '{"xc":"s"}',
+             '{"xc":1}', '{"abc":3}', '{"c":1.5}', '{"a":1,"b":1}', '{"a":1,"cdn":2}']
+    assert _disagreements(g, schema, texts) == []
+
+
+def test_length_bounds_with_a_pattern_every_string_matches_are_counted(compiler):
+    # unanchored "(x+)?" matches every string: maxLength 4096 is then a plain counted bound
+    schema = {"type": "string", "maxLength": 4096, "pattern": "([0-9a-zA-Z]+)?"}
+    g = compiler.compile_json_schema(schema)
+    texts = ['""', '"a b"', '"-"', json.dumps("x" * 4096), json.dumps("x" * 4097), json.dumps("é" * 4096)]
+    assert _disagreements(g, schema, texts) == []
+    assert not _accepts(g, json.dumps("x" * 4097)) and _accepts(g, json.dumps("-" * 4096))
+
+
+@pytest.mark.parametrize("fmt", ["byte", "password"])
+def test_openapi_formats(compiler, fmt):
+    import base64
+    import binascii
+
+    g = compiler.compile_json_schema({"type": "string", "format": fmt})
+    samples = [base64.b64encode(bytes(range(n))).decode() for n in range(0, 9)] + ["", "QQ==", "QUI=", "QUJD"]
+    for text in samples:
+        assert _accepts(g, json.dumps(text)), text
+    if fmt == "password":
+        assert _accepts(g, json.dumps("any thing\n\u00e9\U0001F600", ensure_ascii=False))
+        return
+    for text in ["Q", "QQ", "QQ=", "QR==", "QUJ=", "Q===", "QUJD=", "QU JD", "QUJD\n", "====", "QQ==QUJD"]:
+        assert not _accepts(g, json.dumps(text)), text
+    # every accepted text decodes strictly (validate=True), and re-encodes to itself (canonical)
+    from .walks import random_walk
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        out, done, _ = random_walk(g.matcher(), g.tokenizer_info, rng, max_steps=200, stop_p=0.2)
+        if done:
+            text = json.loads(out.decode("utf-8"))
+            assert base64.b64encode(base64.b64decode(text, validate=True)).decode() == text
+    with pytest.raises(binascii.Error):
+        base64.b64decode("QR=", validate=True)

@@ -22,7 +22,7 @@ import numpy as np
 from .. import _core
 from .counters import CounterRule, lift_counters
 from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
-from ..grammar import Alt, Expr, Grammar, Ref, Repeat, Seq, iter_refs
+from ..grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, iter_refs
 from ..regex.expr_arrays import CALL, INLINE, ExprArrays
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
@@ -167,33 +167,65 @@ def _recursive_rules(refs: Mapping[str, list[str]]) -> set[str]:
 
 INLINE_LIMIT = 400
 """Rules used in several places are called, not copied, when larger than this (expression nodes)."""
+SPLIT_LIMIT = 10_000
+"""A rule whose inlined NFA would pass this many states (estimated) calls its largest parts instead."""
 
 
 def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]], recursive: set[str]) -> set[str]:
-    """Non-recursive rules referenced from several places whose inlined size is large."""
+    """Non-recursive rules to call rather than inline: those referenced from several places
+    whose inlined size is large, and, inside a rule whose inlined NFA would pass SPLIT_LIMIT
+    states (estimated), its largest references until it would not (each called rule is
+    determinised on its own, so no single NFA or subset construction holds a whole large
+    schema; ``max_states`` is still checked exactly while they are built)."""
     uses: dict[str, int] = {}
     for names in refs.values():
         for name in names:
             uses[name] = uses.get(name, 0) + 1
+    called = set(recursive)
     sizes: dict[str, int] = {}
+    weighed = False  # False: expression nodes; True: estimated NFA states
 
     def esize(e: Expr) -> int:
         if isinstance(e, Ref):
-            if e.name in recursive:
-                return 1
-            if e.name not in sizes:
-                sizes[e.name] = 1  # non-recursive rules form a DAG: no real cycle here
-                sizes[e.name] = esize(rules[e.name])
-            return sizes[e.name]
+            return 1 if e.name in called else size_of(e.name)
         if isinstance(e, Seq):
             return 1 + sum(esize(x) for x in e.items)
         if isinstance(e, Alt):
-            return 1 + sum(esize(x) for x in e.options)
+            return (1 + 2 * weighed) + sum(esize(x) for x in e.options)
         if isinstance(e, Repeat):
             return 1 + esize(e.item) * max(1, e.max or e.min)
+        if weighed and isinstance(e, Lit):
+            return len(e.text.encode("utf-8"))
+        if weighed and isinstance(e, CharSet):
+            return 1 + 2 * len(e.ranges)
+        if weighed and isinstance(e, Dfa):
+            return len(e.trans)
+        if weighed and isinstance(e, Regex):
+            return 2 * len(e.pattern)
         return 1
 
-    return {n for n, k in uses.items() if k > 1 and n not in recursive and esize(Ref(n)) > INLINE_LIMIT}
+    def size_of(name: str) -> int:
+        if name not in sizes:
+            sizes[name] = 1  # non-recursive rules form a DAG: no real cycle here
+            sizes[name] = esize(rules[name])
+        return sizes[name]
+
+    shared = {n for n, k in uses.items() if k > 1 and n not in recursive and size_of(n) > INLINE_LIMIT}
+    called |= shared
+    sizes.clear()
+    weighed = True
+    split: set[str] = set()
+    for name in rules:
+        body = rules[name]
+        while size_of(name) > SPLIT_LIMIT:
+            kids = {c for c in refs[name] if c not in called}
+            largest = max(kids, key=size_of, default=None)
+            if largest is None or size_of(largest) <= INLINE_LIMIT:
+                break
+            called.add(largest)
+            split.add(largest)
+            sizes[name] = esize(body)
+    return shared | split
 
 
 def _check_left_recursion(dfas: list[tuple], names: list[str]) -> None:
@@ -294,7 +326,7 @@ def build_automaton(
     arrays = ser.arrays()
     raw = []
     total = 0
-    nfa_total = 0
+    every_rule = np.ones(len(called_names), bool)
     for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
@@ -303,12 +335,19 @@ def build_automaton(
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
             total += 2
             continue
-        dfa, nfa_states = _determinise(arrays, roots[name], max_states, total, nfa_total)
-        nfa_total += nfa_states
+        # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all
+        dfa, _ = _determinise(arrays, roots[name], max_states, total, 0)
         if byte_alphabet is not None:
             # bytes no token contains can never be produced: drop them before trimming, so
             # no state is kept whose only way forward needs one (no dead ends in the masks)
             dfa[0][:, ~byte_alphabet] = -1
+        # minimal before it is counted and kept (every callee taken as productive here:
+        # exact, merging only states with the same future; trimming comes below)
+        m_trans, m_final, m_calls = _trim_and_minimise(dfa[0], dfa[1], _calls_csr(dfa[2]), every_rule)
+        if len(m_final):
+            dfa = (m_trans, m_final, list(m_calls))
+        else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
+            dfa = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)

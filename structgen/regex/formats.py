@@ -39,6 +39,7 @@ _IDN_LABEL = r"[A-Za-z0-9](-?[A-Za-z0-9]){0,31}"
 _IDN_LAST_LABEL = r"[A-Za-z0-9](-?[A-Za-z0-9]){0,30}"
 _IDN_HOSTNAME = rf"{_IDN_LABEL}(\.{_IDN_LABEL}){{0,2}}(\.{_IDN_LAST_LABEL})?"
 _JSON_POINTER = r"(/([^/~]|~[01])*)*"
+_B64 = r"[A-Za-z0-9+/]"
 
 # RFC 4291 section 2.2 text forms (RFC 3986's IPv6address): eight 16-bit pieces, "::" for one
 # run of zero pieces, the last 32 bits optionally as an IPv4 address
@@ -119,4 +120,9 @@ FORMAT_PATTERNS: dict[str, str] = {
     "uri-template": r"([A-Za-z0-9\-._~:/?#\[\]@!$&()*+,;=]|%[0-9A-Fa-f]{2}|\{[+#./;?&]?[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*\})*",
     # a subset: patterns of letters, digits, spaces and underscores (valid in every dialect)
     "regex": r"[A-Za-z0-9 _]*",
+    # OpenAPI "byte": base64 (RFC 4648 section 4) with padding, in canonical form (section
+    # 3.5: pad bits zero, which every decoder accepts, strict ones included)
+    "byte": rf"({_B64}{{4}})*({_B64}{{2}}[AEIMQUYcgkosw048]=|{_B64}[AQgw]==)?",
+    # OpenAPI "password": a hint to obscure the input; every string is one
+    "password": f"[{chr(0)}-{chr(0x10FFFF)}]*",
 }

@@ -48,6 +48,11 @@ class _Canon:
             rest = dict(schema)
             parts = dependency_alternatives(rest)  # as the compiler expands them
             return self.combine({**rest, "allOf": [*rest.get("allOf", []), *parts]})
+        if isinstance(schema.get("oneOf"), list):
+            # the compiler writes a oneOf it can enforce as an anyOf of its branches (exactly
+            # one matches), merged with the keywords beside it
+            rest = {k: v for k, v in schema.items() if k != "oneOf"}
+            return self.combine({**rest, "allOf": [*rest.get("allOf", []), {"anyOf": schema["oneOf"]}]})
         try:
             if "allOf" in schema:
                 merged = {k: v for k, v in schema.items() if k != "allOf"}

@@ -26,6 +26,8 @@ MAX_MERGE_STEPS = 20_000
 ``anyOf`` multiplies the alternatives, so ``allOf`` of n ``anyOf``s of k grows as k**n; this
 stops it while it grows (the caller locates the error)."""
 _STEPS: ContextVar[list[int] | None] = ContextVar("structgen_merge_steps", default=None)
+# draft-07 and older: keywords beside "$ref" are ignored (set by the outermost merge call)
+_REF_ALONE: ContextVar[bool] = ContextVar("structgen_merge_ref_alone", default=False)
 _UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 _LOWER = ("minimum", "exclusiveMinimum", "minItems", "minLength", "minProperties")
 _UPPER = ("maximum", "exclusiveMaximum", "maxItems", "maxLength", "maxProperties")
@@ -60,18 +62,20 @@ def _types(s: dict) -> set[str] | None:
     return {t} if isinstance(t, str) else set(t)
 
 
-def merge_lenient(a: Any, b: Any, resolve: Callable[[str], Any]) -> tuple[Any, list[tuple[str, str]]]:
+def merge_lenient(a: Any, b: Any, resolve: Callable[[str], Any], *,
+                  ref_alone: bool = False) -> tuple[Any, list[tuple[str, str]]]:
     """Like :func:`merge`, but a conflicting keyword keeps ``a``'s value; returns the conflicts."""
     sink: list[tuple[str, str]] = []
     token = _LENIENT.set(sink)
     try:
-        return merge(a, b, resolve), sink
+        return merge(a, b, resolve, ref_alone=ref_alone), sink
     finally:
         _LENIENT.reset(token)
 
 
-def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
-    """The intersection of schemas ``a`` and ``b`` (``resolve`` maps a ``$ref`` to its target).
+def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0, *, ref_alone: bool = False) -> Any:
+    """The intersection of schemas ``a`` and ``b`` (``resolve`` maps a ``$ref`` to its target;
+    ``ref_alone``: a schema with ``$ref`` is its target alone, as in draft-07 and older).
 
     Raises:
         MergeConflict: not combinable exactly.
@@ -79,11 +83,12 @@ def merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     """
     steps = _STEPS.get()
     if steps is None:  # the outermost call owns the count
-        token = _STEPS.set([0])
+        token, alone = _STEPS.set([0]), _REF_ALONE.set(ref_alone)
         try:
             return _merge(a, b, resolve, depth)
         finally:
             _STEPS.reset(token)
+            _REF_ALONE.reset(alone)
     steps[0] += 1
     if steps[0] > MAX_MERGE_STEPS:
         raise LimitError(f"combining these schemas takes more than {MAX_MERGE_STEPS} merges "
@@ -187,7 +192,7 @@ def _without_true(s: Any, keys: tuple[str, ...]) -> Any:
 def _expand_ref(s: Any, resolve, depth: int) -> Any:
     while isinstance(s, dict) and "$ref" in s:
         target = resolve(s["$ref"])
-        rest = {k: v for k, v in s.items() if k != "$ref"}
+        rest = {} if _REF_ALONE.get() else {k: v for k, v in s.items() if k != "$ref"}
         s = merge(target, rest, resolve, depth + 1) if rest else target
         depth += 1
         if depth > MAX_DEPTH:

@@ -455,7 +455,7 @@ class _Converter:
         parts: list[Any] = []
         if "oneOf" in rest:
             branches = rest.pop("oneOf")
-            overlap = self.oneof_overlap(branches, ptr)
+            overlap = self.oneof_overlap(branches, ptr, rest)
             exact = self.oneof_exact(branches, ptr) if overlap is not None else None
             if exact is None and overlap is not None:
                 exact = self.oneof_by_type(branches, ptr)
@@ -525,11 +525,71 @@ class _Converter:
         # written against the root's base URI: a bare "#/..." would be read in the resource at ptr
         return {**rest, "allOf": [*rest.get("allOf", []), {"$ref": f"{self._root_base}#{target_ptr}"}]}
 
-    def oneof_overlap(self, branches: list, ptr: str) -> tuple[int, int] | None:
-        """Two ``oneOf`` branches that may both match (not provably disjoint), or None."""
+    def oneof_overlap(self, branches: list, ptr: str, context: dict | None = None) -> tuple[int, int] | None:
+        """Two ``oneOf`` branches that may both match (not provably disjoint), or None.
+
+        ``context``: the keywords beside ``oneOf``. Only instances satisfying them matter,
+        so its ``required`` (and its ``type``, for a branch without one) may be added to
+        every branch for the check: a discriminator property that the parent requires."""
         resolved = [self.resolve_shallow(b, ptr) for b in branches]
+        if context and not (self.legacy_ref and "$ref" in context):
+            req = context.get("required") if isinstance(context.get("required"), list) else []
+            typ = context.get("type")
+            resolved = [{**b, **({"required": sorted({*b.get("required", []), *req})} if req else {}),
+                         **({"type": typ} if typ is not None and "type" not in b else {})}
+                        if isinstance(b, dict) and isinstance(b.get("required", []), list) else b
+                        for b in resolved]
         return next(((i, j) for i in range(len(resolved)) for j in range(i + 1, len(resolved))
-                     if not _disjoint(resolved[i], resolved[j])), None)
+                     if not self.disjoint(resolved[i], resolved[j], ptr)), None)
+
+    def disjoint(self, x: Any, y: Any, ptr: str, depth: int = 0) -> bool:
+        """True only when no instance can match both schemas (a sufficient check, exact in
+        each step): :func:`_disjoint`, and, following ``$ref``s, a member of ``allOf`` (or
+        the target of a ``$ref`` with siblings) disjoint from the other schema, literals of
+        one side that the other refuses (by jsonschema), string patterns with an empty
+        regular intersection, and objects told apart by a property one of them requires."""
+        x, y = self.resolve_shallow(x, ptr), self.resolve_shallow(y, ptr)
+        if _disjoint(x, y) if not (self.legacy_ref and _has_ref(x, y)) else False:
+            return True
+        if depth > 4 or not isinstance(x, dict) or not isinstance(y, dict):
+            return False
+        for a, b in ((x, y), (y, x)):
+            # every instance of a matches each allOf member (and its $ref's target)
+            members = list(a["allOf"]) if isinstance(a.get("allOf"), list) else []
+            if isinstance(a.get("$ref"), str):
+                members.append({"$ref": a["$ref"]})
+            if any(self.disjoint(m, b, ptr, depth + 1) for m in members):
+                return True
+        if self.legacy_ref and _has_ref(x, y):
+            return False  # draft-07: keywords beside $ref are ignored; only its target counts
+        for a, b in ((x, y), (y, x)):
+            values = [a["const"]] if "const" in a else a.get("enum")
+            if isinstance(values, list) and len(values) <= 256 and self._single_resource():
+                try:
+                    accepts = self.checker(b, ptr)
+                    if not any(accepts(v) for v in values):
+                        return True
+                except Exception:  # a schema jsonschema cannot evaluate: not proven
+                    pass
+        common = _types_of(x) & _types_of(y)
+        if common <= {"string"} and isinstance(x.get("pattern"), str) and isinstance(y.get("pattern"), str):
+            return self.patterns_disjoint({**x, "type": ["string"]}, {**y, "type": ["string"]}, ptr)
+        if common == {"object"}:
+            px, py = x.get("properties", {}), y.get("properties", {})
+            if isinstance(px, dict) and isinstance(py, dict):
+                # a name one side requires is present, so the other side's properties
+                # schema for it applies too
+                either = set(x.get("required", [])) | set(y.get("required", []))
+                return any(name in px and name in py and self.disjoint(px[name], py[name], ptr, depth + 1)
+                           for name in sorted(either))
+        return False
+
+    def _single_resource(self) -> bool:
+        """Whether the document has no embedded resource (then a subschema found anywhere in
+        it can be checked by jsonschema against the root's base URI)."""
+        if not hasattr(self, "_resources"):
+            self._index_resources()
+        return len(self._resources) <= 1
 
     def oneof_exact(self, branches: list, ptr: str) -> Any:
         """``oneOf`` as ``anyOf`` of "branch i and no other branch", when every branch has a
@@ -652,7 +712,9 @@ class _Converter:
 
     def resolve_shallow(self, sub: Any, ptr: str) -> Any:
         seen = 0
-        while isinstance(sub, dict) and set(sub) - ANNOTATION_KEYWORDS == {"$ref"} and seen < 32:
+        # draft-07 and older ignore every keyword beside $ref: the schema is its target
+        while isinstance(sub, dict) and (set(sub) - ANNOTATION_KEYWORDS == {"$ref"} or (
+                self.legacy_ref and isinstance(sub.get("$ref"), str))) and seen < 32:
             try:
                 target = self.to_pointer(sub["$ref"], ptr)
             except UnsupportedSchemaError:
@@ -806,7 +868,7 @@ class _Converter:
         here = _existing_prefix(self.root, _ptr(ptr, keyword))
         try:
             for part in parts:
-                merged = merge(merged, part, resolve)
+                merged = merge(merged, part, resolve, ref_alone=self.legacy_ref)
         except LimitError as exc:
             raise exc.at(here) from None
         except MergeConflict as exc:
@@ -814,7 +876,7 @@ class _Converter:
             merged = base
             for part in parts:  # lenient: the first schema's value wins each conflict (recorded)
                 try:
-                    merged, conflicts = merge_lenient(merged, part, resolve)
+                    merged, conflicts = merge_lenient(merged, part, resolve, ref_alone=self.legacy_ref)
                 except MergeConflict as again:  # not combinable at all: this part is dropped
                     conflicts = [(again.keyword, again.why + "; that allOf member is not enforced")]
                 for kw, why in conflicts:
@@ -976,7 +1038,12 @@ class _Converter:
             if fmt not in FORMAT_PATTERNS:
                 self.unsupported("format", _ptr(ptr, "format"), f"format {fmt!r} is not enforced")
             elif "pattern" in schema:
-                self.unsupported("format", _ptr(ptr, "format"), "format together with pattern")
+                # both hold: the regular intersection of the two languages (exact)
+                try:
+                    pexpr = intersect(parse_regex(FORMAT_PATTERNS[fmt]),
+                                      self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
+                except AutomatonSizeError as exc:
+                    self.unsupported("format", _ptr(ptr, "format"), f"format together with this pattern: {exc}")
             else:
                 pexpr = parse_regex(FORMAT_PATTERNS[fmt])
         if pexpr is None and "pattern" in schema:
@@ -997,6 +1064,8 @@ class _Converter:
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
         plo, phi = _length_range(pexpr)
         if lo > plo or (hi is not None and hi < phi):  # the lengths constrain the pattern further
+            if _universal(pexpr):  # a pattern every string matches ("(x+)?" unanchored): counted
+                return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
             try:
                 pexpr = bound_length(pexpr, lo, hi)
             except AutomatonSizeError as exc:
@@ -1220,8 +1289,9 @@ class _Converter:
         additional = schema.get("additionalProperties", True)
         patterns: dict[str, Any] = dict(schema.get("patternProperties", {}))
         names_schema = schema.get("propertyNames", True)
-        if len(patterns) > 3:
-            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), "more than 3 patterns")
+        if len(patterns) > MAX_NAME_PATTERNS:
+            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"),
+                             f"more than {MAX_NAME_PATTERNS} patterns")
             patterns = {}
         for pat in patterns:  # before re.search meets them: refused with their location
             self.pattern_expr(pat, _ptr(ptr, "patternProperties", pat))
@@ -1312,7 +1382,7 @@ class _Converter:
                 raise MergeConflict("$ref", str(exc)) from exc
 
         try:
-            return merge(a, b, resolve)
+            return merge(a, b, resolve, ref_alone=self.legacy_ref)
         except MergeConflict as exc:
             self.unsupported(exc.keyword, ptr, exc.why)
             return a
@@ -1337,26 +1407,32 @@ class _Converter:
             any_name = difference(any_name, alt(*(Lit(n) for n in declared)))
         pats = list(patterns)
         langs = {p: self.pattern_expr(p, _ptr(ptr, "patternProperties", p)) for p in pats}
+        # the names matching exactly the chosen patterns, split one pattern at a time; empty
+        # regions are dropped as they appear (patterns with distinct literal names leave
+        # one region per pattern, not 2**k)
+        regions: list[tuple[Expr, list[str]]] = [(any_name, [])]
+        try:
+            for p in pats:
+                split: list[tuple[Expr, list[str]]] = []
+                for names, chosen in regions:
+                    inside, outside = intersect(names, langs[p]), difference(names, langs[p])
+                    split += [(inside, [*chosen, p])] if inside != NOTHING else []
+                    split += [(outside, chosen)] if outside != NOTHING else []
+                if len(split) > MAX_NAME_REGIONS:
+                    self.unsupported("patternProperties", _ptr(ptr, "patternProperties"),
+                                     f"the patterns split names into more than {MAX_NAME_REGIONS} classes")
+                    return None
+                regions = split
+        except AutomatonSizeError as exc:
+            self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), str(exc))
+            return None
         out = []
-        for mask in range(1 << len(pats)):
-            chosen = [p for i, p in enumerate(pats) if mask >> i & 1]
-            others = [p for p in pats if p not in chosen]
+        for names, chosen in regions:
             value: Any = additional if not chosen else True
             for p in chosen:
                 value = self.merged(value, patterns[p], _ptr(ptr, "patternProperties", p))
             v = self.node(value, _ptr(ptr, "patternProperties", chosen[0]) if chosen else _ptr(ptr, "additionalProperties"))
             if v == NOTHING:
-                continue
-            names = any_name
-            try:
-                for p in chosen:
-                    names = intersect(names, langs[p])
-                if others:
-                    names = difference(names, alt(*(langs[p] for p in others)))
-            except AutomatonSizeError as exc:
-                self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), str(exc))
-                return None
-            if names == NOTHING:
                 continue
             out.append((seq(Lit('"'), _json_encode_expr(names), Lit('"')), v))
         if out:
@@ -1618,6 +1694,20 @@ def _json_type(v: Any) -> str:
     return {str: "string", list: "array", dict: "object"}[type(v)]
 
 
+def _universal(e: Expr) -> bool:
+    """Whether ``e`` matches every string (decided exactly when its complement is small)."""
+    if e == Repeat(ANY_CHAR, 0, None):
+        return True
+    try:
+        return difference(Repeat(ANY_CHAR, 0, None), e) == NOTHING
+    except AutomatonSizeError:
+        return False
+
+
+def _has_ref(*schemas: Any) -> bool:
+    return any(isinstance(s, dict) and "$ref" in s for s in schemas)
+
+
 def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
     """True only when no instance can match both schemas (a sufficient check)."""
     if x is False or y is False:
@@ -1735,6 +1825,12 @@ def _negate(s: Any) -> Any:
     return None
 
 
+
+
+MAX_NAME_PATTERNS = 16
+"""patternProperties patterns per object (names are split into classes by the patterns they match)."""
+MAX_NAME_REGIONS = 32
+"""Non-empty classes of names those patterns may split names into."""
 
 
 TYPE_ALIASES = {
