@@ -95,6 +95,8 @@ FORMAT_SAMPLES = {
     "relative-json-pointer": (["0", "1/a", "2#", "10"], ["-1", "/a", "01", "100"]),
     "uri-template": (["http://example.com/{id}", "/search{?q,lang}", "x"], ["{", "a b", "{}"]),
     "regex": (["abc", "a b_1", ""], ["(", "a[", "\\"]),
+    "byte": (["", "QQ==", "QUI=", "QUJD", "aGVsbG8gd29ybGQ="], ["Q", "QQ=", "QR==", "QUJD=", "a b=", "-----BEGIN"]),
+    "password": (["", "hunter2", "a b\tc\n"], []),
 }
 
 
