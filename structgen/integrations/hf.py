@@ -106,9 +106,10 @@ class GrammarLogitsProcessor:
                     f"use one processor per generate() call or call reset()"
                 )
             self._advance(input_ids[:, -1].tolist())
-        fill_next_token_bitmasks(self.matchers, self._bitmask)  # one call: rows of distinct grammars, missing masks in a pool
+        matchers = self.matchers or []  # set by _setup above
+        fill_next_token_bitmasks(matchers, self._bitmask)  # one call: rows of distinct grammars, missing masks in a pool
         if self.budgets is not None:
-            for row, m in enumerate(self.matchers):
+            for row, m in enumerate(matchers):
                 if not m.is_terminated():
                     self.budgets[row].restrict(m.state, self._bitmask, row, names=m.name_state)
         apply_token_bitmask_inplace(scores, self._bitmask)

@@ -331,11 +331,11 @@ class StructgenLogitsProcessor(_Base):
                 bitmask[k] = self._stop_row
                 continue
             self._advance(index, row)
-            if index in self._rows:
+            if index not in self._rows:  # dropped by _advance: leave the row as the model wrote it
+                bitmask[k] = -1
+            elif row.matcher is not None:
                 fill.append(row.matcher)
                 fill_at.append(k)
-            else:  # dropped by _advance: leave the row as the model wrote it
-                bitmask[k] = -1
         fill_next_token_bitmasks(fill, bitmask, fill_at)  # one call for the batch: see structgen.runtime.batch
         if rows:
             apply_token_bitmask_inplace(logits, self._bitmask[: len(rows)], indices=rows)

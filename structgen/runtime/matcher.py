@@ -113,7 +113,7 @@ class GrammarMatcher:
             return True
         names = None
         if self._names is not None:
-            names = self._names[-1].feed(self.compiled.tokenizer_info.token_bytes[token_id])
+            names = self._names[-1].feed(self.compiled.tokenizer_info.token_bytes[token_id] or b"")  # not DEAD: it has bytes
             if names is None:  # writes a member name twice in one object
                 return False
         self._push(nxt, names)
@@ -138,6 +138,8 @@ class GrammarMatcher:
     def _push(self, cid: int, names: NameState | None) -> None:
         self._history.append(cid)
         if self._names is not None:
+            if names is None:  # pragma: no cover - callers pass the name state whenever names are tracked
+                raise RuntimeError("internal: a step without its name state")
             self._names.append(names)
         if self._max_rollback is not None and len(self._history) > self._max_rollback + 1:
             del self._history[0]
@@ -182,7 +184,8 @@ class GrammarMatcher:
 
     def _clear_names(self, row: np.ndarray) -> None:
         """Clear the tokens that would repeat a member name, or trap one (structgen.runtime.names)."""
-        clear_names(self._names[-1], row, self.compiled.tokenizer_info, self._index, self._history[-1])
+        if self._names is not None:
+            clear_names(self._names[-1], row, self.compiled.tokenizer_info, self._index, self._history[-1])
 
     def allowed_token_ids(self) -> np.ndarray:
         """Sorted ids of the tokens allowed next (convenience; slower than the bitmask)."""
@@ -234,9 +237,10 @@ class GrammarMatcher:
             # quote (no valid continuation exists; the mask will say so, not a forced byte)
             state = self._names[-1]
             for k in range(len(data)):
-                state = state.feed(data[k:k + 1])
-                if state is None:
+                after = state.feed(data[k:k + 1])
+                if after is None:
                     return data[:k]
+                state = after
         return data
 
     def forced_string(self) -> str:
