@@ -110,3 +110,28 @@ def test_real_vocabulary_equals_reference(name):
     tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     info = TokenizerInfo.from_huggingface(tok)
     assert _run(info, _cases(), lambda s: tok.encode(s, add_special_tokens=False), walks=1, max_steps=30, seed=3) > 0
+
+
+TEXTS = [
+    b'{"a":1,"b":{"a":[1,{"c":"\\"x","a":2}],"c":3},"\\u0061b":"v","d":{}}',
+    b'{"x_a":1,"x_b":"s","name":"n","other":{"name":1,"x_a":[]},"q\\"":2}',
+    b'[{"a":1},{"a":2,"b":{"a":{"a":{"b":"\\ud83d\\ude00"}}}},{"\\u00e9":1,"\\u00c3":2}]',
+]
+
+
+@pytest.mark.parametrize("vocab", ["toy", "smollm2"])
+def test_every_byte_of_texts_equals_reference(vocab, request):
+    """Byte by byte through nested objects, escaped and repeated names: every lexer state
+    (inside names, values, escapes, between members, nested objects) is compared."""
+    info = toy_info(SPECIAL) if vocab == "toy" else request.getfixturevalue("smollm2_info")
+    compiler = GrammarCompiler(info)
+    bm = np.zeros((1, (info.vocab_size + 31) // 32), np.int32)
+    for schema in ({}, {"type": "object", "minProperties": 2}, {"type": "array"}):
+        compiled = compiler.compile_json_schema(schema)
+        assert compiled.free_names
+        for text in TEXTS:
+            m = GrammarMatcher(compiled)
+            for i in range(len(text)):
+                _check(m, bm)
+                if not m.accept_string(text[i:i + 1]):
+                    break

@@ -240,6 +240,10 @@ class QuoteTables:
         plain: bytes -> token ids, for tokens without quote or backslash (they extend a name).
         by_tail: bytes after the last quote -> token ids (what a token that opens a name
             writes into it).
+        between: token id -> decoded bytes between its two quotes (``None``: they end
+            inside an escape), for the tokens with exactly two quotes. From between strings
+            such a token closes at most that one name, so it can repeat a name only if
+            one of the open objects has it.
     """
 
     at_least: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -247,6 +251,7 @@ class QuoteTables:
     escaped: np.ndarray
     plain: PlainTokens
     by_tail: dict[bytes, np.ndarray]
+    between: dict[int, bytes | None]
 
 
 _TABLES: "weakref.WeakKeyDictionary[TokenizerInfo, QuoteTables]" = weakref.WeakKeyDictionary()
@@ -271,10 +276,15 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
         prefixes: dict[bytes, list[int]] = {}
         tails: dict[bytes, list[int]] = {}
         escaped = []
+        between: dict[int, bytes | None] = {}
         for i in [i for i, b in enumerate(tb) if b and b'"' in b]:
             b = tb[i]
             tails.setdefault(b[b.rindex(b'"') + 1:], []).append(i)
-            k = min(b.count(b'"'), 3)
+            count = b.count(b'"')
+            if count == 2:
+                first = b.index(b'"')
+                between[i] = decode_name(b[first + 1:b.index(b'"', first + 1)])
+            k = min(count, 3)
             for level in range(1, k + 1):
                 levels[level].append(i)
             pre = b[: b.index(b'"')]
@@ -285,7 +295,7 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
         at_least = (np.zeros(words, np.uint32),) + tuple(_pack(ids, words) for ids in levels[1:])
         tables = _TABLES[info] = QuoteTables(
             at_least, {p: np.array(ids, np.int64) for p, ids in prefixes.items()}, _pack(escaped, words),
-            PlainTokens(tb), {p: np.array(ids, np.int64) for p, ids in tails.items()})
+            PlainTokens(tb), {p: np.array(ids, np.int64) for p, ids in tails.items()}, between)
     return tables
 
 
@@ -353,7 +363,12 @@ def clear_duplicate_closers(state: NameState, row: np.ndarray, info: TokenizerIn
     tb = info.token_bytes
     if index is not None:
         # the row still holds the configuration's mask, less what the names cleared above
+        between = tables.between if cls == 2 else {}
+        if between:
+            written = frozenset().union(*[top for top in state.stack if top])
         for t in _allowed_of_class(index, cid, cls, simulate).tolist():
+            if t in between and between[t] not in written:
+                continue  # the one name it can close is in no open object
             w, low = t >> 5, 1 << (t & 31)
             if int(row[w]) & low and state.feed(tb[t]) is None:
                 row[w] &= np.uint32(~low & 0xFFFFFFFF)
