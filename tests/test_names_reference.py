@@ -32,7 +32,8 @@ EXTRA = [
     ("any_json", {}, [{"a": {"a": [1, {"b": "\"", "a": 2}]}, "b": "x"}]),
 ]
 SPECIAL = [b'"a"', b'a"', b'b"', b'":', b',"', b'"a":1,"a"', b'"a":1,"b"', b'u0061"', b'\\u0061"',
-           b'{"a":1,"a":', b'":1,"', b'":"a","', b'\\"', b'a":', b'"}', b'ab"', b'","']
+           b'{"a":1,"a":', b'":1,"', b'":"a","', b'\\"', b'a":', b'"}', b'ab"', b'","',
+           b'":1,"a', b'","a', b'":2,"', b'\\":1,"a']
 
 
 def _reference_row(matcher) -> np.ndarray:
@@ -116,6 +117,7 @@ TEXTS = [
     b'{"a":1,"b":{"a":[1,{"c":"\\"x","a":2}],"c":3},"\\u0061b":"v","d":{}}',
     b'{"x_a":1,"x_b":"s","name":"n","other":{"name":1,"x_a":[]},"q\\"":2}',
     b'[{"a":1},{"a":2,"b":{"a":{"a":{"b":"\\ud83d\\ude00"}}}},{"\\u00e9":1,"\\u00c3":2}]',
+    b'{"a":1,"b":2,"c":{"a":"x","b":1},"d":[{"a":1,"b":"a"}]}',
 ]
 
 
@@ -126,7 +128,8 @@ def test_every_byte_of_texts_equals_reference(vocab, request):
     info = toy_info(SPECIAL) if vocab == "toy" else request.getfixturevalue("smollm2_info")
     compiler = GrammarCompiler(info)
     bm = np.zeros((1, (info.vocab_size + 31) // 32), np.int32)
-    for schema in ({}, {"type": "object", "minProperties": 2}, {"type": "array"}):
+    for schema in ({}, {"type": "object", "minProperties": 2}, {"type": "array"},
+                   {"type": "object", "propertyNames": {"maxLength": 1}}):
         compiled = compiler.compile_json_schema(schema)
         assert compiled.free_names
         for text in TEXTS:

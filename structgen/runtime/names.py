@@ -244,6 +244,9 @@ class QuoteTables:
             inside an escape), for the tokens with exactly two quotes. From between strings
             such a token closes at most that one name, so it can repeat a name only if
             one of the open objects has it.
+        reopen: packed bitmask of the tokens with an even number (two or more) of quotes
+            or a backslash: from inside a name, only these can end inside the next one
+            (without a backslash each quote toggles between strings and structure).
     """
 
     at_least: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -252,6 +255,7 @@ class QuoteTables:
     plain: PlainTokens
     by_tail: dict[bytes, np.ndarray]
     between: dict[int, bytes | None]
+    reopen: np.ndarray
 
 
 _TABLES: "weakref.WeakKeyDictionary[TokenizerInfo, QuoteTables]" = weakref.WeakKeyDictionary()
@@ -277,6 +281,7 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
         tails: dict[bytes, list[int]] = {}
         escaped = []
         between: dict[int, bytes | None] = {}
+        reopen = []
         for i in [i for i, b in enumerate(tb) if b and b'"' in b]:
             b = tb[i]
             tails.setdefault(b[b.rindex(b'"') + 1:], []).append(i)
@@ -284,6 +289,8 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
             if count == 2:
                 first = b.index(b'"')
                 between[i] = decode_name(b[first + 1:b.index(b'"', first + 1)])
+            if count % 2 == 0 or b"\\" in b:
+                reopen.append(i)
             k = min(count, 3)
             for level in range(1, k + 1):
                 levels[level].append(i)
@@ -295,7 +302,8 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
         at_least = (np.zeros(words, np.uint32),) + tuple(_pack(ids, words) for ids in levels[1:])
         tables = _TABLES[info] = QuoteTables(
             at_least, {p: np.array(ids, np.int64) for p, ids in prefixes.items()}, _pack(escaped, words),
-            PlainTokens(tb), {p: np.array(ids, np.int64) for p, ids in tails.items()}, between)
+            PlainTokens(tb), {p: np.array(ids, np.int64) for p, ids in tails.items()}, between,
+            at_least[2] & _pack(reopen, words))
     return tables
 
 
@@ -427,8 +435,9 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
             _CANDIDATES.clear()
         _CANDIDATES[memo_key] = ids
     if state.mode == KEY:
-        # a token may also end this name and start the next one (`":1,"a`)
-        ids = np.union1d(ids, _allowed_of_class(index, cid, 2, tables.at_least[2]))
+        # a token may also end this name and start the next one (`":1,"a`: an even number of
+        # quotes, or escapes)
+        ids = np.union1d(ids, _allowed_of_class(index, cid, 5, tables.reopen))
     if not len(ids):
         return
     ids = ids[ids < len(row) * 32]
