@@ -8,7 +8,7 @@ import numpy as np
 
 from .bitmask import as_numpy_row
 from ..errors import MatcherError, StructgenTypeError
-from .names import INITIAL, NameState, clear_names
+from .names import INITIAL, NameState, clear_names, prepare_names
 from ..index.token_index import DEAD
 from ..index.tokenizer import TokenizerInfo
 from .precompute import compute_mask
@@ -75,6 +75,8 @@ class GrammarMatcher:
         # Grammars with free member names (see structgen.runtime.names) also track the names written
         # in each open object, one entry per history entry; None (no work at all) otherwise.
         self._names: list[NameState] | None = [INITIAL] if self.compiled.free_names else None
+        if self._names is not None:
+            prepare_names(self.compiled.tokenizer_info)  # per-tokenizer tables, once: not in a fill
         self._terminated = False
 
     @property

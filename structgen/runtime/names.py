@@ -22,7 +22,7 @@ import numpy as np
 
 from ..index.tokenizer import TokenizerInfo
 
-__all__ = ["NameState", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers", "clear_dead_names", "clear_names",
+__all__ = ["NameState", "PlainTokens", "prepare_names", "QuoteTables", "quote_tables", "decode_name", "INITIAL", "clear_duplicate_closers", "clear_dead_names", "clear_names",
            "distinct_completion"]
 
 OUTSIDE, VALUE, KEY = 0, 1, 2
@@ -200,6 +200,33 @@ class NameState:
 INITIAL = NameState((), False, OUTSIDE, False, b"", 0)
 
 
+class PlainTokens:
+    """Bytes -> ids of the tokens spelling them, for tokens without quote or backslash
+    (:attr:`QuoteTables.plain`). One dict of the whole vocabulary built at C speed, plus
+    the few byte strings that several ids spell; arrays are made per lookup."""
+
+    __slots__ = ("_first", "_more")
+
+    def __init__(self, token_bytes: tuple) -> None:
+        self._first = dict(zip(token_bytes, range(len(token_bytes))))
+        more: dict[bytes, list[int]] = {}
+        if len(self._first) < len(token_bytes):  # some bytes are spelt by several ids
+            first = self._first
+            for i, b in enumerate(token_bytes):
+                if b and first[b] != i:
+                    more.setdefault(b, []).append(i)
+        self._more = more
+
+    def get(self, piece: bytes) -> np.ndarray | None:
+        if not piece or b'"' in piece or b"\\" in piece:
+            return None
+        i = self._first.get(piece)
+        if i is None:
+            return None
+        more = self._more.get(piece)
+        return np.array([i] if more is None else [i, *more], np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class QuoteTables:
     """Per tokenizer: the tokens that can close a name, by how many ``"`` bytes they hold.
@@ -213,13 +240,22 @@ class QuoteTables:
         plain: bytes -> token ids, for tokens without quote or backslash (they extend a name).
         by_tail: bytes after the last quote -> token ids (what a token that opens a name
             writes into it).
+        between: token id -> decoded bytes between its two quotes (``None``: they end
+            inside an escape), for the tokens with exactly two quotes. From between strings
+            such a token closes at most that one name, so it can repeat a name only if
+            one of the open objects has it.
+        reopen: packed bitmask of the tokens with an even number (two or more) of quotes
+            or a backslash: from inside a name, only these can end inside the next one
+            (without a backslash each quote toggles between strings and structure).
     """
 
     at_least: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     by_prefix: dict[bytes, np.ndarray]
     escaped: np.ndarray
-    plain: dict[bytes, np.ndarray]
+    plain: PlainTokens
     by_tail: dict[bytes, np.ndarray]
+    between: dict[int, bytes | None]
+    reopen: np.ndarray
 
 
 _TABLES: "weakref.WeakKeyDictionary[TokenizerInfo, QuoteTables]" = weakref.WeakKeyDictionary()
@@ -232,24 +268,30 @@ def _pack(ids: list[int], words: int) -> np.ndarray:
 
 
 def quote_tables(info: TokenizerInfo) -> QuoteTables:
-    """The :class:`QuoteTables` of a vocabulary (built once per ``TokenizerInfo``)."""
+    """The :class:`QuoteTables` of a vocabulary (built once per ``TokenizerInfo``; the
+    matcher of a grammar with free names asks for them when it is made, so a request's
+    first mask does not pay for them). Only the few tokens with a quote are visited one
+    by one in Python."""
     tables = _TABLES.get(info)
     if tables is None:
+        tb = info.token_bytes
         words = (info.vocab_size + 31) // 32
         levels: list[list[int]] = [[], [], [], []]
         prefixes: dict[bytes, list[int]] = {}
-        plain: dict[bytes, list[int]] = {}
         tails: dict[bytes, list[int]] = {}
         escaped = []
-        for i, b in enumerate(info.token_bytes):
-            if not b:
-                continue
-            if b'"' not in b:
-                if b"\\" not in b:
-                    plain.setdefault(b, []).append(i)
-                continue
+        between: dict[int, bytes | None] = {}
+        reopen = []
+        for i in [i for i, b in enumerate(tb) if b and b'"' in b]:
+            b = tb[i]
             tails.setdefault(b[b.rindex(b'"') + 1:], []).append(i)
-            k = min(b.count(b'"'), 3)
+            count = b.count(b'"')
+            if count == 2:
+                first = b.index(b'"')
+                between[i] = decode_name(b[first + 1:b.index(b'"', first + 1)])
+            if count % 2 == 0 or b"\\" in b:
+                reopen.append(i)
+            k = min(count, 3)
             for level in range(1, k + 1):
                 levels[level].append(i)
             pre = b[: b.index(b'"')]
@@ -260,9 +302,14 @@ def quote_tables(info: TokenizerInfo) -> QuoteTables:
         at_least = (np.zeros(words, np.uint32),) + tuple(_pack(ids, words) for ids in levels[1:])
         tables = _TABLES[info] = QuoteTables(
             at_least, {p: np.array(ids, np.int64) for p, ids in prefixes.items()}, _pack(escaped, words),
-            {p: np.array(ids, np.int64) for p, ids in plain.items()},
-            {p: np.array(ids, np.int64) for p, ids in tails.items()})
+            PlainTokens(tb), {p: np.array(ids, np.int64) for p, ids in tails.items()}, between,
+            at_least[2] & _pack(reopen, words))
     return tables
+
+
+def prepare_names(info: TokenizerInfo) -> None:
+    """Build the per-tokenizer tables of the name clears now (once per ``TokenizerInfo``)."""
+    quote_tables(info)
 
 
 # per TokenIndex: (configuration, token class) -> the tokens of that class its mask allows
@@ -324,7 +371,12 @@ def clear_duplicate_closers(state: NameState, row: np.ndarray, info: TokenizerIn
     tb = info.token_bytes
     if index is not None:
         # the row still holds the configuration's mask, less what the names cleared above
+        between = tables.between if cls == 2 else {}
+        if between:
+            written = frozenset().union(*[top for top in state.stack if top])
         for t in _allowed_of_class(index, cid, cls, simulate).tolist():
+            if t in between and between[t] not in written:
+                continue  # the one name it can close is in no open object
             w, low = t >> 5, 1 << (t & 31)
             if int(row[w]) & low and state.feed(tb[t]) is None:
                 row[w] &= np.uint32(~low & 0xFFFFFFFF)
@@ -383,21 +435,35 @@ def clear_dead_names(state: NameState, row: np.ndarray, info: TokenizerInfo, ind
             _CANDIDATES.clear()
         _CANDIDATES[memo_key] = ids
     if state.mode == KEY:
-        # a token may also end this name and start the next one (`":1,"a`)
-        ids = np.union1d(ids, _allowed_of_class(index, cid, 2, tables.at_least[2]))
+        # a token may also end this name and start the next one (`":1,"a`: an even number of
+        # quotes, or escapes)
+        ids = np.union1d(ids, _allowed_of_class(index, cid, 5, tables.reopen))
     if not len(ids):
         return
     ids = ids[ids < len(row) * 32]
     live = ids[((row[ids >> 5] >> (ids & 31).astype(np.uint32)) & np.uint32(1)).astype(bool)]
     tb = info.token_bytes
+    ends = _ENDS.get(index)
+    if ends is None or len(ends) >= _CLEARED_CAP:
+        ends = _ENDS[index] = {}
     for t in live.tolist():
         after = state.feed(tb[t])
         if after is None or after.mode != KEY:
             continue
         succ = index.step_token(cid, t)
-        if succ != 0 and not _can_end_fresh(index, succ, after):
+        if succ == 0:
+            continue
+        key = (succ, after.stack, after.expect_key, after.esc, after.key)
+        fresh = ends.get(key)
+        if fresh is None:
+            fresh = ends[key] = _can_end_fresh(index, succ, after)
+        if not fresh:
             row[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
 
+
+# per TokenIndex: (configuration, lexer state inside a name) -> _can_end_fresh (a function of
+# both alone; tokens of different fills that reach the same pair share one bounded search)
+_ENDS: "weakref.WeakKeyDictionary[object, dict[tuple, bool]]" = weakref.WeakKeyDictionary()
 
 # (tables, names of an object, name so far or None) -> candidate token ids of clear_dead_names
 _CANDIDATES: dict[tuple, np.ndarray] = {}
