@@ -11,6 +11,9 @@ import weakref
 import numpy as np
 
 from structgen.index.token_index import DEAD
+from structgen.runtime.matcher import GrammarMatcher
+
+from .walks import random_walk, structural_tokens
 
 _PADDED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -46,3 +49,33 @@ def reference_mask(index, cid: int) -> np.ndarray:
     if index.is_accepting(cid):
         allowed[list(info.stop_token_ids)] = True
     return np.packbits(allowed, bitorder="little").view("<i4")
+
+
+# schemas the native-vs-reference tests share: string bodies (plain/text splits), declared and
+# additional names, numbers, bounded strings; recursion (deep stacks) and a counted array
+STRING_AND_RECURSION_SCHEMAS: list[dict] = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
+     "required": ["name"]},
+    {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "string", "pattern": "^[a-z é]*$"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 40}}}},
+     "$ref": "#/$defs/node"},
+]
+
+
+def walks_match_reference(compiled, info, rng: np.random.Generator, *, walks: int = 2, max_steps: int = 25) -> int:
+    """Random walks (structural tokens preferred) asserting at every step that the mask equals
+    :func:`reference_mask`; returns how many masks were compared."""
+    preferred = structural_tokens(info)
+    seen = 0
+    for _ in range(walks):
+        m = GrammarMatcher(compiled)
+
+        def check() -> None:
+            nonlocal seen
+            seen += 1
+            assert np.array_equal(compiled.index.mask(m.state), reference_mask(compiled.index, m.state))
+
+        random_walk(m, info, rng, max_steps=max_steps, preferred=preferred, on_step=check)
+    return seen

@@ -11,10 +11,9 @@ from structgen import GrammarCompiler, GrammarMatcher, fill_next_token_bitmasks
 from structgen.runtime.bitmask import bitmask_words
 
 from .conftest import tokenizer_folder
-from .reference_masks import reference_mask
+from .reference_masks import reference_mask, walks_match_reference
 from .sentencepiece_model import tokenizer_info
 from .test_native_core import SCHEMAS, TEXTS
-from .walks import random_walk, structural_tokens
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +68,4 @@ def test_masks_equal_reference_along_valid_output(info, case):
 @pytest.mark.parametrize("case", range(len(SCHEMAS)))
 def test_masks_equal_reference_along_random_walks(info, case):
     compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMAS[case])
-    rng = np.random.default_rng(case)
-    seen = 0
-    for _ in range(2):
-        m = GrammarMatcher(compiled)
-
-        def check() -> None:
-            nonlocal seen
-            seen += 1
-            assert np.array_equal(compiled.index.mask(m.state), reference_mask(compiled.index, m.state))
-
-        random_walk(m, info, rng, max_steps=25, preferred=structural_tokens(info), on_step=check)
-    assert seen >= 4
+    assert walks_match_reference(compiled, info, np.random.default_rng(case)) >= 4

@@ -12,22 +12,11 @@ import pytest
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 
 from .conftest import tokenizer_folder
-from .reference_masks import reference_mask
-from .walks import random_walk, structural_tokens
+from .reference_masks import STRING_AND_RECURSION_SCHEMAS, reference_mask, walks_match_reference
 
 NAMES = ["smollm2", "phi3", "llama3", "qwen2", "gpt2", "deepseek-coder"]
 
-SCHEMAS = [
-    # string bodies (plain/text splits), property names beside declared ones, numbers
-    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
-                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
-     "required": ["name"]},
-    # recursion (deep stacks) and a counted array (counter frames)
-    {"$defs": {"node": {"type": "object", "properties": {
-        "v": {"type": "string", "pattern": "^[a-z é]*$"},
-        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 40}}}},
-     "$ref": "#/$defs/node"},
-]
+SCHEMAS = STRING_AND_RECURSION_SCHEMAS
 TEXTS = ['{"name":"naïve 東京 \\"q\\" ok","age":-42,"tags":["a b","ñ"],"extra":[1,{"x":null}]}',
          '{"v":"ab é","kids":[{"v":"x","kids":[]},{"kids":[{"v":"zz"}]}]}']
 
@@ -61,19 +50,7 @@ def test_masks_equal_reference_along_valid_output(info, case):
 @pytest.mark.parametrize("case", range(len(SCHEMAS)))
 def test_masks_equal_reference_along_random_walks(info, case):
     compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMAS[case])
-    preferred = structural_tokens(info)
-    rng = np.random.default_rng(case)
-    seen = 0
-    for _ in range(2):
-        m = GrammarMatcher(compiled)
-
-        def check() -> None:
-            nonlocal seen
-            seen += 1
-            assert np.array_equal(compiled.index.mask(m.state), reference_mask(compiled.index, m.state))
-
-        random_walk(m, info, rng, max_steps=25, preferred=preferred, on_step=check)
-    assert seen >= 4
+    assert walks_match_reference(compiled, info, np.random.default_rng(case)) >= 4
 
 
 def test_tokens_exceeding_collects_the_walk(smollm2_info):

@@ -25,20 +25,12 @@ from structgen.index.token_index import DEAD
 
 from .conftest import DATA, tokenizer_folder, toy_info
 from .reference_index import ReferenceIndex
+from .reference_masks import STRING_AND_RECURSION_SCHEMAS
 from .walks import structural_tokens
 
 CASES = json.loads((DATA / "core_schemas.json").read_text(encoding="utf-8"))
 
-SCHEMAS = [
-    # string bodies (plain/text splits), declared and additional names, numbers, bounded strings
-    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
-                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
-     "required": ["name"]},
-    # recursion (deep stacks) and a counted array (counter frames)
-    {"$defs": {"node": {"type": "object", "properties": {
-        "v": {"type": "string", "pattern": "^[a-z é]*$"},
-        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 40}}}},
-     "$ref": "#/$defs/node"},
+SCHEMAS = STRING_AND_RECURSION_SCHEMAS + [
     # counters: a long string, a bounded one near its bound, a counted pattern
     {"type": "object", "properties": {"s": {"type": "string", "maxLength": 100000},
                                       "t": {"type": "string", "minLength": 70, "maxLength": 90},
