@@ -21,7 +21,6 @@ import re
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import unquote, urldefrag, urljoin
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
@@ -53,7 +52,16 @@ from .json_values import dumps_compact, json_equal
 from .merge import MergeConflict, merge, merge_lenient
 from .metaschema import fast_check
 from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
-from .pointer import child, unescape
+from .document import (
+    SCHEMA_LISTS as _SCHEMA_LISTS,
+    SCHEMA_MAPS as _SCHEMA_MAPS,
+    SCHEMA_VALUES as _SCHEMA_VALUES,
+    SchemaDocument,
+    existing_prefix as _existing_prefix,
+    legacy_dialect,
+    subschemas as _subschemas,
+)
+from .pointer import child
 from .text import check_schema_depth
 from .unevaluated import expand_unevaluated
 
@@ -222,6 +230,10 @@ object counted with ``minProperties``/``maxProperties`` grow with properties x c
 MAX_TUPLE_ITEMS = 1_000
 """Positional item schemas (``prefixItems``, draft-07 ``items`` arrays) of one array."""
 
+MAX_DYNAMIC_SCOPES = 256
+"""References built again because a ``$dynamicRef`` under them means another schema in
+another dynamic scope (each is one more copy of the referenced schema's rules)."""
+
 
 class _Rules(dict):
     """The converter's rules, refused past :data:`MAX_GRAMMAR_RULES` as they are added, with
@@ -245,7 +257,7 @@ class _Converter:
         self.where = ""  # pointer of the schema node being converted (for limit errors)
         self.rules: dict[str, Expr] = _Rules()
         self.rules.owner = self
-        self.ref_rules: dict[str, str] = {}
+        self.ref_rules: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}  # (target, scope) -> rule
         self.warnings: list[str] = []
         self.notes: list[str] = []  # unknown keywords ignored as annotations
         self._resolving: list[str] = []
@@ -258,8 +270,12 @@ class _Converter:
         self.empty_reasons: list[SchemaError] = []
         self.free_names = False  # some object takes names the grammar does not fix
         self.refuse_empty = False
-        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
-        self.legacy_ref = any(d in str(dialect) for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
+        self.legacy_ref = legacy_dialect(root)
+        self._doc: SchemaDocument | None = None
+        # the dynamic scope (draft 2020-12): for each dynamic $dynamicAnchor name, the anchor of
+        # the outermost resource entered so far that declares it (see enter())
+        self.scope: tuple[tuple[str, str], ...] = ()
+        self._specialised = 0  # references built again for another dynamic scope
 
     # -- helpers ------------------------------------------------------------------
 
@@ -337,6 +353,7 @@ class _Converter:
     def convert(self) -> Grammar:
         self.root = _normalise(self.root)
         self._check_metaschema()
+        self.scope = self.enter((), "")
         body = self.node(self.root, "")
         if body == NOTHING and self.empty_reasons:
             raise self.empty_reasons[0]
@@ -372,6 +389,9 @@ class _Converter:
 
     def node(self, schema: Any, ptr: str) -> Expr:
         outer, self.where = self.where, ptr
+        scope = self.scope
+        if isinstance(schema, dict) and ptr in self.doc.resource_uris and self.doc.declares_id(schema):
+            self.scope = self.enter(scope, ptr)  # an embedded resource, entered by descending into it
         try:
             return self._node(schema, ptr)
         except LimitError as exc:
@@ -379,7 +399,7 @@ class _Converter:
                 raise exc.at(ptr) from None
             raise
         finally:
-            self.where = outer
+            self.where, self.scope = outer, scope
 
     def _node(self, schema: Any, ptr: str) -> Expr:
         if schema is True:
@@ -508,22 +528,87 @@ class _Converter:
         return {**rest, "allOf": [*rest.get("allOf", []), *parts]} if parts else rest
 
     def dynamic_ref(self, schema: dict, ptr: str) -> dict:
-        """``$dynamicRef`` as the ``$ref`` it statically is, where that is exact: the fragment
-        is a pointer, or names a plain ``$anchor``, or the only ``$dynamicAnchor`` of that
-        name in the whole document (the dynamic scope can then only find that one)."""
+        """``$dynamicRef`` as the ``$ref`` it means in the current dynamic scope.
+
+        It starts from the schema its URI names; when that is a ``$dynamicAnchor`` of the
+        fragment's name, the anchor of that name in the outermost resource of the dynamic
+        scope replaces it (:meth:`enter` keeps that anchor per name). Otherwise it is a plain
+        ``$ref``. The reference is written absolute, to the resource holding the anchor, so
+        that :meth:`ref` enters that resource as validators do."""
         ref = schema["$dynamicRef"]
         at = _ptr(ptr, "$dynamicRef")
-        target_ptr = self.to_pointer(ref, at)
-        frag = urldefrag(ref)[1]
-        target = self.resolve_pointer(target_ptr, at)
-        if frag and not frag.startswith("/") and isinstance(target, dict) and target.get("$dynamicAnchor") == frag:
-            holders = self._dynamic_anchors.get(frag, [])
-            if len(holders) > 1:
-                self.unsupported("$dynamicRef", at, f"{len(holders)} schemas declare $dynamicAnchor {frag!r}: which "
-                                 "one applies depends on the dynamic scope of each evaluation")
+        resource, target = self.doc.locate(ref, at)
+        dynamic = self.doc.dynamic_target(ref, at)
+        if dynamic is not None:
+            target = self.dynamic_resolution(dynamic[0], target, at)
+            resource = self.doc.resource_at(target)
+        uri = self.doc.resource_uris[resource]
         rest = {k: v for k, v in schema.items() if k != "$dynamicRef"}
-        # written against the root's base URI: a bare "#/..." would be read in the resource at ptr
-        return {**rest, "allOf": [*rest.get("allOf", []), {"$ref": f"{self._root_base}#{target_ptr}"}]}
+        ref = f"{uri}#{target[len(resource):]}"
+        if not set(rest) - ANNOTATION_KEYWORDS:
+            # alone: a reference, built once per scope (combined, it would be copied in, and a
+            # recursive one without end)
+            return {**rest, "$ref": ref}
+        return {**rest, "allOf": [*rest.get("allOf", []), {"$ref": ref}]}
+
+    def enter(self, scope: tuple[tuple[str, str], ...], resource: str) -> tuple[tuple[str, str], ...]:
+        """The dynamic scope after entering ``resource`` (a pointer): each dynamic anchor name
+        it declares that no resource entered before declares is bound to its anchor there
+        (the outermost declaration wins). Only names declared by several resources are kept:
+        the others resolve the same in every scope, and leaving them out keeps one rule per
+        reference wherever the scope cannot matter."""
+        names = self.doc.resource_dynamic.get(resource)
+        if not names or (resource == "" and not self.doc.root_declares_id):
+            # jsonschema does not count a root without $id in the dynamic scope (see
+            # dynamic_resolution, which refuses where that decides)
+            return scope
+        bound = dict(scope)
+        for name, anchor in names.items():
+            if name not in bound and self.doc.is_dynamic(name):
+                bound[name] = anchor
+        return scope if len(bound) == len(scope) else tuple(sorted(bound.items()))
+
+    def dynamic_resolution(self, name: str, target: str, at: str, keyword: str = "$dynamicRef") -> str:
+        """The anchor a dynamic reference to ``name`` (statically ``target``) means in the
+        current scope: the outermost resource's, else the target itself."""
+        found = dict(self.scope).get(name, target)
+        root_anchor = self.doc.resource_dynamic.get("", {}).get(name)
+        if root_anchor is not None and not self.doc.root_declares_id and root_anchor != found \
+                and self.doc.is_dynamic(name):
+            self.unsupported(keyword, at, f"the root declares $dynamicAnchor {name!r} but no $id: whether the root "
+                             "is part of the dynamic scope differs between the specification and jsonschema")
+        return found
+
+    def scope_after(self, resource: str, target: str) -> tuple[tuple[str, str], ...]:
+        """The dynamic scope once a reference into ``resource`` has led to ``target``."""
+        scope = self.scope
+        for entered in self.doc.entered(resource, target):
+            scope = self.enter(scope, entered)
+        return scope
+
+    def check_inlined(self, resource: str, target: str, schema: Any) -> None:
+        """Refuse to copy ``schema`` (the target of a reference, into a combined schema) when
+        that would lose a step of the dynamic scope: the resources the reference enters, or
+        the ones nested in the copy, declare a dynamic anchor the scope has not bound yet."""
+        if not self.doc.dynamic_names:
+            return
+        if self.scope_after(resource, target) != self.scope or self.unbound_anchor(schema):
+            raise MergeConflict("$dynamicRef", f"the target of the reference at {target or '#'} enters a resource "
+                                "that changes the dynamic scope, which combining it with other keywords would lose")
+
+    def unbound_anchor(self, schema: Any) -> bool:
+        """Whether ``schema`` declares (anywhere in it) a dynamic anchor name not yet bound."""
+        bound = dict(self.scope)
+        stack = [schema]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                name = node.get("$dynamicAnchor")
+                if isinstance(name, str) and name in self.doc.dynamic_names and name not in bound:
+                    return True
+                # $defs are not evaluated in place: reached by a reference, they are checked then
+                stack.extend(sub for sub, at in _subschemas(node, "") if not at.startswith(("/$defs/", "/definitions/")))
+        return False
 
     def oneof_overlap(self, branches: list, ptr: str, context: dict | None = None) -> tuple[int, int] | None:
         """Two ``oneOf`` branches that may both match (not provably disjoint), or None.
@@ -587,9 +672,7 @@ class _Converter:
     def _single_resource(self) -> bool:
         """Whether the document has no embedded resource (then a subschema found anywhere in
         it can be checked by jsonschema against the root's base URI)."""
-        if not hasattr(self, "_resources"):
-            self._index_resources()
-        return len(self._resources) <= 1
+        return self.doc.single_resource
 
     def oneof_exact(self, branches: list, ptr: str) -> Any:
         """``oneOf`` as ``anyOf`` of "branch i and no other branch", when every branch has a
@@ -700,8 +783,13 @@ class _Converter:
     def unevaluated(self, schema: dict, ptr: str) -> Any:
         """``schema`` with its unevaluated* keywords turned into plain ones (see :mod:`.unevaluated`)."""
         def resolve_ref(ref: str, at: str) -> tuple[Any, str]:
-            target = self.to_pointer(ref, at)
-            return self.resolve_pointer(target, at), target
+            resource, target = self.doc.locate(ref, at)
+            schema = self.resolve_pointer(target, at)
+            try:
+                self.check_inlined(resource, target, schema)
+            except MergeConflict as exc:
+                self.unsupported(exc.keyword, at, exc.why)
+            return schema, target
 
         def unsupported(keyword: str, at: str, why: str) -> None:
             self.unsupported(keyword, at, why)
@@ -724,142 +812,39 @@ class _Converter:
 
     # -- references: $id bases, $anchor, JSON pointers ------------------------------
 
+    @property
+    def doc(self) -> SchemaDocument:
+        """The document's resources and anchors, indexed once (after normalisation)."""
+        if self._doc is None or self._doc.root is not self.root:
+            self._doc = SchemaDocument(self.root)
+        return self._doc
+
     def rebased(self, schema: Any, at: str) -> Any:
-        """:meth:`absolutised` when the document declares ``$id``s below its root (only then can
-        copying a schema elsewhere change what its references mean)."""
-        if not hasattr(self, "_resources"):
-            self._index_resources()
-        if len(self._resources) <= 1:
-            return schema
-        return self.absolutised(schema, at)
+        return self.doc.rebased(schema, at)
 
     def absolutised(self, schema: Any, at: str) -> Any:
-        """``schema`` (found at pointer ``at``) with every ``$ref`` in it rewritten as a pointer
-        into the whole document, so that it means the same wherever combining copies it (a
-        ``$ref`` inside an embedded resource is relative to that resource's ``$id``)."""
-        if not isinstance(schema, dict):
-            return schema
-        out = dict(schema)
-        if isinstance(out.get("$dynamicRef"), str):
-            # an absolute URI with the same fragment: an anchor name must stay one
-            ref, base = out["$dynamicRef"], self._base_at(at)
-            out["$dynamicRef"] = base + ref if ref.startswith("#") else urljoin(base, ref)
-        if isinstance(out.get("$ref"), str):
-            try:
-                # against the root's base: a bare "#/..." is read in the resource where it is used
-                out["$ref"] = f"{self._root_base}#" + self.to_pointer(out["$ref"], at)
-            except (UnsupportedSchemaError, SchemaError):
-                pass  # left as written: using it reports the error where it is used
-        for key, value in schema.items():
-            if key in _SCHEMA_MAPS or key == "dependencies":
-                if isinstance(value, dict):
-                    out[key] = {n: self.absolutised(v, _ptr(at, key, n)) for n, v in value.items()}
-            elif key in _SCHEMA_VALUES and isinstance(value, dict):
-                out[key] = self.absolutised(value, _ptr(at, key))
-            elif key in _SCHEMA_LISTS and isinstance(value, list):
-                out[key] = [self.absolutised(v, _ptr(at, key, i)) for i, v in enumerate(value)]
-        return out
-
-    def _index_resources(self) -> None:
-        """Every embedded resource ($id) and anchor of the document, by absolute URI.
-
-        Only schema positions are visited (not enum/const data); in draft-07 and older a
-        ``$ref`` hides its siblings, ``$id`` included."""
-        self._resources: dict[str, str] = {}
-        self._anchors: dict[tuple[str, str], str] = {}
-        self._dynamic_anchors: dict[str, list[str]] = {}
-        self._root_base = self._own_base(self.root, _DEFAULT_BASE) if isinstance(self.root, dict) else _DEFAULT_BASE
-        self._resources[self._root_base] = ""
-
-        def walk(node: Any, ptr: str, base: str) -> None:
-            if not isinstance(node, dict):
-                return
-            base = self._own_base(node, base)
-            if ptr:
-                self._resources.setdefault(base, ptr) if self._declares_id(node) else None
-            ident = node.get("$id") if "$id" in node else node.get("id")
-            if isinstance(ident, str) and self._declares_id(node, fragments=True):
-                frag = urldefrag(urljoin(base, ident))[1]
-                if frag and not frag.startswith("/"):  # draft-07 plain-name fragment "$id": "#foo"
-                    self._anchors.setdefault((base, frag), ptr)
-            for key in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(key), str):
-                    self._anchors.setdefault((base, node[key]), ptr)
-            if isinstance(node.get("$dynamicAnchor"), str):
-                self._dynamic_anchors.setdefault(node["$dynamicAnchor"], []).append(ptr)
-            for key, value in node.items():
-                if key in _SCHEMA_MAPS or key == "dependencies":
-                    if isinstance(value, dict):
-                        for name, sub in value.items():
-                            walk(sub, _ptr(ptr, key, name), base)
-                elif key in _SCHEMA_VALUES and isinstance(value, dict):
-                    walk(value, _ptr(ptr, key), base)
-                elif key in _SCHEMA_LISTS and isinstance(value, list):
-                    for i, sub in enumerate(value):
-                        walk(sub, _ptr(ptr, key, i), base)
-
-        walk(self.root, "", self._root_base)
-
-    def _declares_id(self, node: dict, fragments: bool = False) -> bool:
-        ident = node.get("$id") if "$id" in node else node.get("id")
-        if not isinstance(ident, str) or (self.legacy_ref and "$ref" in node):
-            return False
-        return fragments or not ident.startswith("#")
-
-    def _own_base(self, node: dict, base: str) -> str:
-        if not self._declares_id(node):
-            return base
-        ident = node["$id"] if "$id" in node else node["id"]
-        return urldefrag(urljoin(base, ident))[0] if ":" in ident.split("/")[0] or not base.startswith(("urn:", "tag:")) \
-            else base  # a relative $id under a scheme urljoin cannot resolve: keep the base
+        return self.doc.absolutised(schema, at)
 
     def _base_at(self, ptr: str) -> str:
-        """The base URI in force at a pointer (the $id of every schema on the way down)."""
-        node, base = self.root, self._root_base
-        for raw in (ptr[1:].split("/") if ptr else []):
-            node = _child(node, raw)
-            if node is _MISSING:
-                break  # a position made by combining schemas: the last real base holds
-            if isinstance(node, dict):
-                base = self._own_base(node, base)
-        return base
+        return self.doc.base_at(ptr)
 
     def to_pointer(self, ref: str, ptr: str) -> str:
         """The JSON pointer (in this document) a ``$ref`` written at ``ptr`` leads to."""
-        if not isinstance(ref, str):
-            raise SchemaError(f"$ref must be a string, not {type(ref).__name__}", pointer=ptr, keyword="$ref")
-        if not hasattr(self, "_resources"):
-            self._index_resources()
-        base = self._base_at(ptr)
-        # urljoin leaves a fragment alone under schemes it does not know (urn:, tag:)
-        uri, frag = (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
-        resource = self._resources.get(uri)
-        if resource is None:
-            raise UnsupportedSchemaError(
-                f"only references into this document are supported, not {ref!r} (it resolves to {uri!r}, which no "
-                f"$id here declares; nothing is fetched)", pointer=ptr, keyword="$ref")
-        if not frag:
-            return resource
-        if frag.startswith("/"):
-            return resource + frag
-        anchor = self._anchors.get((uri, frag))
-        if anchor is None:
-            raise SchemaError(f"unresolvable $ref {ref!r}: no anchor {frag!r} in {uri!r}", pointer=ptr, keyword="$ref")
-        return anchor
+        return self.doc.to_pointer(ref, ptr)
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
         """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""
         def resolve(ref: str) -> Any:
-            try:
-                target = self.to_pointer(ref, _ptr(ptr, keyword))
-                return self.absolutised(self.resolve_pointer(target, _ptr(ptr, keyword)), target)
-            except UnsupportedSchemaError as exc:
-                raise MergeConflict("$ref", str(exc)) from exc
+            return self.inlined(ref, _ptr(ptr, keyword))
 
         # a part's unevaluated* keywords see only that part's annotations: made plain before
         # merging, which would otherwise let them see the other parts' properties
         parts = [self.unevaluated(p, _ptr(ptr, keyword)) if self.has_unevaluated(p, _ptr(ptr, keyword)) else p
                  for p in parts]
+        if self.doc.dynamic_names and any(self.unbound_anchor(p) for p in [base, *parts]):
+            # combined, a part's embedded resource is no longer entered on the way down
+            self.unsupported("$dynamicAnchor", _existing_prefix(self.root, _ptr(ptr, keyword)),
+                             "a resource combined with other keywords here would enter the dynamic scope")
         if self.has_unevaluated(base, ptr):
             base = self.unevaluated(base, ptr)
         merged: Any = base
@@ -910,13 +895,37 @@ class _Converter:
             # the reasons found empty inside, located as errors are
             self.empty_reasons[reasons:] = [relocated(e) for e in self.empty_reasons[reasons:]]
 
+    def inlined(self, ref: str, at: str) -> Any:
+        """The target of a reference written at ``at``, to be copied into a combined schema."""
+        try:
+            resource, target = self.doc.locate(ref, at)
+            schema = self.resolve_pointer(target, at)
+        except UnsupportedSchemaError as exc:
+            raise MergeConflict("$ref", str(exc)) from exc
+        self.check_inlined(resource, target, schema)
+        return self.absolutised(schema, target)
+
     def ref(self, ref: str, ptr: str) -> Expr:
-        target_ptr = self.to_pointer(ref, ptr)
+        resource, target_ptr = self.doc.locate(ref, ptr)
+        dynamic = self.doc.dynamic_target(ref, ptr) if self.doc.dynamic_names else None
+        if dynamic is not None and self.dynamic_resolution(dynamic[0], target_ptr, ptr, "$ref") != target_ptr:
+            # the specification makes a $ref static; jsonschema resolves a $ref to a
+            # $dynamicAnchor in the dynamic scope, like $dynamicRef
+            self.unsupported("$ref", ptr, f"a $ref to $dynamicAnchor {dynamic[0]!r} where another resource of the "
+                             "dynamic scope declares it too (validators disagree on which applies)")
         if target_ptr in self._resolving:
             cycle = self._resolving[self._resolving.index(target_ptr):] + [target_ptr]
             raise SchemaError(
                 "$ref cycle with no base case: " + " -> ".join("#" + c for c in cycle), pointer=ptr, keyword="$ref")
-        if target_ptr not in self.ref_rules:
+        scope = self.scope_after(resource, target_ptr)
+        key = (target_ptr, scope)
+        if key not in self.ref_rules:
+            if scope and any(k[0] == target_ptr for k in self.ref_rules):
+                self._specialised += 1
+                if self._specialised > MAX_DYNAMIC_SCOPES:
+                    raise LimitError(f"the schema's $dynamicRefs need more than {MAX_DYNAMIC_SCOPES} references built "
+                                     "again for another dynamic scope", limit_name="MAX_DYNAMIC_SCOPES",
+                                     limit=MAX_DYNAMIC_SCOPES, reached=self._specialised, pointer=ptr)
             target = self.resolve_pointer(target_ptr, ptr)
             self._check_metaschema(target, target_ptr)
             base = re.sub(r"[^a-z0-9_]", "_", (target_ptr.rsplit("/", 1)[-1] or "root").lower()) or "def"
@@ -924,12 +933,14 @@ class _Converter:
             k = 2
             while name in self.rules or name in self.ref_rules.values():
                 name, k = f"def_{base}_{k}", k + 1
-            self.ref_rules[target_ptr] = name
+            self.ref_rules[key] = name
             self.rules[name] = NOTHING  # placeholder until the body is built (recursion)
             # a $ref that only leads to another $ref makes no progress: track the chain
             self._resolving.append(target_ptr)
+            outer_scope, self.scope = self.scope, scope
             try:
-                if isinstance(target, dict) and "$ref" in target:
+                if isinstance(target, dict) and ("$ref" in target or "$dynamicRef" in target) and (
+                        self.legacy_ref or not set(target) - ANNOTATION_KEYWORDS - {"$ref", "$dynamicRef"}):
                     body = self.node(target, target_ptr)
                 else:
                     saved, self._resolving = self._resolving, []
@@ -939,24 +950,12 @@ class _Converter:
                         self._resolving = saved
             finally:
                 self._resolving.pop()
+                self.scope = outer_scope
             self.rules[name] = body
-        return Ref(self.ref_rules[target_ptr])
+        return Ref(self.ref_rules[key])
 
     def resolve_pointer(self, pointer: str, ptr: str) -> Any:
-        node = self.root
-        if pointer in ("", "/"):
-            return node
-        if not pointer.startswith("/"):
-            raise UnsupportedSchemaError(f"anchors ({'#' + pointer!r}) are not supported yet", pointer=ptr, keyword="$ref")
-        for raw in pointer[1:].split("/"):
-            part = unquote(unescape(raw))
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise SchemaError(f"unresolvable $ref '#{pointer}': no {part!r}", pointer=ptr, keyword="$ref")
-        return node
+        return self.doc.resolve_pointer(pointer, ptr)
 
     def literals(self, schema: dict, ptr: str) -> Expr:
         if "const" in schema:
@@ -1375,11 +1374,7 @@ class _Converter:
 
     def merged(self, a: Any, b: Any, ptr: str) -> Any:
         def resolve(ref: str) -> Any:
-            try:
-                target = self.to_pointer(ref, ptr)
-                return self.absolutised(self.resolve_pointer(target, ptr), target)
-            except UnsupportedSchemaError as exc:
-                raise MergeConflict("$ref", str(exc)) from exc
+            return self.inlined(ref, ptr)
 
         try:
             return merge(a, b, resolve, ref_alone=self.legacy_ref)
@@ -1558,7 +1553,6 @@ class _Converter:
 
 
 _SCALARS = {"null": type(None), "boolean": bool, "string": str}
-_DEFAULT_BASE = "https://structgen.invalid/root.json"  # base URI of a document without $id
 MAX_UNIQUE_VALUES = 8
 
 
@@ -1854,36 +1848,6 @@ def dependency_alternatives(schema: dict) -> list[dict]:
     parts += [{"anyOf": [{"properties": {name: False}}, {"allOf": [{"required": [name]}, sub]}]}
               for name, sub in dep_schemas.items()]
     return parts
-
-
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
-                  "propertyNames", "unevaluatedItems", "unevaluatedProperties")
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-
-
-def _existing_prefix(root: Any, pointer: str) -> str:
-    """The longest prefix of ``pointer`` (whole segments) that names a location in ``root``."""
-    node, good = root, ""
-    for raw in pointer.split("/")[1:]:
-        node = _child(node, raw)
-        if node is _MISSING:
-            break
-        good += "/" + raw
-    return good
-
-
-_MISSING = object()
-
-
-def _child(node: Any, raw: str) -> Any:
-    """The member a JSON-pointer segment (escaped) names in ``node``, or ``_MISSING``."""
-    part = unescape(raw)
-    if isinstance(node, dict) and part in node:
-        return node[part]
-    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-        return node[int(part)]
-    return _MISSING
 
 
 def _normalise(schema: Any) -> Any:
