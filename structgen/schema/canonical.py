@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 
 from .json_values import dumps_compact, json_equal
+from .document import SchemaDocument
 from .merge import MergeConflict, merge
-from .pointer import unescape
 from .to_grammar import dependency_alternatives
 from .unevaluated import expand_unevaluated
 
@@ -32,8 +32,9 @@ class _Canon:
         self.root = root
         cls = jsonschema.validators.validator_for(root) if isinstance(root, dict) else jsonschema.Draft202012Validator
         self.validator = cls(root)
-        dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
-        self.legacy_ref = any(d in dialect for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
+        # references and the dialect's $ref rule, as the compiler reads them
+        self.doc = SchemaDocument(root)
+        self.legacy_ref = self.doc.legacy_ref
 
     def combine(self, schema: Any) -> Any:
         """allOf, and $ref or anyOf with siblings, as the one merged schema the grammar is built from."""
@@ -84,11 +85,7 @@ class _Canon:
             return a
 
     def _pointer(self, ref: str) -> Any:
-        node = self.root
-        for raw in ref[1:].split("/")[1:]:
-            part = unescape(raw)
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        return node
+        return self.doc.resolve(ref, "")
 
     def resolve(self, schema: Any) -> Any:
         seen = 0

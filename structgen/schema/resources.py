@@ -13,10 +13,9 @@ from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
 from ..errors import SchemaError
+from .document import legacy_dialect
 
 __all__ = ["embed_resources"]
-
-_LEGACY = ("draft-07", "draft-06", "draft-04", "draft-03")
 
 
 def embed_resources(schema: Any, resources: Mapping[str, Any]) -> Any:
@@ -27,8 +26,7 @@ def embed_resources(schema: Any, resources: Mapping[str, Any]) -> Any:
     """
     if not resources or not isinstance(schema, dict):
         return schema  # a boolean schema refers to nothing
-    legacy = any(d in str(schema.get("$schema", "")) for d in _LEGACY)
-    key = "definitions" if legacy else "$defs"
+    key = "definitions" if legacy_dialect(schema) else "$defs"
     defs = dict(schema.get(key) or {})
     for i, (uri, doc) in enumerate(resources.items()):
         if not isinstance(uri, str) or not urlsplit(uri).scheme:
