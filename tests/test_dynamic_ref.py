@@ -8,6 +8,7 @@ per-scope specialisation, its limit, and the refusals.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -23,12 +24,18 @@ from structgen.schema.resources import embed_resources
 SUITE = Path(__file__).parent / "data" / "json-schema-test-suite"
 REMOTE_BASE = "http://localhost:1234/"
 
-# refused on purpose (exactness cannot be kept): the if/then/else conditions are not
-# negatable here, and the list reached through "then"/"else" is combined with them
+# refused with a located error: the "if" there is an embedded resource with nothing but $defs,
+# whose negation (for "else") is not decided
 REFUSED = {
-    "multiple dynamic paths to the $dynamicRef keyword",
     "after leaving a dynamic scope, it is not used by a $dynamicRef",
 }
+
+
+# valid instances the grammar accepts with members in another order than canonical_json's: the
+# grammar writes the "else" branch's members as merged ("list" first), canonical_json does not
+# follow if/then/else. Checked to be accepted in some member order, and listed so that a fix
+# shows up here.
+OTHER_ORDER = {("multiple dynamic paths to the $dynamicRef keyword", "string list with string values")}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +83,12 @@ def test_suite_group(compiler, name, group):
     whole = embed_resources(schema, _remotes()) if REMOTE_BASE in json.dumps(schema) else schema
     for test in group["tests"]:
         compact = json.dumps(test["data"], ensure_ascii=False, separators=(",", ":"))
-        if test["valid"]:
+        if test["valid"] and (group["description"], test["description"]) in OTHER_ORDER:
+            value = test["data"]
+            orders = [dict(p) for p in itertools.permutations(value.items())]
+            assert not accepts(compiled, canonical_json(value, whole))
+            assert any(accepts(compiled, json.dumps(v, separators=(",", ":"))) for v in orders)
+        elif test["valid"]:
             assert accepts(compiled, canonical_json(test["data"], whole)), test["description"]
         else:
             assert not accepts(compiled, compact), test["description"]

@@ -174,7 +174,12 @@ class SchemaDocument:
         """
         if not isinstance(ref, str):
             raise SchemaError(f"$ref must be a string, not {type(ref).__name__}", pointer=ptr, keyword="$ref")
-        uri, frag = self.split(ref, ptr)
+        return self.locate_from(ref, self.base_at(ptr), ptr)
+
+    def locate_from(self, ref: str, base: str, ptr: str) -> tuple[str, str]:
+        """:meth:`locate` for a reference read against base URI ``base`` (a copy of a schema
+        knows its base, not always its pointer); errors located at ``ptr``."""
+        uri, frag = self.split_from(ref, base)
         resource = self.resources.get(uri)
         if resource is None:
             raise UnsupportedSchemaError(
@@ -191,7 +196,11 @@ class SchemaDocument:
 
     def split(self, ref: str, ptr: str) -> tuple[str, str]:
         """A reference written at ``ptr`` as (absolute URI without fragment, fragment)."""
-        base = self.base_at(ptr)
+        return self.split_from(ref, self.base_at(ptr))
+
+    @staticmethod
+    def split_from(ref: str, base: str) -> tuple[str, str]:
+        """A reference read against base URI ``base``, as (URI without fragment, fragment)."""
         # urljoin leaves a fragment alone under schemes it does not know (urn:, tag:)
         return (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
 
@@ -246,8 +255,12 @@ class SchemaDocument:
         """``(name, anchor pointer)`` when a ``$dynamicRef`` written at ``ptr`` starts from a
         ``$dynamicAnchor`` (by a plain-name fragment): only then does the dynamic scope
         decide; otherwise (a pointer fragment, an ``$anchor``) it is a plain ``$ref``."""
-        _, target = self.locate(ref, ptr)
-        frag = self.split(ref, ptr)[1]
+        return self.dynamic_target_from(ref, self.base_at(ptr), ptr)
+
+    def dynamic_target_from(self, ref: str, base: str, ptr: str) -> tuple[str, str] | None:
+        """:meth:`dynamic_target` for a reference read against base URI ``base``."""
+        _, target = self.locate_from(ref, base, ptr)
+        frag = self.split_from(ref, base)[1]
         if not frag or frag.startswith("/"):
             return None
         node = self.resolve_pointer(target, ptr)

@@ -230,6 +230,8 @@ object counted with ``minProperties``/``maxProperties`` grow with properties x c
 MAX_TUPLE_ITEMS = 1_000
 """Positional item schemas (``prefixItems``, draft-07 ``items`` arrays) of one array."""
 
+_PINNED = "x-structgen-pinned:"  # a reference pinned to a dynamic scope (see _Converter.pinned)
+
 MAX_DYNAMIC_SCOPES = 256
 """References built again because a ``$dynamicRef`` under them means another schema in
 another dynamic scope (each is one more copy of the referenced schema's rules)."""
@@ -276,6 +278,9 @@ class _Converter:
         # the outermost resource entered so far that declares it (see enter())
         self.scope: tuple[tuple[str, str], ...] = ()
         self._specialised = 0  # references built again for another dynamic scope
+        # references pinned to the dynamic scope where they were written (see pinned())
+        self._pins: list[tuple[tuple[tuple[str, str], ...], str, str]] = []
+        self._pin_index: dict[tuple[tuple[tuple[str, str], ...], str, str], int] = {}
 
     # -- helpers ------------------------------------------------------------------
 
@@ -586,30 +591,6 @@ class _Converter:
             scope = self.enter(scope, entered)
         return scope
 
-    def check_inlined(self, resource: str, target: str, schema: Any) -> None:
-        """Refuse to copy ``schema`` (the target of a reference, into a combined schema) when
-        that would lose a step of the dynamic scope: the resources the reference enters, or
-        the ones nested in the copy, declare a dynamic anchor the scope has not bound yet."""
-        if not self.doc.dynamic_names:
-            return
-        if self.scope_after(resource, target) != self.scope or self.unbound_anchor(schema):
-            raise MergeConflict("$dynamicRef", f"the target of the reference at {target or '#'} enters a resource "
-                                "that changes the dynamic scope, which combining it with other keywords would lose")
-
-    def unbound_anchor(self, schema: Any) -> bool:
-        """Whether ``schema`` declares (anywhere in it) a dynamic anchor name not yet bound."""
-        bound = dict(self.scope)
-        stack = [schema]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, dict):
-                name = node.get("$dynamicAnchor")
-                if isinstance(name, str) and name in self.doc.dynamic_names and name not in bound:
-                    return True
-                # $defs are not evaluated in place: reached by a reference, they are checked then
-                stack.extend(sub for sub, at in _subschemas(node, "") if not at.startswith(("/$defs/", "/definitions/")))
-        return False
-
     def oneof_overlap(self, branches: list, ptr: str, context: dict | None = None) -> tuple[int, int] | None:
         """Two ``oneOf`` branches that may both match (not provably disjoint), or None.
 
@@ -783,13 +764,13 @@ class _Converter:
     def unevaluated(self, schema: dict, ptr: str) -> Any:
         """``schema`` with its unevaluated* keywords turned into plain ones (see :mod:`.unevaluated`)."""
         def resolve_ref(ref: str, at: str) -> tuple[Any, str]:
-            resource, target = self.doc.locate(ref, at)
-            schema = self.resolve_pointer(target, at)
+            target = self.to_pointer(ref, at)
+            if not self.doc.dynamic_names:
+                return self.resolve_pointer(target, at), target
             try:
-                self.check_inlined(resource, target, schema)
+                return self.inlined(ref, at), target
             except MergeConflict as exc:
-                self.unsupported(exc.keyword, at, exc.why)
-            return schema, target
+                raise UnsupportedSchemaError(exc.why, pointer=at, keyword=exc.keyword) from None
 
         def unsupported(keyword: str, at: str, why: str) -> None:
             self.unsupported(keyword, at, why)
@@ -830,6 +811,8 @@ class _Converter:
 
     def to_pointer(self, ref: str, ptr: str) -> str:
         """The JSON pointer (in this document) a ``$ref`` written at ``ptr`` leads to."""
+        if isinstance(ref, str) and ref.startswith(_PINNED):
+            return self._pins[int(ref[len(_PINNED):])][2]
         return self.doc.to_pointer(ref, ptr)
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
@@ -841,10 +824,11 @@ class _Converter:
         # merging, which would otherwise let them see the other parts' properties
         parts = [self.unevaluated(p, _ptr(ptr, keyword)) if self.has_unevaluated(p, _ptr(ptr, keyword)) else p
                  for p in parts]
-        if self.doc.dynamic_names and any(self.unbound_anchor(p) for p in [base, *parts]):
-            # combined, a part's embedded resource is no longer entered on the way down
-            self.unsupported("$dynamicAnchor", _existing_prefix(self.root, _ptr(ptr, keyword)),
-                             "a resource combined with other keywords here would enter the dynamic scope")
+        if self.doc.dynamic_names:
+            # combined, a part's embedded resources are no longer entered on the way down: its
+            # references keep the scope they are written in
+            base = self.pinned(base, ptr, self.scope, self.doc.base_at(ptr.rpartition("/")[0]))
+            parts = [self.pinned(p, _ptr(ptr, keyword), self.scope, self.doc.base_at(ptr)) for p in parts]
         if self.has_unevaluated(base, ptr):
             base = self.unevaluated(base, ptr)
         merged: Any = base
@@ -898,21 +882,102 @@ class _Converter:
     def inlined(self, ref: str, at: str) -> Any:
         """The target of a reference written at ``at``, to be copied into a combined schema."""
         try:
-            resource, target = self.doc.locate(ref, at)
+            scope, resource, target = self.located(ref, at)
             schema = self.resolve_pointer(target, at)
         except UnsupportedSchemaError as exc:
             raise MergeConflict("$ref", str(exc)) from exc
-        self.check_inlined(resource, target, schema)
-        return self.absolutised(schema, target)
+        if not self.doc.dynamic_names:
+            return self.absolutised(schema, target)
+        outer, self.scope = self.scope, scope
+        try:
+            entered = self.scope_after(resource, target)
+        finally:
+            self.scope = outer
+        return self.pinned(schema, target, entered, self.doc.base_at(target.rpartition("/")[0]))
+
+    def located(self, ref: str, at: str) -> tuple[tuple[tuple[str, str], ...], str, str]:
+        """``(scope, resource, target)`` of a reference: a pinned one's own scope, else the
+        current scope, with the resource and schema it leads to (see ``SchemaDocument.locate``)."""
+        if isinstance(ref, str) and ref.startswith(_PINNED):
+            return self._pins[int(ref[len(_PINNED):])]
+        resource, target = self.doc.locate(ref, at)
+        if self.doc.dynamic_names:
+            self.check_static_ref(ref, target, at)
+        return self.scope, resource, target
+
+    def check_static_ref(self, ref: str, target: str, at: str) -> None:
+        """Refuse a ``$ref`` to a ``$dynamicAnchor`` that the dynamic scope would move: the
+        specification makes a ``$ref`` static, jsonschema resolves it like ``$dynamicRef``."""
+        dynamic = self.doc.dynamic_target(ref, at)
+        if dynamic is not None and self.dynamic_resolution(dynamic[0], target, at, "$ref") != target:
+            self.unsupported("$ref", at, f"a $ref to $dynamicAnchor {dynamic[0]!r} where another resource of the "
+                             "dynamic scope declares it too (validators disagree on which applies)")
+
+    def pin(self, scope: tuple[tuple[str, str], ...], resource: str, target: str) -> str:
+        """A reference that means ``target`` (in ``resource``) entered from ``scope``, wherever
+        it is copied: an internal URI that :meth:`located` reads back."""
+        key = (scope, resource, target)
+        if key not in self._pin_index:
+            self._pin_index[key] = len(self._pins)
+            self._pins.append(key)
+        return f"{_PINNED}{self._pin_index[key]}"
+
+    def pinned(self, schema: Any, at: str, scope: tuple[tuple[str, str], ...], base: str) -> Any:
+        """``schema`` (at pointer ``at``, inside base URI ``base``, evaluated in ``scope``) with
+        every reference in it pinned to the dynamic scope where it applies: copied into a
+        combined schema, it is no longer reached through the resources it would enter.
+        ``$dynamicRef`` is resolved here, in its scope; ``$defs`` (not evaluated in place)
+        are left as they are."""
+        if not isinstance(schema, dict):
+            return schema
+        base = self.doc.own_base(schema, base)
+        if self.doc.declares_id(schema) and base in self.doc.resources:
+            scope = self.enter(scope, self.doc.resources[base])
+        out = dict(schema)
+        for key, value in schema.items():
+            if key in _SCHEMA_MAPS or key == "dependencies":
+                if isinstance(value, dict) and key not in ("$defs", "definitions"):
+                    out[key] = {n: self.pinned(v, _ptr(at, key, n), scope, base) for n, v in value.items()}
+            elif key in _SCHEMA_VALUES and isinstance(value, dict):
+                out[key] = self.pinned(value, _ptr(at, key), scope, base)
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [self.pinned(v, _ptr(at, key, i), scope, base) for i, v in enumerate(value)]
+        outer, self.scope = self.scope, scope
+        try:
+            if isinstance(schema.get("$ref"), str) and not schema["$ref"].startswith(_PINNED):
+                ref = schema["$ref"]
+                try:
+                    resource, target = self.doc.locate_from(ref, base, _ptr(at, "$ref"))
+                except SchemaError:
+                    pass  # left as written: using it reports the error where it is used
+                else:
+                    self.check_static_ref(ref, target, _ptr(at, "$ref"))
+                    out["$ref"] = self.pin(scope, resource, target)
+            if isinstance(schema.get("$dynamicRef"), str):
+                ref, where = schema["$dynamicRef"], _ptr(at, "$dynamicRef")
+                resource, target = self.doc.locate_from(ref, base, where)
+                dynamic = self.doc.dynamic_target_from(ref, base, where)
+                if dynamic is not None:
+                    target = self.dynamic_resolution(dynamic[0], target, where)
+                    resource = self.doc.resource_at(target)
+                del out["$dynamicRef"]
+                if "$ref" in out:
+                    out["allOf"] = [*out.get("allOf", []), {"$ref": self.pin(scope, resource, target)}]
+                else:  # alone, it stays a reference, built once (see dynamic_ref)
+                    out["$ref"] = self.pin(scope, resource, target)
+        finally:
+            self.scope = outer
+        return out
 
     def ref(self, ref: str, ptr: str) -> Expr:
-        resource, target_ptr = self.doc.locate(ref, ptr)
-        dynamic = self.doc.dynamic_target(ref, ptr) if self.doc.dynamic_names else None
-        if dynamic is not None and self.dynamic_resolution(dynamic[0], target_ptr, ptr, "$ref") != target_ptr:
-            # the specification makes a $ref static; jsonschema resolves a $ref to a
-            # $dynamicAnchor in the dynamic scope, like $dynamicRef
-            self.unsupported("$ref", ptr, f"a $ref to $dynamicAnchor {dynamic[0]!r} where another resource of the "
-                             "dynamic scope declares it too (validators disagree on which applies)")
+        scope0, resource, target_ptr = self.located(ref, ptr)
+        outer, self.scope = self.scope, scope0
+        try:
+            return self._ref(resource, target_ptr, ptr)
+        finally:
+            self.scope = outer
+
+    def _ref(self, resource: str, target_ptr: str, ptr: str) -> Expr:
         if target_ptr in self._resolving:
             cycle = self._resolving[self._resolving.index(target_ptr):] + [target_ptr]
             raise SchemaError(
