@@ -500,6 +500,8 @@ class _Converter:
                 parts.append(negated)
         if "if" in rest:
             cond = self.resolve_shallow(rest.pop("if"), ptr)
+            if isinstance(cond, dict) and not set(cond) - ANNOTATION_KEYWORDS - {"$anchor", "$dynamicAnchor"}:
+                cond = True  # asserts nothing (an embedded resource of $defs only, say): always holds
             then_, else_ = rest.pop("then", True), rest.pop("else", True)
             if then_ is not True or else_ is not True:  # without them "if" asserts nothing
                 negated = _negate(cond)
