@@ -84,7 +84,9 @@ def test_suite_group(compiler, name, group):
 LISTS = {
     "$id": "https://example.com/main",
     "type": "object",
-    "properties": {"n": {"$ref": "numberList"}, "s": {"$ref": "stringList"}, "g": {"$ref": "genericList"}},
+    "properties": {"n": {"$ref": "numberList"}, "s": {"$ref": "stringList"}, "g": {"$ref": "genericList"},
+                   # combined with a sibling: numberList's content is copied here, its scope kept
+                   "m": {"$ref": "numberList", "maxItems": 2}},
     "$defs": {
         "genericList": {"$id": "genericList", "type": "array", "items": {"$dynamicRef": "#itemType"},
                         "$defs": {"default": {"$dynamicAnchor": "itemType", "type": "boolean"}}},
@@ -100,7 +102,8 @@ def test_one_schema_in_several_scopes(compiler):
     # genericList is built once per scope: numbers under n, strings under s, booleans alone
     compiled = compiler.compile_json_schema(LISTS)
     cases = [{"n": [1, 2]}, {"n": ["a"]}, {"s": ["a"]}, {"s": [1]}, {"g": [True]}, {"g": [1]},
-             {"n": [1], "s": ["x"], "g": [False]}, {"n": [True]}]
+             {"n": [1], "s": ["x"], "g": [False]}, {"n": [True]}, {"m": [1, 2]}, {"m": [1, 2, 3]}, {"m": ["a"]},
+             {"m": [True]}]
     validator = jsonschema.Draft202012Validator(LISTS)
     for value in cases:
         text = json.dumps(value, separators=(",", ":"))
