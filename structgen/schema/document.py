@@ -22,7 +22,8 @@ from urllib.parse import unquote, urldefrag, urljoin
 from ..errors import SchemaError, UnsupportedSchemaError
 from .pointer import child, unescape
 
-__all__ = ["SchemaDocument", "DEFAULT_BASE", "LEGACY_DIALECTS", "legacy_dialect", "existing_prefix", "child_at"]
+__all__ = ["SchemaDocument", "DEFAULT_BASE", "LEGACY_DIALECTS", "MISSING", "legacy_dialect", "existing_prefix", "child_at",
+           "subschemas"]
 
 DEFAULT_BASE = "https://structgen.invalid/root.json"
 """Base URI of a document whose root declares no ``$id``."""
@@ -35,7 +36,8 @@ SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if"
                  "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
-_MISSING = object()
+MISSING = object()
+"""What :func:`child_at` returns for a segment that names nothing."""
 
 
 def legacy_dialect(schema: Any) -> bool:
@@ -45,13 +47,13 @@ def legacy_dialect(schema: Any) -> bool:
 
 
 def child_at(node: Any, raw: str) -> Any:
-    """The member a JSON-pointer segment (escaped) names in ``node``, or ``_MISSING``."""
+    """The member a JSON-pointer segment (escaped) names in ``node``, or ``MISSING``."""
     part = unescape(raw)
     if isinstance(node, dict) and part in node:
         return node[part]
     if isinstance(node, list) and part.isdigit() and int(part) < len(node):
         return node[int(part)]
-    return _MISSING
+    return MISSING
 
 
 def existing_prefix(root: Any, pointer: str) -> str:
@@ -59,7 +61,7 @@ def existing_prefix(root: Any, pointer: str) -> str:
     node, good = root, ""
     for raw in pointer.split("/")[1:]:
         node = child_at(node, raw)
-        if node is _MISSING:
+        if node is MISSING:
             break
         good += "/" + raw
     return good
@@ -154,7 +156,7 @@ class SchemaDocument:
         node, base = self.root, self.root_base
         for raw in (ptr[1:].split("/") if ptr else []):
             node = child_at(node, raw)
-            if node is _MISSING:
+            if node is MISSING:
                 break
             if isinstance(node, dict):
                 base = self.own_base(node, base)
@@ -245,7 +247,7 @@ class SchemaDocument:
             for raw in target[len(resource) + 1:].split("/"):
                 node = child_at(node, raw)
                 at += "/" + raw
-                if node is _MISSING:
+                if node is MISSING:
                     break
                 if at in self.resource_uris:
                     out.append(at)
