@@ -46,7 +46,7 @@ from hypothesis import strategies as st  # noqa: E402
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from structgen.schema.canonical import canonical_json
 from structgen.errors import MatcherError, RegexError, SchemaError, StructgenError, StructgenWarning
-from structgen.schema.to_grammar import _existing_prefix
+from structgen.schema.base import _existing_prefix
 from structgen.index.token_index import DEAD
 
 from . import strategies as S

@@ -14,7 +14,8 @@ import pytest
 
 from structgen import GrammarCompiler, SchemaError, UnsupportedSchemaError
 from structgen.schema.canonical import canonical_json
-from structgen.schema.to_grammar import _FRACTION_TEXT, schema_to_grammar
+from structgen.schema.base import _FRACTION_TEXT
+from structgen.schema.to_grammar import schema_to_grammar
 
 from .conftest import toy_info
 
