@@ -32,7 +32,7 @@ from ..grammar import (
     seq,
 )
 
-__all__ = ["parse_regex", "search_expr", "ANY_CHAR"]
+__all__ = ["parse_regex", "search_expr", "ANY_CHAR", "agreeing_chars"]
 
 SURROGATES = CharSet(((0xD800, 0xDFFF),))
 
@@ -579,6 +579,28 @@ def _open_started(e: Expr) -> Expr:
     if isinstance(e, Alt):
         return Alt(tuple(_open_started(o) for o in e.options))
     return e
+
+
+_PRINTABLE_ASCII = CharSet(((0x20, 0x7E),))
+_CLASS_ESCAPE_USE = re.compile(r"\\[dDwWsS]")
+
+
+def agreeing_chars(patterns: "list[str]") -> CharSet:
+    """Code points on which ECMA-262 (unicode mode) and Python's ``re`` read ``patterns`` alike.
+
+    On these, :func:`search_expr` is exact under both engines in *both* directions (a string
+    it refuses matches in neither), which splitting names by ``patternProperties`` needs.
+    Printable ASCII always agrees; beyond it the engines differ only on the characters where
+    a class escape's narrow and wide meanings part (Python's Unicode ``\\d \\w \\s``) and on
+    U+2028/U+2029, which ``.`` matches in Python only. ASCII controls stay out (``$`` before a
+    final newline, ``\\s`` on U+001C..U+001F). The text check for class escapes may see one
+    that is not there (``\\\\d``): that only removes more characters.
+    """
+    wide = CharSet(((0x80, 0xD7FF), (0xE000, MAX_CODEPOINT))).minus(CharSet(((0x2028, 0x2029),)))
+    for letter in sorted({m.group()[1].lower() for p in patterns for m in _CLASS_ESCAPE_USE.finditer(p)}):
+        narrow, either = class_escape(letter)
+        wide = wide.minus(either.minus(narrow))
+    return CharSet.of(list(_PRINTABLE_ASCII.ranges) + list(wide.ranges))
 
 
 def search_expr(pattern: str, flags: str = "") -> Expr:

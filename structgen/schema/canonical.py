@@ -9,7 +9,9 @@ which the completeness tests rely on.
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 from typing import Any
 
 import jsonschema
@@ -135,4 +137,15 @@ class _Canon:
                 prefix, items = items, schema.get("additionalItems", True)
             return "[" + ",".join(
                 self.dump(v, prefix[i] if i < len(prefix) else items) for i, v in enumerate(value)) + "]"
+        if isinstance(value, float) and math.isfinite(value):
+            return _number_text(value)
         return dumps_compact(value)
+
+
+def _number_text(value: float) -> str:
+    """A float as the grammar writes numbers: integral ones as integers (``1.0`` is an
+    integer to JSON Schema, and integer grammars have no fraction), others without exponent
+    (bounded number grammars have none), never ``-0``."""
+    if value.is_integer():
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")

@@ -237,6 +237,13 @@ def _negate(s: Any) -> Any:
             if neg is not False:
                 options.append({"type": "array", "contains": neg})
         return {"anyOf": options} if options else False
+    if keys in ({"contains"}, {"contains", "type"}) and s.get("type") in (None, "array"):
+        # not (array with an item satisfying C): non-arrays, or arrays whose items all fail C
+        neg = _negate(s["contains"])
+        if neg is None:
+            return None
+        options = [{"type": [t for t in ALL_TYPES if t not in ("array", "integer")]}] if s.get("type") == "array" else []
+        return {"anyOf": [*options, {"type": "array", "items": neg}]} if neg is not True or options else {"type": "array"}
     if keys == {"required"} and len(s["required"]) >= 1:
         # not-required holds for objects only (any non-object satisfies "required")
         return {"anyOf": [{"type": "object", "properties": {name: False}} for name in s["required"]]}
@@ -424,7 +431,8 @@ class CombinatorsMixin(ConverterBase):
 
         return expand_unevaluated(schema, ptr, resolve_ref=resolve_ref, oneof_overlap=self.oneof_overlap,
                                   negations=self.oneof_negations,
-                                  unsupported=unsupported, rebase=self.rebased, legacy_items=self.legacy_ref)
+                                  unsupported=unsupported, rebase=self.rebased, legacy_items=self.legacy_ref,
+                                  contains_annotates=not self.legacy_ref and "2019-09" not in str(self.root.get("$schema", "")))
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
         """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""

@@ -7,9 +7,9 @@ import re
 from typing import Any
 
 from ..errors import AutomatonSizeError
-from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Repeat, alt, opt, seq
+from ..grammar import EMPTY, NOTHING, Expr, Lit, Ref, Repeat, alt, opt, seq
 from ..regex.formats import FORMAT_PATTERNS
-from ..regex.parser import ANY_CHAR, parse_regex
+from ..regex.parser import ANY_CHAR, agreeing_chars, parse_regex
 from ..regex.regular import difference, intersect
 from .base import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, VALIDATION_KEYWORDS, ConverterBase, _ptr
 from .json_values import dumps_compact
@@ -124,11 +124,13 @@ class ObjectsMixin(ConverterBase):
         Names are split by which patternProperties they match (each class gets the merged
         schema of its patterns, the class matching none gets additionalProperties), minus the
         declared names, within propertyNames. With patterns, names are limited to printable
-        ASCII, where ECMA-262 and Python regexes agree on what matches.
+        ASCII and the other code points where ECMA-262 and Python regexes agree on what
+        matches (a name the grammar sends to additionalProperties must match no pattern in
+        the validator either).
         """
         any_name: Expr = Repeat(ANY_CHAR, 0, None)
         if patterns:
-            any_name = Repeat(CharSet.of([(0x20, 0x7E)]), 0, None)
+            any_name = Repeat(agreeing_chars(list(patterns)), 0, None)
         if names_schema is not True:
             lang = self.string_language(names_schema, _ptr(ptr, "propertyNames"))
             if lang is None:
