@@ -27,7 +27,8 @@ POOL = [None, True, False, 0, 1, 2, -3, 1.5, 2.25, -0.5, 100, "", "a", "ab", "ab
         {"bar": "bar"}, {"foo": "a", "bar": "bar"}, {"foo": "a", "baz": "baz"}, {"foo": "a", "bar": "bar", "baz": 1},
         {"quux": 1}, {"kind": "numbers", "list": [1, 2]}, {"kind": "strings", "list": ["x"]}, {"kind": "numbers"},
         {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, 2.0, -0.0, 1e-7, ["foo", "bar"], ["foo", 0], {"ármányos": 2},
-        {"élmény": 2}, {"á": "x", "b": 1}]
+        {"élmény": 2}, {"á": "x", "b": 1}, {"a": 1}, {"b": 1}, {"a": 1, "c": 1}, {"c": 1}, {"b": 1, "bb": 2},
+        {"b": 1, "x": 2}, {"quux": 1, "zz": 2}, {"foo": 1, "quux": 1}, {"foo": 1, "a": 1}]
 
 SCHEMAS = [
     {"not": {"type": "integer"}},
@@ -75,6 +76,13 @@ SCHEMAS = [
     {"patternProperties": {"^\\w": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
     {"type": "integer"},  # 2.0 is an integer, written 2
     {"type": "number", "minimum": 0, "maximum": 1},  # written without exponent
+    # not oneOf = none or two: overlapping oneOf branches that are themselves oneOf, through $ref
+    {"oneOf": [{"$ref": "#/$defs/ab"}, {"required": ["c"], "properties": {"c": True}}],
+     "$defs": {"ab": {"oneOf": [{"required": ["a"]}, {"required": ["b"], "patternProperties": {"b": True}}]}}},
+    {"oneOf": [{"$ref": "#/$defs/ab"}, {"required": ["foo"], "properties": {"foo": True}}, {"required": ["quux"],
+               "unevaluatedProperties": True}], "unevaluatedProperties": False,
+     "$defs": {"ab": {"oneOf": [{"required": ["a"], "properties": {"a": True}},
+                                {"required": ["b"], "patternProperties": {"^b": True}}]}}},
 ]
 # valid values these schemas reject: a name with a character that Python's \w matches and
 # ECMA-262's does not cannot be written beside patternProperties (the engines would disagree

@@ -162,6 +162,15 @@ def _literal_values(s: Any) -> list | None:
     return [s["const"]] if "const" in s else (list(s["enum"]) if isinstance(s["enum"], list) else None)
 
 
+def _asserts_nothing(key: str, value: Any) -> bool:
+    """Whether a keyword holds for every instance: applicators of ``true`` only."""
+    if key in ("additionalProperties", "items", "unevaluatedProperties", "unevaluatedItems", "propertyNames"):
+        return value is True or value == {}
+    if key in ("properties", "patternProperties") and isinstance(value, dict):
+        return all(v is True or v == {} for v in value.values())
+    return False
+
+
 def _negate(s: Any) -> Any:
     """A schema for ``not s`` in the decidable cases, else None."""
     if s is True or s == {}:
@@ -383,8 +392,39 @@ class CombinatorsMixin(ConverterBase):
         """``not branch`` for each branch when all are decidable (and there are few), else None."""
         if len(branches) > 4:
             return None
-        negated = [_negate(self.resolve_shallow(b, ptr)) for b in branches]
+        negated = [self.negation(b, ptr) for b in branches]
         return None if any(n is None for n in negated) else negated
+
+    def negation(self, schema: Any, ptr: str, depth: int = 0) -> Any:
+        """``not schema`` where decidable, else None: :func:`_negate`, and where it gives up,
+        the same after following ``$ref``s and dropping keywords that assert nothing
+        (``properties`` of ``true``, ``unevaluatedProperties: true``...), through ``anyOf``/
+        ``allOf`` (De Morgan) and ``oneOf``: not exactly one branch = none, or two at once."""
+        schema = self.resolve_shallow(schema, ptr)
+        negated = _negate(schema)
+        if negated is not None or depth > 4 or not isinstance(schema, dict) or not self._single_resource():
+            return negated  # several resources: a branch copied below could change what its $refs mean
+        plain = {k: v for k, v in schema.items() if not _asserts_nothing(k, v)}
+        keys = set(plain) - ANNOTATION_KEYWORDS
+        if len(keys) != 1 or keys.isdisjoint({"anyOf", "allOf", "oneOf"}):
+            return _negate(plain) if plain != schema else None
+        key = next(iter(keys))
+        members = plain[key]
+        if not isinstance(members, list) or not members or len(members) > 4:
+            return None
+        negs = [self.negation(m, ptr, depth + 1) for m in members]
+        if any(n is None for n in negs):
+            return None
+        if key == "anyOf":
+            return {"allOf": negs}
+        if key == "allOf":
+            return {"anyOf": negs}
+        # the branches themselves, without what asserts nothing (patternProperties of true
+        # would block merging beside additionalProperties)
+        plain = [self.resolve_shallow(m, ptr) for m in members]
+        plain = [{k: v for k, v in m.items() if not _asserts_nothing(k, v)} if isinstance(m, dict) else m for m in plain]
+        pairs = [{"allOf": [plain[i], plain[j]]} for i in range(len(plain)) for j in range(i + 1, len(plain))]
+        return {"anyOf": [{"allOf": negs}, *pairs]}
 
     # unevaluated*: expanded into the in-place applicators (allOf/anyOf/oneOf/if/$ref) around
     # them, so they live with those
