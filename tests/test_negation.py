@@ -28,7 +28,8 @@ POOL = [None, True, False, 0, 1, 2, -3, 1.5, 2.25, -0.5, 100, "", "a", "ab", "ab
         {"quux": 1}, {"kind": "numbers", "list": [1, 2]}, {"kind": "strings", "list": ["x"]}, {"kind": "numbers"},
         {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, 2.0, -0.0, 1e-7, ["foo", "bar"], ["foo", 0], {"ármányos": 2},
         {"élmény": 2}, {"á": "x", "b": 1}, {"a": 1}, {"b": 1}, {"a": 1, "c": 1}, {"c": 1}, {"b": 1, "bb": 2},
-        {"b": 1, "x": 2}, {"quux": 1, "zz": 2}, {"foo": 1, "quux": 1}, {"foo": 1, "a": 1}]
+        {"b": 1, "x": 2}, {"quux": 1, "zz": 2}, {"foo": 1, "quux": 1}, {"foo": 1, "a": 1},
+        ["a", 1, "b"], [2, "a", 1], [2, "a", 3], [2], [3, 1], [0.5, 3, 1.5]]
 
 SCHEMAS = [
     {"not": {"type": "integer"}},
@@ -83,6 +84,10 @@ SCHEMAS = [
                "unevaluatedProperties": True}], "unevaluatedProperties": False,
      "$defs": {"ab": {"oneOf": [{"required": ["a"], "properties": {"a": True}},
                                 {"required": ["b"], "patternProperties": {"^b": True}}]}}},
+    # several contains: an item matching each, in any order or one item matching several
+    {"allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]},
+    {"allOf": [{"contains": {"type": "integer"}}, {"contains": {"enum": [2, "a"]}}, {"contains": {"type": "string"}}]},
+    {"allOf": [{"contains": {"multipleOf": 2}}, {"contains": {"type": "string"}}], "unevaluatedItems": {"const": 1}},
 ]
 # valid values these schemas reject: a name with a character that Python's \w matches and
 # ECMA-262's does not cannot be written beside patternProperties (the engines would disagree

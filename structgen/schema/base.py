@@ -15,6 +15,7 @@ from ..errors import LimitError, RegexError, SchemaError, UnsupportedSchemaError
 from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Regex, Repeat, alt, expr_size, seq
 from ..guards import warn
 from ..regex.parser import ANY_CHAR
+from .merge import CONTAINS_ALL
 from .pointer import child, unescape
 
 ANNOTATION_KEYWORDS = frozenset({
@@ -31,6 +32,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "minProperties", "maxProperties", "multipleOf", "$anchor", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor",
     "x-structgen-not-strings", "x-structgen-fraction", "x-structgen-not-patterns",  # written by the converter
+    CONTAINS_ALL,
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -105,6 +107,12 @@ _FRACTION_TEXT = "-?(" + "|".join(
 def _check_fraction(validator: Any, flag: Any, instance: Any, schema: dict):
     if flag and validator.is_type(instance, "number") and (validator.is_type(instance, "integer") or instance != instance):
         yield _jsonschema_error(f"{instance!r} is an integer")
+
+
+def _check_contains_all(validator: Any, schemas: list, instance: Any, schema: dict):
+    if isinstance(instance, list) and not all(any(validator.evolve(schema=c).is_valid(x) for x in instance)
+                                              for c in schemas):
+        yield _jsonschema_error(f"{instance!r} lacks an item one of the contains schemas requires")
 
 
 def _check_not_strings(validator: Any, words: list, instance: Any, schema: dict):
@@ -210,7 +218,7 @@ class ConverterBase(ABC):
             # the internal keywords negations write (merged into schemas whose literals are
             # then checked by jsonschema) must be enforced there too
             cls = jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings,
-                                                     NOT_PATTERNS: _check_not_patterns})
+                                                     NOT_PATTERNS: _check_not_patterns, CONTAINS_ALL: _check_contains_all})
             self._validator = cls(self.root)
         if isinstance(subschema, dict) and "$schema" in subschema:
             # a $schema would make jsonschema switch to its own class of that dialect, which

@@ -11,7 +11,7 @@ from ..grammar import NOTHING, Expr
 from ..regex.regular import intersect
 from .base import ALL_TYPES, ANNOTATION_KEYWORDS, FRACTION, NOT_PATTERNS, NOT_STRINGS, ConverterBase, _existing_prefix, _ptr
 from .json_values import json_equal
-from .merge import MergeConflict, merge, merge_lenient
+from .merge import CONTAINS_ALL, MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
 
 # keywords that constrain only one family of types (numbers: integers too)
@@ -22,7 +22,7 @@ _FAMILY_KEYWORDS = {
                          "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
                          "unevaluatedProperties"}),
     "array": frozenset({"items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
-                        "minItems", "maxItems", "uniqueItems", "unevaluatedItems"}),
+                        "minItems", "maxItems", "uniqueItems", "unevaluatedItems", CONTAINS_ALL}),
     "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
     "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
 }

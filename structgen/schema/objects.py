@@ -13,6 +13,7 @@ from ..regex.parser import ANY_CHAR, agreeing_chars, parse_regex
 from ..regex.regular import difference, intersect
 from .base import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, VALIDATION_KEYWORDS, ConverterBase, _ptr
 from .json_values import dumps_compact
+from .merge import CONTAINS_ALL
 from .strings import _json_encode_expr
 
 # propertyNames: keywords that string_language enforces on a name...
@@ -21,7 +22,7 @@ _NAME_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength", "format
 # ...and those that constrain other types only, so every name satisfies them
 _NON_STRING_KEYWORDS = frozenset({
     "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxItems", "minItems",
-    "uniqueItems", "maxContains", "minContains", "contains", "items", "prefixItems", "additionalItems",
+    "uniqueItems", "maxContains", "minContains", "contains", CONTAINS_ALL, "items", "prefixItems", "additionalItems",
     "unevaluatedItems", "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
     "properties", "patternProperties", "additionalProperties", "propertyNames", "dependentSchemas",
     "unevaluatedProperties", "$anchor", "$dynamicAnchor"})
