@@ -29,7 +29,8 @@ POOL = [None, True, False, 0, 1, 2, -3, 1.5, 2.25, -0.5, 100, "", "a", "ab", "ab
         {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, 2.0, -0.0, 1e-7, ["foo", "bar"], ["foo", 0], {"ármányos": 2},
         {"élmény": 2}, {"á": "x", "b": 1}, {"a": 1}, {"b": 1}, {"a": 1, "c": 1}, {"c": 1}, {"b": 1, "bb": 2},
         {"b": 1, "x": 2}, {"quux": 1, "zz": 2}, {"foo": 1, "quux": 1}, {"foo": 1, "a": 1},
-        ["a", 1, "b"], [2, "a", 1], [2, "a", 3], [2], [3, 1], [0.5, 3, 1.5]]
+        ["a", 1, "b"], [2, "a", 1], [2, "a", 3], [2], [3, 1], [0.5, 3, 1.5], {"foo": {"bar": "x"}},
+        {"foo": {"bar": "x", "faz": "y"}}, {"foo": ["test"]}, {"foo": ["test", "test"]}, {"foo": [1]}]
 
 SCHEMAS = [
     {"not": {"type": "integer"}},
@@ -88,6 +89,11 @@ SCHEMAS = [
     {"allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]},
     {"allOf": [{"contains": {"type": "integer"}}, {"contains": {"enum": [2, "a"]}}, {"contains": {"type": "string"}}]},
     {"allOf": [{"contains": {"multipleOf": 2}}, {"contains": {"type": "string"}}], "unevaluatedItems": {"const": 1}},
+    # unevaluated* of a member's schema: an uncle's annotations for that member do not count
+    {"properties": {"foo": {"properties": {"bar": {"type": "string"}}, "unevaluatedProperties": False}},
+     "anyOf": [{"properties": {"foo": {"properties": {"faz": {"type": "string"}}}}}]},
+    {"properties": {"foo": {"prefixItems": [{"type": "string"}], "unevaluatedItems": False}},
+     "allOf": [{"properties": {"foo": {"prefixItems": [True, {"type": "string"}]}}}]},
 ]
 # valid values these schemas reject: a name with a character that Python's \w matches and
 # ECMA-262's does not cannot be written beside patternProperties (the engines would disagree

@@ -4,6 +4,7 @@ negation, ``unevaluatedProperties``/``unevaluatedItems`` by expanding the applic
 with the negation and disjointness helpers those rewrites rest on."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import LimitError, SchemaError, StructgenError, UnsupportedSchemaError
@@ -489,6 +490,10 @@ class CombinatorsMixin(ConverterBase):
                  for p in parts]
         if self.has_unevaluated(base, ptr):
             base = self.unevaluated(base, ptr)
+        # so do those of a subschema at a member or item location (an uncle's annotations
+        # for the same location do not count): plain there too, as merging needs
+        parts = [self.plain_below(p, _ptr(ptr, keyword)) for p in parts]
+        base = self.plain_below(base, ptr)
         merged: Any = base
         # the parts may come from a rewrite (not, if/then/else, oneOf become allOf parts):
         # errors name the nearest location the user wrote
@@ -536,6 +541,34 @@ class CombinatorsMixin(ConverterBase):
             self._merging -= 1
             # the reasons found empty inside, located as errors are
             self.empty_reasons[reasons:] = [relocated(e) for e in self.empty_reasons[reasons:]]
+
+    def plain_below(self, schema: Any, ptr: str, depth: int = 0) -> Any:
+        """``schema`` with each subschema for a member or item (``properties``, ``items``...)
+        that has unevaluated* keywords replaced by its plain form (:meth:`unevaluated`):
+        exact, as nothing outside that subschema annotates its instance for it."""
+        if not isinstance(schema, dict) or depth > 32 or "unevaluated" not in json.dumps(schema, default=str):
+            return schema
+        out = dict(schema)
+
+        def plain(sub: Any, at: str) -> Any:
+            if isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub):
+                sub = self.unevaluated(sub, at)
+            return self.plain_below(sub, at, depth + 1)
+
+        for key, value in schema.items():
+            if key in ("properties", "patternProperties") and isinstance(value, dict):
+                out[key] = {n: plain(v, _ptr(ptr, key, n)) for n, v in value.items()}
+            elif key in ("items", "additionalItems", "additionalProperties", "contains", "propertyNames") \
+                    and isinstance(value, dict):
+                out[key] = plain(value, _ptr(ptr, key))
+            elif key in ("prefixItems", "items") and isinstance(value, list):
+                out[key] = [plain(v, _ptr(ptr, key, i)) for i, v in enumerate(value)]
+            elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+                # in place: not replaced (an enclosing unevaluated* was expanded above), only searched
+                out[key] = [self.plain_below(v, _ptr(ptr, key, i), depth + 1) for i, v in enumerate(value)]
+            elif key in ("not", "if", "then", "else") and isinstance(value, dict):
+                out[key] = self.plain_below(value, _ptr(ptr, key), depth + 1)
+        return out
 
     def merged(self, a: Any, b: Any, ptr: str) -> Any:
         def resolve(ref: str) -> Any:
