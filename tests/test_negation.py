@@ -30,7 +30,8 @@ POOL = [None, True, False, 0, 1, 2, -3, 1.5, 2.25, -0.5, 100, "", "a", "ab", "ab
         {"élmény": 2}, {"á": "x", "b": 1}, {"a": 1}, {"b": 1}, {"a": 1, "c": 1}, {"c": 1}, {"b": 1, "bb": 2},
         {"b": 1, "x": 2}, {"quux": 1, "zz": 2}, {"foo": 1, "quux": 1}, {"foo": 1, "a": 1},
         ["a", 1, "b"], [2, "a", 1], [2, "a", 3], [2], [3, 1], [0.5, 3, 1.5], {"foo": {"bar": "x"}},
-        {"foo": {"bar": "x", "faz": "y"}}, {"foo": ["test"]}, {"foo": ["test", "test"]}, {"foo": [1]}]
+        {"foo": {"bar": "x", "faz": "y"}}, {"foo": ["test"]}, {"foo": ["test", "test"]}, {"foo": [1]},
+        [1, 2, "a"], [1, "foo"], [1, 2, "foo"], ["a", True, 1], ["b", True, 1], ["b", True], ["a"]]
 
 SCHEMAS = [
     {"not": {"type": "integer"}},
@@ -94,6 +95,10 @@ SCHEMAS = [
      "anyOf": [{"properties": {"foo": {"properties": {"faz": {"type": "string"}}}}}]},
     {"properties": {"foo": {"prefixItems": [{"type": "string"}], "unevaluatedItems": False}},
      "allOf": [{"properties": {"foo": {"prefixItems": [True, {"type": "string"}]}}}]},
+    # prefixItems beside contains: the match among the positional items or after them
+    {"prefixItems": [{"type": "integer"}, {"type": "integer"}], "contains": {"type": "string"}},
+    {"prefixItems": [True], "contains": {"type": "string"}, "unevaluatedItems": False},
+    {"prefixItems": [{"type": "string"}, {"type": "boolean"}], "contains": {"enum": [1, "a"]}, "items": {"const": 1}},
 ]
 # valid values these schemas reject: a name with a character that Python's \w matches and
 # ECMA-262's does not cannot be written beside patternProperties (the engines would disagree

@@ -179,6 +179,27 @@ class ArraysMixin(ConverterBase):
             return self.container("[", body_expr.item, True, "]")
         return self.container("[", body_expr, False, "]")
 
+    def prefix_contains(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
+        """``prefixItems`` with one ``contains`` (at least one match): from each position, the
+        rest of the array with a match still needed or not; a positional item may be the
+        match (its schema merged with the contains schema), or else one of the later items.
+        Exact as a language (ambiguous as a grammar where several items match)."""
+        at = _ptr(ptr, "contains")
+        sep = self.sep
+        item = self.share(self.node(items, _ptr(ptr, "items")))
+        match = self.share(self.node(self.merged(items, schema["contains"], at), at))
+        p = len(prefix)
+        # positions from p on: any items (need met), or some item matching (need open)
+        met = Repeat(seq(sep, item), 0, None)
+        needed = seq(sep, Repeat(seq(item, sep), 0, None), match, met) if match != NOTHING else NOTHING
+        for i in range(p - 1, -1, -1):
+            lead = (lambda e: e) if i == 0 else (lambda e: seq(sep, e))
+            plain = self.share(self.node(prefix[i], _ptr(ptr, "prefixItems", i)))
+            hit = self.share(self.node(self.merged(prefix[i], schema["contains"], at), at))
+            met, needed = (self.share(alt(EMPTY, lead(seq(plain, met)))),
+                           self.share(alt(lead(seq(hit, met)), lead(seq(plain, needed)))))
+        return self.container("[", needed, False, "]")
+
     def array_contains_all(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
         """Several ``contains`` (of an ``allOf``), each to be matched by some item: per ordered
         partition of them, the first witness items in that order, each matching its part's
@@ -222,8 +243,11 @@ class ArraysMixin(ConverterBase):
         for kw in ("minItems", "maxItems"):
             if kw in schema and not (kw == "minItems" and schema[kw] <= m):  # m matches imply m items
                 self.unsupported(kw, _ptr(ptr, kw), "together with contains")
+        if prefix and (m, big_m) == (1, None):
+            return self.prefix_contains(schema, prefix, items, ptr)
         if prefix:
-            self.unsupported("contains", _ptr(ptr, "contains"), "together with prefixItems")
+            self.unsupported("contains", _ptr(ptr, "contains"), "together with prefixItems (exact only with "
+                             "minContains 1 and no maxContains)")
         if big_m is not None and big_m < m:
             return NOTHING  # no array can match (other types still can)
         item = self.node(items, _ptr(ptr, "items"))
