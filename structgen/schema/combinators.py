@@ -172,6 +172,15 @@ def _asserts_nothing(key: str, value: Any) -> bool:
     return False
 
 
+def _without_vacuous(s: dict) -> dict:
+    """``s`` without the keywords that assert nothing, unless a keyword whose meaning depends
+    on what the others evaluate (``additionalProperties``, ``unevaluated*``) is there too."""
+    if any(k in s and s[k] is not True and s[k] != {} for k in ("additionalProperties", "additionalItems",
+                                                               "unevaluatedProperties", "unevaluatedItems")):
+        return s
+    return {k: v for k, v in s.items() if not _asserts_nothing(k, v)}
+
+
 def _negate(s: Any) -> Any:
     """A schema for ``not s`` in the decidable cases, else None."""
     if s is True or s == {}:
@@ -405,8 +414,27 @@ class CombinatorsMixin(ConverterBase):
         negated = _negate(schema)
         if negated is not None or depth > 4 or not isinstance(schema, dict) or not self._single_resource():
             return negated  # several resources: a branch copied below could change what its $refs mean
-        plain = {k: v for k, v in schema.items() if not _asserts_nothing(k, v)}
+        plain = _without_vacuous(schema)
         keys = set(plain) - ANNOTATION_KEYWORDS
+        if not keys:
+            return False  # annotations only: every value matches
+        if keys in ({"additionalProperties"}, {"additionalProperties", "properties"}) \
+                and plain["additionalProperties"] is False and len(plain.get("properties", {})) <= 4:
+            # not (objects of the declared names only): objects with another name, i.e. with
+            # more members than the declared ones present (one option per set of those)
+            names = list(plain.get("properties", {}))
+            negs = [_negate(plain["properties"][n]) for n in names]
+            if any(n is None for n in negs):
+                return None
+            options: list[Any] = []
+            for mask in range(1 << len(names)):
+                present = [n for i, n in enumerate(names) if mask >> i & 1]
+                options.append({"type": "object", "required": present, "minProperties": len(present) + 1,
+                                "properties": {n: False for n in names if n not in present}})
+            # or a declared member failing its schema
+            options += [{"type": "object", "required": [n], "properties": {n: neg}}
+                        for n, neg in zip(names, negs) if neg is not False]
+            return {"anyOf": options}
         if len(keys) != 1 or keys.isdisjoint({"anyOf", "allOf", "oneOf"}):
             return _negate(plain) if plain != schema else None
         key = next(iter(keys))
@@ -423,7 +451,7 @@ class CombinatorsMixin(ConverterBase):
         # the branches themselves, without what asserts nothing (patternProperties of true
         # would block merging beside additionalProperties)
         plain = [self.resolve_shallow(m, ptr) for m in members]
-        plain = [{k: v for k, v in m.items() if not _asserts_nothing(k, v)} if isinstance(m, dict) else m for m in plain]
+        plain = [_without_vacuous(m) if isinstance(m, dict) else m for m in plain]
         pairs = [{"allOf": [plain[i], plain[j]]} for i in range(len(plain)) for j in range(i + 1, len(plain))]
         return {"anyOf": [{"allOf": negs}, *pairs]}
 
