@@ -574,7 +574,10 @@ class CombinatorsMixin(ConverterBase):
         """``schema`` with each subschema for a member or item (``properties``, ``items``...)
         that has unevaluated* keywords replaced by its plain form (:meth:`unevaluated`):
         exact, as nothing outside that subschema annotates its instance for it."""
-        if not isinstance(schema, dict) or depth > 32 or "unevaluated" not in json.dumps(schema, default=str):
+        if not hasattr(self, "_any_unevaluated"):  # one look at the whole document, not one per merge
+            self._any_unevaluated = "unevaluated" in json.dumps(self.root, default=str)
+        if not self._any_unevaluated or not isinstance(schema, dict) or depth > 32 \
+                or "unevaluated" not in json.dumps(schema, default=str):
             return schema
         out = dict(schema)
 
