@@ -111,8 +111,8 @@ class NumbersMixin(ConverterBase):
         float division provably agrees with decimal arithmetic (``0.07 / 0.01`` is not integral
         there), see :mod:`.numeric`; refused otherwise in strict mode."""
         k = schema.get("multipleOf")
-        if k is None:
-            return None
+        if k is None or (_decimal_divisor(k) and not schema.get(FRACTION)):
+            return None  # absent, or a decimal divisor (number() enforced or recorded it)
         if isinstance(k, float) and k.is_integer():
             k = int(k)  # n / 2.0 is integral exactly when n is even, at any size
         if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_MODULUS:
