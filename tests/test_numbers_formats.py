@@ -310,3 +310,18 @@ def test_decimal_multiple_of_refused_where_jsonschema_divides_inexactly():
                    {"type": "integer", "multipleOf": 0.7}, {"type": "integer", "multipleOf": 0.123456789}):
         with pytest.raises(UnsupportedSchemaError, match="multipleOf"):
             COMPILER.compile_json_schema(schema)
+
+
+@pytest.mark.parametrize("draft,text", [("https://json-schema.org/draft/2020-12/schema", "2"),
+                                        ("http://json-schema.org/draft-07/schema#", "2"),
+                                        ("http://json-schema.org/draft-04/schema#", "2.0")])
+def test_canonical_integral_float_as_its_draft_reads_it(draft, text):
+    """2.0 is an integer from draft 6 on (written 2, which integer grammars accept), not in
+    draft-04 (kept 2.0, which they refuse): the text means the same to the validator."""
+    from structgen.schema.canonical import canonical_json
+
+    schema = {"$schema": draft, "type": "integer"}
+    assert canonical_json(2.0, schema) == text
+    valid = jsonschema.validators.validator_for(schema)(schema).is_valid(2.0)
+    assert accepts(COMPILER.compile_json_schema(schema), text) == valid == (text == "2")
+    assert canonical_json(1e-7, schema) == "0.0000001"

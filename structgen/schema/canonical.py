@@ -36,6 +36,8 @@ class _Canon:
         self.validator = cls(root)
         dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
         self.legacy_ref = any(d in dialect for d in ("draft-07", "draft-06", "draft-04", "draft-03"))
+        # draft-04 and older: 1.0 is not an integer, so it keeps its fraction
+        self.float_integers = not any(d in dialect for d in ("draft-04", "draft-03"))
 
     def combine(self, schema: Any) -> Any:
         """allOf, and $ref or anyOf with siblings, as the one merged schema the grammar is built from."""
@@ -138,14 +140,14 @@ class _Canon:
             return "[" + ",".join(
                 self.dump(v, prefix[i] if i < len(prefix) else items) for i, v in enumerate(value)) + "]"
         if isinstance(value, float) and math.isfinite(value):
-            return _number_text(value)
+            return _number_text(value, self.float_integers)
         return dumps_compact(value)
 
 
-def _number_text(value: float) -> str:
+def _number_text(value: float, float_integers: bool) -> str:
     """A float as the grammar writes numbers: integral ones as integers (``1.0`` is an
-    integer to JSON Schema, and integer grammars have no fraction), others without exponent
-    (bounded number grammars have none), never ``-0``."""
+    integer to JSON Schema from draft 6 on, and integer grammars have no fraction), others
+    without exponent (bounded number grammars have none), never ``-0``."""
     if value.is_integer():
-        return str(int(value))
+        return str(int(value)) if float_integers else dumps_compact(value)
     return format(Decimal(repr(value)), "f")
