@@ -13,7 +13,9 @@ pointing at the offending position rather than being guessed at.
 """
 from __future__ import annotations
 
+import itertools
 import re
+import unicodedata
 from functools import lru_cache
 
 from ..errors import RegexError
@@ -81,9 +83,6 @@ def _general_categories() -> dict[str, CharSet]:
     """Two-letter General_Category value -> its code points, from ``unicodedata`` (the Unicode
     version of this Python). Built once, lazily: one pass over all code points (~0.5 s), paid
     only by the first pattern with a ``\\p`` escape."""
-    import itertools
-    import unicodedata
-
     ranges: dict[str, list[tuple[int, int]]] = {}
     start = 0
     # map() over one string of all code points: a Python loop per code point costs twice as much

@@ -8,6 +8,8 @@ alternatives by splitting on digit count and then on the first differing digit.
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
+from math import gcd
 
 from ..errors import AutomatonSizeError
 from ..grammar import EMPTY, NOTHING, CharSet, Dfa, Expr, Lit, Repeat, alt, seq
@@ -295,9 +297,6 @@ def integer_multiples_of_decimal(d: float, lo: int | None, hi: int | None) -> Ex
             with integers beyond 2**53 possible), or the modulus exceeds MAX_MODULUS.
         AutomatonSizeError: see :func:`multiples_expr`.
     """
-    from fractions import Fraction
-    from math import gcd
-
     m, s = _decimal_parts(d)
     exact, binary = Fraction(m, 10 ** s), Fraction(d)
     error = abs(binary - exact) / exact
@@ -330,8 +329,6 @@ def number_multiples_of_decimal(d: float, lo: Decimal | None, lo_strict: bool, h
         ValueError: ``d`` is not exact in binary.
         AutomatonSizeError: more than MAX_MULTIPLE_STATES states.
     """
-    from fractions import Fraction
-
     m, s = _decimal_parts(d)
     if Fraction(d) != Fraction(m, 10 ** s):
         raise ValueError(f"{d!r} is not exact in binary: jsonschema's float division disagrees with decimal "
