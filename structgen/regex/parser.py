@@ -9,7 +9,8 @@ The dialect is deliberately the intersection of the two engines a JSON Schema pa
 written for, read with ECMA-262 unicode-mode semantics where they differ (``.``, ``\\s``,
 ``\\u{...}``, surrogate pairs). Constructs whose meaning differs between the engines, or that
 are not regular (lookaround, backreferences, word boundaries), raise :class:`RegexError`
-pointing at the offending position rather than being guessed at.
+pointing at the offending position rather than being guessed at. ``\\p{...}`` General_Category
+escapes, which Python's ``re`` lacks, are read as ECMA-262 unicode mode defines them.
 """
 from __future__ import annotations
 
