@@ -262,3 +262,66 @@ def test_decimal_multiple_of_is_refused_with_its_pointer():
     with pytest.raises(UnsupportedSchemaError) as err:
         GrammarCompiler(toy_info([])).compile_json_schema({"properties": {"price": {"type": "number", "multipleOf": 0.01}}})
     assert err.value.pointer == "/properties/price/multipleOf"
+
+
+DECIMAL_MULTIPLES = [
+    ({"type": "number", "multipleOf": 1.5}, 1.5), ({"type": "number", "multipleOf": 0.25, "minimum": -3}, 0.25),
+    ({"type": "number", "multipleOf": 0.125, "exclusiveMaximum": 2}, 0.125), ({"multipleOf": 2.5}, 2.5),
+    ({"type": "integer", "multipleOf": 1e-08}, 1e-08), ({"type": "integer", "multipleOf": 0.0001}, 0.0001),
+    ({"type": "integer", "multipleOf": 1.5, "maximum": 40}, 1.5), ({"type": "integer", "multipleOf": 0.3}, 0.3),
+]
+
+
+@pytest.mark.parametrize("schema,d", DECIMAL_MULTIPLES, ids=[str(s) for s, _ in DECIMAL_MULTIPLES])
+def test_decimal_multiple_of_agrees_with_decimals_and_jsonschema(schema, d):
+    """A decimal divisor: every accepted text is a decimal multiple *and* valid for jsonschema
+    (which divides floats); every decimal multiple written canonically (no exponent, no
+    trailing zero, integers without fraction) within float-exact magnitudes is accepted."""
+    import random
+    from fractions import Fraction
+
+    compiled = COMPILER.compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    exact = Fraction(Decimal(repr(d)))
+    integer = schema.get("type") == "integer"
+    rng = random.Random(7)
+    texts = set()
+    for k in [*range(-40, 41), *(rng.randrange(-10**12, 10**12) for _ in range(300))]:
+        v = k * exact
+        texts.add(str(v.numerator) if v.denominator == 1 else format(Decimal(v.numerator) / Decimal(v.denominator), "f"))
+    for _ in range(400):  # non-multiples and near misses
+        texts.add(f"{rng.randrange(-10**6, 10**6) / 10**rng.randrange(0, 5):f}".rstrip("0").rstrip("."))
+    texts.update(["0.0075", "0.00751", "4.50", "-0", "1e2", "4.5e0", "12391239123", str(2**53 + 5)])
+    for text in texts:
+        value = json.loads(text)
+        multiple = (Fraction(Decimal(text)) / exact).denominator == 1 and (not integer or float(value).is_integer())
+        within = validator.is_valid(value) and multiple
+        got = accepts(compiled, text)
+        if got:  # sound under both readings
+            assert within, text
+        elif within and "e" not in text and not text.startswith("-0") and not (text.endswith("0") and "." in text):
+            assert abs(Fraction(Decimal(text))) > 2 ** 40, f"valid {text} refused"  # only float-inexact sizes
+
+
+def test_decimal_multiple_of_refused_where_jsonschema_divides_inexactly():
+    from structgen import UnsupportedSchemaError
+
+    for schema in ({"type": "number", "multipleOf": 0.01}, {"type": "number", "multipleOf": 0.0001},
+                   {"type": "integer", "multipleOf": 0.7}, {"type": "integer", "multipleOf": 0.123456789}):
+        with pytest.raises(UnsupportedSchemaError, match="multipleOf"):
+            COMPILER.compile_json_schema(schema)
+
+
+@pytest.mark.parametrize("draft,text", [("https://json-schema.org/draft/2020-12/schema", "2"),
+                                        ("http://json-schema.org/draft-07/schema#", "2"),
+                                        ("http://json-schema.org/draft-04/schema#", "2.0")])
+def test_canonical_integral_float_as_its_draft_reads_it(draft, text):
+    """2.0 is an integer from draft 6 on (written 2, which integer grammars accept), not in
+    draft-04 (kept 2.0, which they refuse): the text means the same to the validator."""
+    from structgen.schema.canonical import canonical_json
+
+    schema = {"$schema": draft, "type": "integer"}
+    assert canonical_json(2.0, schema) == text
+    valid = jsonschema.validators.validator_for(schema)(schema).is_valid(2.0)
+    assert accepts(COMPILER.compile_json_schema(schema), text) == valid == (text == "2")
+    assert canonical_json(1e-7, schema) == "0.0000001"

@@ -11,10 +11,27 @@ from ..grammar import EMPTY, NOTHING, Expr, Lit, Ref, Repeat, alt, opt, seq
 from .base import ConverterBase, _ptr
 from .combinators import _negate  # contains: its negation counts the items that do not match
 from .json_values import dumps_compact, json_equal
+from .merge import CONTAINS_ALL
 
 MAX_TUPLE_ITEMS = 1_000
 """Positional item schemas (``prefixItems``, draft-07 ``items`` arrays) of one array."""
 MAX_UNIQUE_VALUES = 8
+
+
+def _ordered_partitions(xs: list) -> list[list[list]]:
+    """Every ordered partition of ``xs`` into non-empty parts (3 items: 13 of them)."""
+    if not xs:
+        return [[]]
+    out = []
+    for mask in range(1, 1 << len(xs)):
+        first = [x for i, x in enumerate(xs) if mask >> i & 1]
+        rest = [x for i, x in enumerate(xs) if not mask >> i & 1]
+        out += [[first, *tail] for tail in _ordered_partitions(rest)]
+    return out
+
+
+MAX_CONTAINS_ALL = 3
+"""Different ``contains`` schemas combined in one array schema (13 orders of witnesses for 3)."""
 
 
 class ArraysMixin(ConverterBase):
@@ -117,6 +134,8 @@ class ArraysMixin(ConverterBase):
         if len(prefix) > MAX_TUPLE_ITEMS:  # each position nests the expression one level deeper
             raise LimitError(f"{len(prefix)} positional item schemas", limit_name="MAX_TUPLE_ITEMS",
                              limit=MAX_TUPLE_ITEMS, reached=len(prefix), pointer=prefix_ptr)
+        if CONTAINS_ALL in schema:
+            return self.array_contains_all(schema, prefix, items, ptr)
         if "contains" in schema:
             return self.array_contains(schema, prefix, items, ptr)
         lo = schema.get("minItems", 0)
@@ -160,6 +179,58 @@ class ArraysMixin(ConverterBase):
             return self.container("[", body_expr.item, True, "]")
         return self.container("[", body_expr, False, "]")
 
+    def prefix_contains(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
+        """``prefixItems`` with one ``contains`` (at least one match): from each position, the
+        rest of the array with a match still needed or not; a positional item may be the
+        match (its schema merged with the contains schema), or else one of the later items.
+        Exact as a language (ambiguous as a grammar where several items match)."""
+        at = _ptr(ptr, "contains")
+        sep = self.sep
+        item = self.share(self.node(items, _ptr(ptr, "items")))
+        match = self.share(self.node(self.merged(items, schema["contains"], at), at))
+        p = len(prefix)
+        # positions from p on: any items (need met), or some item matching (need open)
+        met = Repeat(seq(sep, item), 0, None)
+        needed = seq(sep, Repeat(seq(item, sep), 0, None), match, met) if match != NOTHING else NOTHING
+        for i in range(p - 1, -1, -1):
+            lead = (lambda e: e) if i == 0 else (lambda e: seq(sep, e))
+            plain = self.share(self.node(prefix[i], _ptr(ptr, "prefixItems", i)))
+            hit = self.share(self.node(self.merged(prefix[i], schema["contains"], at), at))
+            met, needed = (self.share(alt(EMPTY, lead(seq(plain, met)))),
+                           self.share(alt(lead(seq(hit, met)), lead(seq(plain, needed)))))
+        return self.container("[", needed, False, "]")
+
+    def array_contains_all(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
+        """Several ``contains`` (of an ``allOf``), each to be matched by some item: per ordered
+        partition of them, the first witness items in that order, each matching its part's
+        schemas together, with any items around. Exact as a language (ambiguous as a grammar)."""
+        found = [schema["contains"], *schema[CONTAINS_ALL]]
+        at = _ptr(ptr, "contains")
+        if prefix:
+            self.unsupported("contains", at, "together with prefixItems")
+        if len(found) > MAX_CONTAINS_ALL:
+            self.unsupported("contains", at, f"more than {MAX_CONTAINS_ALL} different contains in one array schema")
+            found = found[:MAX_CONTAINS_ALL]
+        for kw in ("minItems", "maxItems"):
+            if kw in schema and not (kw == "minItems" and schema[kw] <= 1):
+                self.unsupported(kw, _ptr(ptr, kw), "together with contains")
+        item = self.share(self.node(items, _ptr(ptr, "items")))
+        before = Repeat(seq(item, self.sep), 0, None)
+        options = []
+        for parts in _ordered_partitions(list(range(len(found)))):
+            witnesses = []
+            for part in parts:
+                w: Any = items
+                for j in part:
+                    w = self.merged(w, found[j], at)
+                witnesses.append(self.share(self.node(w, at)))
+            if NOTHING in witnesses:
+                continue
+            body = seq(before, witnesses[0], *(seq(self.sep, before, w) for w in witnesses[1:]),
+                       Repeat(seq(self.sep, item), 0, None))
+            options.append(body)
+        return self.container("[", alt(*options), False, "]") if options else NOTHING
+
     def array_contains(self, schema: dict, prefix: list, items: Any, ptr: str) -> Expr:
         """``contains`` with ``minContains`` m and ``maxContains`` M.
 
@@ -172,8 +243,11 @@ class ArraysMixin(ConverterBase):
         for kw in ("minItems", "maxItems"):
             if kw in schema and not (kw == "minItems" and schema[kw] <= m):  # m matches imply m items
                 self.unsupported(kw, _ptr(ptr, kw), "together with contains")
+        if prefix and (m, big_m) == (1, None):
+            return self.prefix_contains(schema, prefix, items, ptr)
         if prefix:
-            self.unsupported("contains", _ptr(ptr, "contains"), "together with prefixItems")
+            self.unsupported("contains", _ptr(ptr, "contains"), "together with prefixItems (exact only with "
+                             "minContains 1 and no maxContains)")
         if big_m is not None and big_m < m:
             return NOTHING  # no array can match (other types still can)
         item = self.node(items, _ptr(ptr, "items"))

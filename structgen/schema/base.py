@@ -17,6 +17,7 @@ from ..guards import warn
 from ..regex.parser import ANY_CHAR
 from .document import SchemaDocument, legacy_dialect
 from .document import existing_prefix as _existing_prefix
+from .merge import CONTAINS_ALL
 from .pointer import child
 
 ANNOTATION_KEYWORDS = frozenset({
@@ -33,6 +34,7 @@ SUPPORTED_KEYWORDS = frozenset({
     "minProperties", "maxProperties", "multipleOf", "$anchor", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor",
     "x-structgen-not-strings", "x-structgen-fraction", "x-structgen-not-patterns",  # written by the converter
+    CONTAINS_ALL,
 }) | ANNOTATION_KEYWORDS
 
 VALIDATION_KEYWORDS = frozenset({
@@ -107,6 +109,12 @@ _FRACTION_TEXT = "-?(" + "|".join(
 def _check_fraction(validator: Any, flag: Any, instance: Any, schema: dict):
     if flag and validator.is_type(instance, "number") and (validator.is_type(instance, "integer") or instance != instance):
         yield _jsonschema_error(f"{instance!r} is an integer")
+
+
+def _check_contains_all(validator: Any, schemas: list, instance: Any, schema: dict):
+    if isinstance(instance, list) and not all(any(validator.evolve(schema=c).is_valid(x) for x in instance)
+                                              for c in schemas):
+        yield _jsonschema_error(f"{instance!r} lacks an item one of the contains schemas requires")
 
 
 def _check_not_strings(validator: Any, words: list, instance: Any, schema: dict):
@@ -194,7 +202,7 @@ class ConverterBase(ABC):
             # the internal keywords negations write (merged into schemas whose literals are
             # then checked by jsonschema) must be enforced there too
             cls = jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings,
-                                                     NOT_PATTERNS: _check_not_patterns})
+                                                     NOT_PATTERNS: _check_not_patterns, CONTAINS_ALL: _check_contains_all})
             self._validator = cls(self.root)
         if isinstance(subschema, dict) and "$schema" in subschema:
             # a $schema would make jsonschema switch to its own class of that dialect, which

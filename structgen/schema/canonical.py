@@ -9,7 +9,9 @@ which the completeness tests rely on.
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 from typing import Any
 
 import jsonschema
@@ -35,6 +37,9 @@ class _Canon:
         # references and the dialect's $ref rule, as the compiler reads them
         self.doc = SchemaDocument(root)
         self.legacy_ref = self.doc.legacy_ref
+        dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+        # draft-04 and older: 1.0 is not an integer, so it keeps its fraction
+        self.float_integers = not any(d in dialect for d in ("draft-04", "draft-03"))
 
     def combine(self, schema: Any) -> Any:
         """allOf, and $ref or anyOf with siblings, as the one merged schema the grammar is built from."""
@@ -132,4 +137,15 @@ class _Canon:
                 prefix, items = items, schema.get("additionalItems", True)
             return "[" + ",".join(
                 self.dump(v, prefix[i] if i < len(prefix) else items) for i, v in enumerate(value)) + "]"
+        if isinstance(value, float) and math.isfinite(value):
+            return _number_text(value, self.float_integers)
         return dumps_compact(value)
+
+
+def _number_text(value: float, float_integers: bool) -> str:
+    """A float as the grammar writes numbers: integral ones as integers (``1.0`` is an
+    integer to JSON Schema from draft 6 on, and integer grammars have no fraction), others
+    without exponent (bounded number grammars have none), never ``-0``."""
+    if value.is_integer():
+        return str(int(value)) if float_integers else dumps_compact(value)
+    return format(Decimal(repr(value)), "f")

@@ -4,6 +4,7 @@ negation, ``unevaluatedProperties``/``unevaluatedItems`` by expanding the applic
 with the negation and disjointness helpers those rewrites rest on."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import LimitError, SchemaError, StructgenError, UnsupportedSchemaError
@@ -11,7 +12,7 @@ from ..grammar import NOTHING, Expr
 from ..regex.regular import intersect
 from .base import ALL_TYPES, ANNOTATION_KEYWORDS, FRACTION, NOT_PATTERNS, NOT_STRINGS, ConverterBase, _existing_prefix, _ptr
 from .json_values import json_equal
-from .merge import MergeConflict, merge, merge_lenient
+from .merge import CONTAINS_ALL, MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
 
 # keywords that constrain only one family of types (numbers: integers too)
@@ -22,7 +23,7 @@ _FAMILY_KEYWORDS = {
                          "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
                          "unevaluatedProperties"}),
     "array": frozenset({"items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
-                        "minItems", "maxItems", "uniqueItems", "unevaluatedItems"}),
+                        "minItems", "maxItems", "uniqueItems", "unevaluatedItems", CONTAINS_ALL}),
     "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
     "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
 }
@@ -162,6 +163,24 @@ def _literal_values(s: Any) -> list | None:
     return [s["const"]] if "const" in s else (list(s["enum"]) if isinstance(s["enum"], list) else None)
 
 
+def _asserts_nothing(key: str, value: Any) -> bool:
+    """Whether a keyword holds for every instance: applicators of ``true`` only."""
+    if key in ("additionalProperties", "items", "unevaluatedProperties", "unevaluatedItems", "propertyNames"):
+        return value is True or value == {}
+    if key in ("properties", "patternProperties") and isinstance(value, dict):
+        return all(v is True or v == {} for v in value.values())
+    return False
+
+
+def _without_vacuous(s: dict) -> dict:
+    """``s`` without the keywords that assert nothing, unless a keyword whose meaning depends
+    on what the others evaluate (``additionalProperties``, ``unevaluated*``) is there too."""
+    if any(k in s and s[k] is not True and s[k] != {} for k in ("additionalProperties", "additionalItems",
+                                                               "unevaluatedProperties", "unevaluatedItems")):
+        return s
+    return {k: v for k, v in s.items() if not _asserts_nothing(k, v)}
+
+
 def _negate(s: Any) -> Any:
     """A schema for ``not s`` in the decidable cases, else None."""
     if s is True or s == {}:
@@ -237,6 +256,13 @@ def _negate(s: Any) -> Any:
             if neg is not False:
                 options.append({"type": "array", "contains": neg})
         return {"anyOf": options} if options else False
+    if keys in ({"contains"}, {"contains", "type"}) and s.get("type") in (None, "array"):
+        # not (array with an item satisfying C): non-arrays, or arrays whose items all fail C
+        neg = _negate(s["contains"])
+        if neg is None:
+            return None
+        options = [{"type": [t for t in ALL_TYPES if t not in ("array", "integer")]}] if s.get("type") == "array" else []
+        return {"anyOf": [*options, {"type": "array", "items": neg}]} if neg is not True or options else {"type": "array"}
     if keys == {"required"} and len(s["required"]) >= 1:
         # not-required holds for objects only (any non-object satisfies "required")
         return {"anyOf": [{"type": "object", "properties": {name: False}} for name in s["required"]]}
@@ -376,8 +402,58 @@ class CombinatorsMixin(ConverterBase):
         """``not branch`` for each branch when all are decidable (and there are few), else None."""
         if len(branches) > 4:
             return None
-        negated = [_negate(self.resolve_shallow(b, ptr)) for b in branches]
+        negated = [self.negation(b, ptr) for b in branches]
         return None if any(n is None for n in negated) else negated
+
+    def negation(self, schema: Any, ptr: str, depth: int = 0) -> Any:
+        """``not schema`` where decidable, else None: :func:`_negate`, and where it gives up,
+        the same after following ``$ref``s and dropping keywords that assert nothing
+        (``properties`` of ``true``, ``unevaluatedProperties: true``...), through ``anyOf``/
+        ``allOf`` (De Morgan) and ``oneOf``: not exactly one branch = none, or two at once."""
+        schema = self.resolve_shallow(schema, ptr)
+        negated = _negate(schema)
+        if negated is not None or depth > 4 or not isinstance(schema, dict) or not self._single_resource():
+            return negated  # several resources: a branch copied below could change what its $refs mean
+        plain = _without_vacuous(schema)
+        keys = set(plain) - ANNOTATION_KEYWORDS
+        if not keys:
+            return False  # annotations only: every value matches
+        if keys in ({"additionalProperties"}, {"additionalProperties", "properties"}) \
+                and plain["additionalProperties"] is False and len(plain.get("properties", {})) <= 4:
+            # not (objects of the declared names only): objects with another name, i.e. with
+            # more members than the declared ones present (one option per set of those)
+            names = list(plain.get("properties", {}))
+            negs = [_negate(plain["properties"][n]) for n in names]
+            if any(n is None for n in negs):
+                return None
+            options: list[Any] = []
+            for mask in range(1 << len(names)):
+                present = [n for i, n in enumerate(names) if mask >> i & 1]
+                options.append({"type": "object", "required": present, "minProperties": len(present) + 1,
+                                "properties": {n: False for n in names if n not in present}})
+            # or a declared member failing its schema
+            options += [{"type": "object", "required": [n], "properties": {n: neg}}
+                        for n, neg in zip(names, negs) if neg is not False]
+            return {"anyOf": options}
+        if len(keys) != 1 or keys.isdisjoint({"anyOf", "allOf", "oneOf"}):
+            return _negate(plain) if plain != schema else None
+        key = next(iter(keys))
+        members = plain[key]
+        if not isinstance(members, list) or not members or len(members) > 4:
+            return None
+        negs = [self.negation(m, ptr, depth + 1) for m in members]
+        if any(n is None for n in negs):
+            return None
+        if key == "anyOf":
+            return {"allOf": negs}
+        if key == "allOf":
+            return {"anyOf": negs}
+        # the branches themselves, without what asserts nothing (patternProperties of true
+        # would block merging beside additionalProperties)
+        plain = [self.resolve_shallow(m, ptr) for m in members]
+        plain = [_without_vacuous(m) if isinstance(m, dict) else m for m in plain]
+        pairs = [{"allOf": [plain[i], plain[j]]} for i in range(len(plain)) for j in range(i + 1, len(plain))]
+        return {"anyOf": [{"allOf": negs}, *pairs]}
 
     # unevaluated*: expanded into the in-place applicators (allOf/anyOf/oneOf/if/$ref) around
     # them, so they live with those
@@ -429,7 +505,8 @@ class CombinatorsMixin(ConverterBase):
 
         return expand_unevaluated(schema, ptr, resolve_ref=resolve_ref, oneof_overlap=self.oneof_overlap,
                                   negations=self.oneof_negations,
-                                  unsupported=unsupported, rebase=self.rebased, legacy_items=self.legacy_ref)
+                                  unsupported=unsupported, rebase=self.rebased, legacy_items=self.legacy_ref,
+                                  contains_annotates=not self.legacy_ref and "2019-09" not in str(self.root.get("$schema", "")))
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
         """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""
@@ -447,6 +524,10 @@ class CombinatorsMixin(ConverterBase):
             parts = [self.pinned(p, _ptr(ptr, keyword), self.scope, self.doc.base_at(ptr)) for p in parts]
         if self.has_unevaluated(base, ptr):
             base = self.unevaluated(base, ptr)
+        # so do those of a subschema at a member or item location (an uncle's annotations
+        # for the same location do not count): plain there too, as merging needs
+        parts = [self.plain_below(p, _ptr(ptr, keyword)) for p in parts]
+        base = self.plain_below(base, ptr)
         merged: Any = base
         # the parts may come from a rewrite (not, if/then/else, oneOf become allOf parts):
         # errors name the nearest location the user wrote
@@ -494,6 +575,37 @@ class CombinatorsMixin(ConverterBase):
             self._merging -= 1
             # the reasons found empty inside, located as errors are
             self.empty_reasons[reasons:] = [relocated(e) for e in self.empty_reasons[reasons:]]
+
+    def plain_below(self, schema: Any, ptr: str, depth: int = 0) -> Any:
+        """``schema`` with each subschema for a member or item (``properties``, ``items``...)
+        that has unevaluated* keywords replaced by its plain form (:meth:`unevaluated`):
+        exact, as nothing outside that subschema annotates its instance for it."""
+        if not hasattr(self, "_any_unevaluated"):  # one look at the whole document, not one per merge
+            self._any_unevaluated = "unevaluated" in json.dumps(self.root, default=str)
+        if not self._any_unevaluated or not isinstance(schema, dict) or depth > 32 \
+                or "unevaluated" not in json.dumps(schema, default=str):
+            return schema
+        out = dict(schema)
+
+        def plain(sub: Any, at: str) -> Any:
+            if isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub):
+                sub = self.unevaluated(sub, at)
+            return self.plain_below(sub, at, depth + 1)
+
+        for key, value in schema.items():
+            if key in ("properties", "patternProperties") and isinstance(value, dict):
+                out[key] = {n: plain(v, _ptr(ptr, key, n)) for n, v in value.items()}
+            elif key in ("items", "additionalItems", "additionalProperties", "contains", "propertyNames") \
+                    and isinstance(value, dict):
+                out[key] = plain(value, _ptr(ptr, key))
+            elif key in ("prefixItems", "items") and isinstance(value, list):
+                out[key] = [plain(v, _ptr(ptr, key, i)) for i, v in enumerate(value)]
+            elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+                # in place: not replaced (an enclosing unevaluated* was expanded above), only searched
+                out[key] = [self.plain_below(v, _ptr(ptr, key, i), depth + 1) for i, v in enumerate(value)]
+            elif key in ("not", "if", "then", "else") and isinstance(value, dict):
+                out[key] = self.plain_below(value, _ptr(ptr, key), depth + 1)
+        return out
 
     def merged(self, a: Any, b: Any, ptr: str) -> Any:
         def resolve(ref: str) -> Any:

@@ -18,7 +18,11 @@ from typing import Any, Callable
 from .json_values import json_equal
 from ..errors import LimitError
 
-__all__ = ["merge", "merge_lenient", "MergeConflict", "MAX_MERGE_STEPS"]
+__all__ = ["merge", "merge_lenient", "MergeConflict", "MAX_MERGE_STEPS", "CONTAINS_ALL"]
+
+CONTAINS_ALL = "x-structgen-contains-all"
+"""Internal keyword: more ``contains`` schemas, each to be matched by some item (two sides'
+different ``contains`` merged, without minContains/maxContains)."""
 
 MAX_DEPTH = 12
 MAX_MERGE_STEPS = 20_000
@@ -136,7 +140,7 @@ def _merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int) -> Any:
             out[key] = a.get(key, b.get(key))
             continue
         if key in ("properties", "additionalProperties", "items", "prefixItems", "required", "type", "enum", "const",
-                   "patternProperties"):
+                   "patternProperties", CONTAINS_ALL):
             continue  # combined below
         if key not in a or key not in b:
             out[key] = a.get(key, b.get(key))
@@ -151,6 +155,10 @@ def _merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int) -> Any:
             out[key] = sorted(set(a[key]) | set(b[key]))
         elif key == "multipleOf" and all(isinstance(x, int) for x in (a[key], b[key])):
             out[key] = math.lcm(a[key], b[key])  # multiples of both: multiples of the lcm
+        elif key == "contains" and not any(k in s for s in (a, b) for k in ("minContains", "maxContains")):
+            # an item matching each: the other side's goes to the list array() also requires
+            out[key] = a[key]
+            out[CONTAINS_ALL] = [b[key]]
         elif key in _LOWER:
             out[key] = max(a[key], b[key])
         elif key in _UPPER:
@@ -167,6 +175,20 @@ def _merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int) -> Any:
     required = list(dict.fromkeys(a.get("required", []) + b.get("required", [])))
     if required:
         out["required"] = required
+    wanted = [*out.get(CONTAINS_ALL, []), *a.get(CONTAINS_ALL, []), *b.get(CONTAINS_ALL, [])]
+    if wanted:
+        unique: list[Any] = []
+        for c in wanted:
+            if not any(json_equal(c, u) for u in [out.get("contains"), *unique]):
+                unique.append(c)
+        if "contains" not in out:
+            out["contains"], unique = unique[0], unique[1:]
+        if unique and ("minContains" in out or "maxContains" in out):
+            _conflict("contains", "two different 'contains' values cannot be combined exactly beside minContains/maxContains")
+        if unique:
+            out[CONTAINS_ALL] = unique
+        else:
+            out.pop(CONTAINS_ALL, None)
     _merge_literals(a, b, out)
     _merge_object(a, b, out, resolve, depth)
     _merge_array(a, b, out, resolve, depth)

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from typing import Any
 
 from ..errors import AutomatonSizeError
 from ..grammar import NOTHING, Expr, Regex
 from ..regex.parser import parse_regex
 from ..regex.regular import intersect_automaton
 from .base import _FRACTION_TEXT, _INTEGER, _NUMBER, FRACTION, ConverterBase, _ptr
-from .numeric import MAX_MODULUS, int_range_expr, multiples_expr, number_range_expr
+from .numeric import (
+    MAX_MODULUS,
+    int_range_expr,
+    integer_multiples_of_decimal,
+    multiples_expr,
+    number_multiples_of_decimal,
+    number_range_expr,
+)
+
+
+def _decimal_divisor(k: Any) -> bool:
+    """Whether a multipleOf value is a (finite, positive) float that is not an integer."""
+    return isinstance(k, float) and math.isfinite(k) and k > 0 and not k.is_integer()
 
 
 def _decimal_bounds(schema: dict):
@@ -74,6 +87,12 @@ class NumbersMixin(ConverterBase):
         lo, hi = _int_bounds(schema, ptr)
         if lo is not None and hi is not None and lo > hi:
             return self.empty(f"no integer lies between the bounds ({lo} > {hi})", ptr, "minimum")
+        if _decimal_divisor(schema.get("multipleOf")):
+            try:
+                return integer_multiples_of_decimal(schema["multipleOf"], lo, hi)
+            except (ValueError, AutomatonSizeError) as exc:
+                self.unsupported("multipleOf", _ptr(ptr, "multipleOf"), str(exc))
+                return _INTEGER if lo is None and hi is None else int_range_expr(lo, hi)
         k = self.modulus(schema, ptr)
         if k is not None:
             # integers written without fraction or exponent, so jsonschema checks them exactly
@@ -88,11 +107,12 @@ class NumbersMixin(ConverterBase):
     def modulus(self, schema: dict, ptr: str) -> int | None:
         """The integer ``multipleOf`` to enforce, or None (absent or refused).
 
-        Only integers: jsonschema divides floats (``0.07 / 0.01`` is not integral there), so a
-        decimal multipleOf has no exact grammar; refused in strict mode."""
+        Only integers: a decimal divisor is compiled by integer()/number() where jsonschema's
+        float division provably agrees with decimal arithmetic (``0.07 / 0.01`` is not integral
+        there), see :mod:`.numeric`; refused otherwise in strict mode."""
         k = schema.get("multipleOf")
-        if k is None:
-            return None
+        if k is None or (_decimal_divisor(k) and not schema.get(FRACTION)):
+            return None  # absent, or a decimal divisor (number() enforced or recorded it)
         if isinstance(k, float) and k.is_integer():
             k = int(k)  # n / 2.0 is integral exactly when n is even, at any size
         if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_MODULUS:
@@ -102,6 +122,11 @@ class NumbersMixin(ConverterBase):
         return k
 
     def number(self, schema: dict, ptr: str) -> Expr:
+        if _decimal_divisor(schema.get("multipleOf")) and not schema.get(FRACTION):
+            try:
+                return number_multiples_of_decimal(schema["multipleOf"], *_decimal_bounds(schema))
+            except (ValueError, AutomatonSizeError) as exc:
+                self.unsupported("multipleOf", _ptr(ptr, "multipleOf"), str(exc))
         if "multipleOf" in schema:
             if self.modulus(schema, ptr) is not None:
                 # a multiple of an integer is an integer: write it as one (exact, see modulus)

@@ -8,12 +8,15 @@ alternatives by splitting on digit count and then on the first differing digit.
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
+from math import gcd
 
 from ..errors import AutomatonSizeError
 from ..grammar import EMPTY, NOTHING, CharSet, Dfa, Expr, Lit, Repeat, alt, seq
 from ..regex.regular import _dfa, _minimise
 
-__all__ = ["int_range_expr", "number_range_expr"]
+__all__ = ["int_range_expr", "number_range_expr", "multiples_expr", "integer_multiples_of_decimal",
+           "number_multiples_of_decimal"]
 
 _DIGIT = CharSet(((0x30, 0x39),))
 _NONZERO = CharSet(((0x31, 0x39),))
@@ -257,3 +260,123 @@ def multiples_expr(k: int, lo: int | None = None, hi: int | None = None) -> Expr
         trans.append(tuple(row))
     final = tuple(bool(r_final[q]) and r == 0 for q, r in order)
     return Dfa(f"multiples of {k} in [{lo}, {hi}]", tuple(trans), final)
+
+
+# --------------------------------------------------------------------------- decimal divisors
+#
+# A decimal divisor d = M / 10**s has decimal multiples with at most s fraction digits (beyond
+# trailing zeros), so "multiple of d" is regular: the text's digits, read as an integer scaled
+# to s fraction digits, must be 0 mod M. The difficulty is the validator: jsonschema divides
+# floats (``instance / d``, then "is the quotient integral"), which disagrees with decimal
+# arithmetic (``0.0003 / 0.0001`` is 2.9999999999999996 there). A generated value must satisfy
+# both, so decimal divisors are enforced only where the float division provably agrees:
+# integers under a divisor whose float is close enough to its decimal value, and numbers under
+# a divisor that is exact in binary (1.5, 0.25), within the magnitude where floats are exact.
+
+MAX_FLOAT_EXACT_BITS = 53
+
+
+def _decimal_parts(d: float) -> tuple[int, int]:
+    """``d`` as its shortest decimal text reads, ``M / 10**s`` with ``M`` and ``s`` >= 0 integers."""
+    sign, digits, exponent = Decimal(repr(d)).normalize().as_tuple()
+    m = int("".join(map(str, digits)))
+    return (m * 10 ** exponent, 0) if exponent >= 0 else (m, -exponent)
+
+
+def integer_multiples_of_decimal(d: float, lo: int | None, hi: int | None) -> Expr:
+    """Canonical integers in ``[lo, hi]`` that are multiples of the decimal ``d`` (a float that is
+    not an integer), and that jsonschema's float division also finds multiples of.
+
+    n is a multiple of M / 10**s exactly when it is one of M / gcd(M, 10**s). jsonschema computes
+    ``fl(n) / fl(d)`` rounded: with ``|fl(d) - d| / d`` at most 2**-54 and ``|n|`` at most 2**53
+    the rounded quotient is the exact integer n / d; beyond 2**53 every float quotient is
+    integral (for d <= 1). Integers whose quotient would overflow a float are left out.
+
+    Raises:
+        ValueError: the float division can disagree (divisor too far from its float, or > 1
+            with integers beyond 2**53 possible), or the modulus exceeds MAX_MODULUS.
+        AutomatonSizeError: see :func:`multiples_expr`.
+    """
+    m, s = _decimal_parts(d)
+    exact, binary = Fraction(m, 10 ** s), Fraction(d)
+    error = abs(binary - exact) / exact
+    if error / (1 - error) > Fraction(1, 2 ** 54):
+        raise ValueError(f"the float nearest {d!r} is too far from it for jsonschema's division to be exact")
+    k = m // gcd(m, 10 ** s)
+    if k > MAX_MODULUS:
+        raise ValueError(f"its integer multiples are those of {k}, above the {MAX_MODULUS} limit")
+    # |n| / d below the largest float: the quotient never overflows (jsonschema would then
+    # divide exactly in binary, where d is not what the schema wrote). Written as a digit
+    # count, whose automaton is a chain, not as the number itself (hundreds of alternatives)
+    cap = 10 ** (len(str(int(Fraction(2 ** 1023) * min(binary, Fraction(1))))) - 1) - 1
+    if d > 1:
+        cap = min(cap, 2 ** MAX_FLOAT_EXACT_BITS)  # beyond, fl(n) / d can be non-integral
+    lo = -cap if lo is None else max(lo, -cap)
+    hi = cap if hi is None else min(hi, cap)
+    return multiples_expr(k, lo, hi)
+
+
+def number_multiples_of_decimal(d: float, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
+                                hi_strict: bool) -> Expr:
+    """JSON numbers without exponent and with at most ``s`` fraction digits (``d = M / 10**s``) in
+    the range whose value is a multiple of ``d``, for ``d`` exact in binary (``M / 10**s`` equal
+    to the float), below ``2**(53 - j)`` in magnitude where ``d = odd / 2**j``.
+
+    There a multiple ``k d`` and the quotient ``k`` are floats exactly (``|k odd| < 2**53``), so
+    jsonschema's division is exact; larger multiples are left out.
+
+    Raises:
+        ValueError: ``d`` is not exact in binary.
+        AutomatonSizeError: more than MAX_MULTIPLE_STATES states.
+    """
+    m, s = _decimal_parts(d)
+    if Fraction(d) != Fraction(m, 10 ** s):
+        raise ValueError(f"{d!r} is not exact in binary: jsonschema's float division disagrees with decimal "
+                         "arithmetic on some of its multiples")
+    if m > MAX_MODULUS:
+        raise ValueError(f"{d!r} is {m} / 10**{s}, above the {MAX_MODULUS} limit")
+    j = Fraction(d).denominator.bit_length() - 1
+    cap = Decimal(2 ** (MAX_FLOAT_EXACT_BITS - j))
+    if lo is None or lo <= -cap:
+        lo, lo_strict = -cap, True
+    if hi is None or hi >= cap:
+        hi, hi_strict = cap, True
+    rng = number_range_expr(lo, lo_strict, hi, hi_strict)
+    if rng == NOTHING:
+        return NOTHING
+    r_trans, r_final = _minimise(*_dfa(rng))
+    # state: (range state, remainder of the digits read mod m, fraction digits read or -1)
+    start = (0, 0, -1)
+    ids: dict[tuple[int, int, int], int] = {start: 0}
+    order = [start]
+    trans: list[tuple[tuple[int, int, int], ...]] = []
+    i = 0
+    while i < len(order):
+        q, r, f = order[i]
+        i += 1
+        row: list[tuple[int, int, int]] = []
+        for c_lo, c_hi, q2 in r_trans[q]:
+            for c in range(c_lo, c_hi + 1):
+                if 0x30 <= c <= 0x39:
+                    if f >= s:
+                        continue  # more fraction digits than a multiple needs (as written here)
+                    key = (q2, (10 * r + c - 0x30) % m, f if f < 0 else f + 1)
+                elif c == 0x2E:
+                    key = (q2, r, 0)
+                else:  # "-"
+                    key = (q2, r, f)
+                t = ids.get(key)
+                if t is None:
+                    if len(order) >= MAX_MULTIPLE_STATES:
+                        raise AutomatonSizeError(
+                            f"multipleOf {d!r} within these bounds needs more than {MAX_MULTIPLE_STATES:,} states",
+                            limit=MAX_MULTIPLE_STATES, reached=len(order) + 1)
+                    t = ids[key] = len(order)
+                    order.append(key)
+                if row and row[-1][2] == t and row[-1][1] == c - 1:
+                    row[-1] = (row[-1][0], c, t)
+                else:
+                    row.append((c, c, t))
+        trans.append(tuple(row))
+    final = tuple(bool(r_final[q]) and r * 10 ** (s - max(f, 0)) % m == 0 for q, r, f in order)
+    return Dfa(f"multiples of {d!r} in [{lo}, {hi}]", tuple(trans), final)

@@ -7,12 +7,13 @@ import re
 from typing import Any
 
 from ..errors import AutomatonSizeError
-from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Repeat, alt, opt, seq
+from ..grammar import EMPTY, NOTHING, Expr, Lit, Ref, Repeat, alt, opt, seq
 from ..regex.formats import FORMAT_PATTERNS
-from ..regex.parser import ANY_CHAR, parse_regex
+from ..regex.parser import ANY_CHAR, agreeing_chars, parse_regex
 from ..regex.regular import difference, intersect
 from .base import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, VALIDATION_KEYWORDS, ConverterBase, _ptr
 from .json_values import dumps_compact
+from .merge import CONTAINS_ALL
 from .strings import _json_encode_expr
 
 # propertyNames: keywords that string_language enforces on a name...
@@ -21,7 +22,7 @@ _NAME_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength", "format
 # ...and those that constrain other types only, so every name satisfies them
 _NON_STRING_KEYWORDS = frozenset({
     "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxItems", "minItems",
-    "uniqueItems", "maxContains", "minContains", "contains", "items", "prefixItems", "additionalItems",
+    "uniqueItems", "maxContains", "minContains", "contains", CONTAINS_ALL, "items", "prefixItems", "additionalItems",
     "unevaluatedItems", "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
     "properties", "patternProperties", "additionalProperties", "propertyNames", "dependentSchemas",
     "unevaluatedProperties", "$anchor", "$dynamicAnchor"})
@@ -124,11 +125,13 @@ class ObjectsMixin(ConverterBase):
         Names are split by which patternProperties they match (each class gets the merged
         schema of its patterns, the class matching none gets additionalProperties), minus the
         declared names, within propertyNames. With patterns, names are limited to printable
-        ASCII, where ECMA-262 and Python regexes agree on what matches.
+        ASCII and the other code points where ECMA-262 and Python regexes agree on what
+        matches (a name the grammar sends to additionalProperties must match no pattern in
+        the validator either).
         """
         any_name: Expr = Repeat(ANY_CHAR, 0, None)
         if patterns:
-            any_name = Repeat(CharSet.of([(0x20, 0x7E)]), 0, None)
+            any_name = Repeat(agreeing_chars(list(patterns)), 0, None)
         if names_schema is not True:
             lang = self.string_language(names_schema, _ptr(ptr, "propertyNames"))
             if lang is None:

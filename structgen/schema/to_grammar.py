@@ -223,7 +223,11 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
                                      "match (exact only when branches are provably disjoint or negatable); treated as anyOf")
                 parts.append({"anyOf": branches})  # disjoint: exactly one matches iff at least one does
         if "not" in rest:
-            negated = _negate(self.resolve_shallow(rest.pop("not"), ptr))
+            inner = self.resolve_shallow(rest.pop("not"), ptr)
+            if isinstance(inner, dict) and ("unevaluatedProperties" in inner or "unevaluatedItems" in inner):
+                # its annotations are collected inside the not and then dropped: its plain form
+                inner = self.unevaluated(inner, _ptr(ptr, "not"))
+            negated = self.negation(inner, ptr)
             if negated is None:
                 self.unsupported("not", _ptr(ptr, "not"), "only not-type, not-const/enum of scalars in typed "
                                  "schemas, not-required and boolean schemas are decidable here")

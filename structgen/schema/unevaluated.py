@@ -13,18 +13,21 @@ becomes one more conjunct, ``{"properties": {evaluated: true}, "patternPropertie
 
 Why this never accepts an invalid instance: an alternative only counts the annotations of
 the subschemas it requires to hold, a subset of what the validator collects, so it applies
-``U`` to at least the names the validator applies it to. The price is false rejections
-where a valid instance needs the annotations of two ``anyOf`` branches at once, or of
-``contains``, which is left out of the evaluated set (conservative).
+``U`` to at least the names the validator applies it to. An ``anyOf`` of a few branches
+gives one alternative per set of branches holding together, and the items a ``contains``
+matches count as evaluated (2020-12), so what the validator collects is reached too; the
+price left is false rejections where a valid instance needs the annotations of several
+branches of a larger ``anyOf`` (``MAX_ANYOF_SETS``).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["expand_unevaluated", "IN_PLACE", "MAX_ALTERNATIVES"]
+__all__ = ["expand_unevaluated", "IN_PLACE", "MAX_ALTERNATIVES", "MAX_ANYOF_SETS"]
 
 MAX_ALTERNATIVES = 64
+MAX_ANYOF_SETS = 4  # anyOf branches whose every combination is an alternative (2**4 - 1 sets)
 MAX_REF_DEPTH = 16
 IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "$ref",
                       "unevaluatedProperties", "unevaluatedItems"})
@@ -39,13 +42,14 @@ class _Expander:
                  oneof_overlap: Callable[[list[Any], str], tuple[int, int] | None],
                  negations: Callable[[list[Any], str], list[Any] | None],
                  unsupported: Callable[[str, str, str], None], rebase: Callable[[Any, str], Any],
-                 legacy_items: bool) -> None:
+                 legacy_items: bool, contains_annotates: bool = True) -> None:
         self.resolve_ref = resolve_ref
         self.oneof_overlap = oneof_overlap
         self.negations = negations
         self.unsupported = unsupported
         self.rebase = rebase
         self.legacy_items = legacy_items
+        self.contains_annotates = contains_annotates
 
     def product(self, left: list[Alternative], right: list[Alternative], ptr: str) -> list[Alternative]:
         out = [a + b for a in left for b in right]
@@ -57,6 +61,29 @@ class _Expander:
 
     def union(self, parts: list[list[Alternative]], ptr: str) -> list[Alternative]:
         return self.product([[]], [alt for p in parts for alt in p], ptr)
+
+    def any_of(self, branches: list[list[Alternative]], outer: int, ptr: str) -> list[Alternative]:
+        """The alternatives of an ``anyOf``: every non-empty set of branches that hold together
+        (the validator collects the annotations of all matching branches, so one branch at a
+        time would refuse a valid instance that needs two branches' names). When the sets
+        would not fit beside the ``outer`` alternatives, single branches only: fewer
+        annotations, stricter, never wrong."""
+        singles = self.union(branches, ptr)
+        live = [b for b in branches if b]
+        if len(live) < 2 or len(live) > MAX_ANYOF_SETS:
+            return singles
+        sets: list[Alternative] = []
+        for mask in range(1, 1 << len(live)):
+            if mask & (mask - 1) == 0:
+                continue  # one branch: in singles
+            combined: list[Alternative] = [[]]
+            for k, branch in enumerate(live):
+                if mask >> k & 1:
+                    combined = [a + b for a in combined for b in branch]
+            sets.extend(combined)
+            if outer * (len(singles) + len(sets)) > MAX_ALTERNATIVES:
+                return singles
+        return singles + sets
 
     def expand(self, schema: Any, ptr: str, depth: int = 0) -> list[Alternative]:
         if schema is True or schema == {}:
@@ -78,8 +105,8 @@ class _Expander:
         for i, sub in enumerate(schema.get("allOf", ())):
             alts = self.product(alts, self.expand(sub, f"{ptr}/allOf/{i}", depth), ptr)
         if "anyOf" in schema:
-            alts = self.product(alts, self.union([self.expand(b, f"{ptr}/anyOf/{i}", depth)
-                                                  for i, b in enumerate(schema["anyOf"])], ptr), ptr)
+            alts = self.product(alts, self.any_of([self.expand(b, f"{ptr}/anyOf/{i}", depth)
+                                                   for i, b in enumerate(schema["anyOf"])], len(alts), ptr), ptr)
         if "oneOf" in schema:
             branches = schema["oneOf"]
             overlap = self.oneof_overlap(branches, ptr)
@@ -126,9 +153,12 @@ class _Expander:
         if u is True or u == {}:
             return {"items": True}
         prefix = 0
+        found: list[Any] = []  # contains schemas: the items matching one are evaluated
         for s, annotates in alt:
             if not annotates or not isinstance(s, dict):
                 continue
+            if "contains" in s and self.contains_annotates:
+                found.append(s["contains"])
             items = s.get("items")
             if isinstance(items, list):  # draft 2019-09 and older: a tuple, then additionalItems
                 if "additionalItems" in s:
@@ -138,6 +168,10 @@ class _Expander:
                 return None
             if isinstance(s.get("prefixItems"), list):
                 prefix = max(prefix, len(s["prefixItems"]))
+        if found:
+            # exact: the conjunct holds in this alternative, so its contains annotated just
+            # the items matching its subschema
+            u = {"anyOf": [*found, u]}
         if self.legacy_items:
             return {"items": [True] * prefix, "additionalItems": u} if prefix else {"items": u}
         return {"prefixItems": [True] * prefix, "items": u} if prefix else {"items": u}
@@ -172,7 +206,7 @@ def expand_unevaluated(schema: dict, ptr: str, *, resolve_ref: Callable[[str, st
                        oneof_overlap: Callable[[list[Any], str], tuple[int, int] | None],
                        negations: Callable[[list[Any], str], list[Any] | None] = lambda branches, at: None,
                        unsupported: Callable[[str, str, str], None], rebase: Callable[[Any, str], Any],
-                       legacy_items: bool = False) -> Any:
+                       legacy_items: bool = False, contains_annotates: bool = True) -> Any:
     """An equivalent schema (see the module docstring) without in-place applicators at the top.
 
     Args:
@@ -185,12 +219,14 @@ def expand_unevaluated(schema: dict, ptr: str, *, resolve_ref: Callable[[str, st
         unsupported: report a keyword that cannot be exact (raises in strict mode).
         rebase: make a schema found at a location keep its references' meaning elsewhere.
         legacy_items: write the item closure with ``items`` arrays and ``additionalItems``.
+        contains_annotates: whether the items ``contains`` matches count as evaluated (from
+            draft 2020-12 on).
 
     Returns:
         ``{"anyOf": [{"allOf": conjuncts}, ...]}``, one member per alternative, or ``False``
         when no alternative can hold.
     """
-    exp = _Expander(resolve_ref, oneof_overlap, negations, unsupported, rebase, legacy_items)
+    exp = _Expander(resolve_ref, oneof_overlap, negations, unsupported, rebase, legacy_items, contains_annotates)
     alts = exp.expand(schema, ptr)
     if not alts:
         return False
