@@ -371,7 +371,22 @@ bool starts_with(const std::string& s, const std::string& p) {
 
 // -- per tokenizer ------------------------------------------------------------------------
 
-using Bits = std::vector<uint32_t>;
+// A packed token bitmask, with the words that hold any of its tokens listed: the quote tokens
+// are a few thousand of a vocabulary, so a fill visits those words only.
+struct Bits {
+  std::vector<uint32_t> w;
+  std::vector<int32_t> nz;  // words with a token, ascending (made by index())
+  uint32_t& operator[](size_t k) { return w[k]; }
+  uint32_t operator[](size_t k) const { return w[k]; }
+  void assign(size_t n, uint32_t v) { w.assign(n, v); }
+  const uint32_t* data() const { return w.data(); }
+  size_t size() const { return w.size(); }
+  void index() {
+    nz.clear();
+    for (size_t k = 0; k < w.size(); ++k)
+      if (w[k] != 0) nz.push_back(static_cast<int32_t>(k));
+  }
+};
 using Ids = std::vector<int32_t>;
 
 // The tokens that can close a name, by how many `"` bytes they hold, and the lookups of the
@@ -433,8 +448,12 @@ struct NameTables {
       else
         by_prefix[pre].push_back(id);
     }
-    closers_or_escaped.resize(w);
+    closers_or_escaped.assign(w, 0);
     for (int64_t k = 0; k < w; ++k) closers_or_escaped[k] = at_least[3][k] | escaped[k];
+    for (auto& bits : at_least) bits.index();
+    escaped.index();
+    closers_or_escaped.index();
+    reopen.index();
   }
 };
 
@@ -602,8 +621,9 @@ class NameIndex {
   // Ids of the tokens in `bits` that `mask` allows, ascending.
   Ids allowed_of(const uint32_t* mask, const Bits& bits) const {
     Ids out;
-    const int64_t w = std::min<int64_t>(ix_->words(), static_cast<int64_t>(bits.size()));
-    for (int64_t k = 0; k < w; ++k) {
+    const int64_t w = ix_->words();
+    for (int32_t k : bits.nz) {
+      if (k >= w) break;
       uint32_t hits = mask[k] & bits[k];
       while (hits) {
         out.push_back(static_cast<int32_t>(k * 32 + __builtin_ctz(hits)));
