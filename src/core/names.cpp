@@ -26,6 +26,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -400,21 +401,33 @@ struct NameTables {
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
-  std::unordered_map<std::string, Ids> plain;    // bytes -> tokens without quote or backslash
+  // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
+  // other tokens spelling the same bytes (a few)
+  std::unordered_map<std::string_view, int32_t> plain;
+  std::unordered_map<std::string_view, Ids> plain_more;
   std::unordered_map<std::string, Ids> by_tail;  // bytes after the last quote -> quote tokens
   // tokens with exactly two quotes: the decoded name between them (nullopt: inside an escape);
   // tokens whose bytes between them are no JSON name body are left out (always fed)
   std::unordered_map<int32_t, Name> between;
 
+  NameTables(const NameTables&) = delete;  // `plain` views the strings of `tb` in place
+  NameTables& operator=(const NameTables&) = delete;
   NameTables(const py::sequence& token_bytes, int64_t w) : words(w) {
     if (w < 0) throw std::invalid_argument("words must be >= 0");
     const size_t n = py::len(token_bytes);
     if (static_cast<int64_t>(n) > w * 32) throw std::invalid_argument("more tokens than the mask has bits");
     tb.resize(n);
+    py::object fast = py::reinterpret_steal<py::object>(PySequence_Fast(token_bytes.ptr(), "token_bytes must be a sequence"));
+    if (!fast) throw py::error_already_set();
+    PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
     for (size_t i = 0; i < n; ++i) {
-      py::handle b = token_bytes[i];
-      if (!b.is_none()) tb[i] = b.cast<std::string>();
+      if (items[i] == Py_None) continue;
+      char* p;
+      Py_ssize_t len;
+      if (PyBytes_AsStringAndSize(items[i], &p, &len) < 0) throw py::error_already_set();
+      tb[i].assign(p, static_cast<size_t>(len));
     }
+    plain.reserve(n);
     for (auto& bits : at_least) bits.assign(w, 0);
     escaped.assign(w, 0);
     reopen.assign(w, 0);
@@ -426,7 +439,10 @@ struct NameTables {
       const int32_t id = static_cast<int32_t>(i);
       const uint32_t bit = uint32_t(1) << (i & 31);
       if (first == std::string::npos) {
-        if (b.find('\\') == std::string::npos) plain[b].push_back(id);
+        if (b.find('\\') == std::string::npos) {
+          auto [it, fresh] = plain.emplace(std::string_view(b), id);
+          if (!fresh) plain_more[it->first].push_back(id);
+        }
         continue;
       }
       const size_t last = b.rfind('"');
@@ -711,7 +727,13 @@ class NameIndex {
             for (size_t k = 1; k + p.size() <= name->size(); ++k) pieces.push_back(name->substr(p.size(), k));
         std::sort(pieces.begin(), pieces.end());
         pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
-        for (const std::string& piece : pieces) add(T.plain, piece);  // (no quote or backslash in plain)
+        for (const std::string& piece : pieces) {  // (no quote or backslash in plain)
+          auto it = T.plain.find(std::string_view(piece));
+          if (it == T.plain.end()) continue;
+          ids.push_back(it->second);
+          auto more = T.plain_more.find(it->first);
+          if (more != T.plain_more.end()) ids.insert(ids.end(), more->second.begin(), more->second.end());
+        }
       } else {
         std::vector<std::string> pieces;
         for (const Name& name : *names)
