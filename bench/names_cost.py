@@ -1,4 +1,4 @@
-"""What keeping member names distinct costs per token (structgen/runtime/names.py).
+"""What keeping member names distinct costs per token (src/core/names.cpp).
 
     python bench/names_cost.py [--repeat 5] [--first-tokenizer llama3]
 

@@ -138,3 +138,33 @@ def test_every_byte_of_texts_equals_reference(vocab, request):
                 _check(m, bm)
                 if not m.accept_string(text[i:i + 1]):
                     break
+
+
+def test_threads_sharing_a_fresh_grammar_clear_what_the_reference_clears():
+    """Matchers in several threads over one fresh grammar (the name memos and the index fill
+    while they race), batch fills through the pool as well: every row equals the reference's
+    clears, computed afterwards."""
+    from structgen import fill_next_token_bitmasks
+
+    from .test_concurrency import _run_threads
+
+    info = toy_info(SPECIAL)
+    words = (info.vocab_size + 31) // 32
+    compiled = GrammarCompiler(info).compile_json_schema({"type": "object", "propertyNames": {"maxLength": 1}})
+    seen: list[tuple[GrammarMatcher, np.ndarray]] = []
+
+    def work(i: int) -> None:
+        for text in TEXTS[i % len(TEXTS):] + TEXTS[:i % len(TEXTS)]:
+            ms = [GrammarMatcher(compiled) for _ in range(3)]
+            for k in range(len(text)):
+                bm = np.zeros((len(ms), words), np.int32)
+                fill_next_token_bitmasks(ms, bm, threads=2)
+                seen.extend((m.fork(), bm[r].copy()) for r, m in enumerate(ms) if not m.is_terminated())
+                if not all(m.accept_string(text[k:k + 1]) for m in ms):
+                    break
+
+    assert _run_threads(work, 4) == []
+    assert len(seen) > 100
+    for m, got in seen:
+        want = _reference_row(m)
+        assert np.array_equal(got.view(np.uint32)[:len(want)], want), m.name_state

@@ -18,6 +18,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "index_view.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -316,7 +319,7 @@ struct Vocab {
   }
 };
 
-class ConfigIndex {
+class ConfigIndex final : public structgen::IndexView {
  public:
   ConfigIndex(const py::list& rules, int32_t root, std::shared_ptr<const Vocab> vocab, const py::object& stop_ids,
               int64_t words, int64_t table_cells, int64_t stack_limit)
@@ -353,19 +356,19 @@ class ConfigIndex {
   // -- accessors (Python) -------------------------------------------------------------
 
   int32_t initial() const { return initial_; }
-  int64_t num_configs() const { return num_configs_.load(std::memory_order_acquire); }
-  int64_t words() const { return words_; }
+  int64_t num_configs() const override { return num_configs_.load(std::memory_order_acquire); }
+  int64_t words() const override { return words_; }
   bool counted() const { return counted_; }
 
   void check_cid(int64_t cid) const {
     if (cid < 0 || cid >= num_configs()) throw py::index_error("configuration id out of range");
   }
-  bool is_accepting(int32_t cid) {
+  bool is_accepting(int32_t cid) override {
     check_cid(cid);
     std::lock_guard<std::recursive_mutex> g(mu_);
     return accepting_[cid] != 0;
   }
-  int64_t config_dist(int32_t cid) {
+  int64_t config_dist(int32_t cid) override {
     check_cid(cid);
     std::lock_guard<std::recursive_mutex> g(mu_);
     return config_dist_[cid];
@@ -416,7 +419,7 @@ class ConfigIndex {
   // -- rows and steps (GIL released by the bindings) ---------------------------------------
 
   // The byte row of `cid`, computed if needed.
-  const int32_t* row(int32_t cid) {
+  const int32_t* row(int32_t cid) override {
     const int32_t s = slot_.load(cid);
     if (s >= 0) return rows_.at(s);
     std::lock_guard<std::recursive_mutex> g(mu_);
@@ -444,7 +447,7 @@ class ConfigIndex {
     return nxt;
   }
 
-  int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) {
+  int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) override {
     for (int64_t k = 0; k < n; ++k) {
       const int32_t s = slot_.load(cid);
       if (s >= 0)
@@ -461,7 +464,7 @@ class ConfigIndex {
   // -- masks --------------------------------------------------------------------------
 
   // The packed allowed-token bitmask of `cid` (words_ uint32), computed on first use.
-  const uint32_t* mask(int32_t cid) {
+  const uint32_t* mask(int32_t cid) override {
     const uint32_t* hit = masks_.load(cid);
     if (hit != nullptr) return hit;
     std::vector<int32_t> canon;
@@ -491,6 +494,30 @@ class ConfigIndex {
     if (counted_) mask_by_canon_.emplace(std::move(canon), out);
     masks_.store(cid, out);
     return out;
+  }
+
+  // A shortest text completing the output from `cid` (false for DEAD or no completion): the
+  // cheapest stack (the first in stack order among equals) completed frame by frame along
+  // strictly decreasing distances, printable ASCII preferred among equally short bytes.
+  bool shortest_completion(int32_t cid, std::string& out) override {
+    out.clear();
+    int32_t sid = -1;
+    {
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      if (cid == kDead || config_dist_[cid] >= kUnreachable) return false;
+      if (accepting_[cid]) return true;
+      int64_t best = kUnreachable + 1;
+      for (int32_t st : configs_[cid])
+        if (stack_dist_[st] < best) {
+          best = stack_dist_[st];
+          sid = st;
+        }
+      for (; sid >= 0; sid = stacks_[sid].p) complete_rule(stacks_[sid].r, stacks_[sid].s, out);
+    }
+    const int32_t end = step_bytes(cid, reinterpret_cast<const uint8_t*>(out.data()), static_cast<int64_t>(out.size()));
+    if (end == kDead || !is_accepting(end))  // distances are exact: not reached
+      throw std::logic_error("internal: a shortest completion does not complete its configuration");
+    return true;
   }
 
   // (allowed non-stop canonical tokens, configuration after each): the full trie collected.
@@ -560,6 +587,59 @@ class ConfigIndex {
     if (left <= 0) return 0;
     if (R.item_min >= kUnreachable || R.item_min > kUnreachable / left) return kUnreachable;
     return std::min(left * R.item_min, kUnreachable);
+  }
+
+  // Bytes along a shortest path from state `s` of rule `r` to the rule's end (iterative:
+  // calls are pushed, not recursed into).
+  void complete_rule(int32_t r, int64_t s, std::string& out) const {
+    static const std::vector<uint8_t> order = [] {  // printable ASCII first: completions read naturally
+      std::vector<uint8_t> v;
+      for (int b = 0x20; b < 0x7F; ++b) v.push_back(static_cast<uint8_t>(b));
+      for (int b = 0; b < 0x20; ++b) v.push_back(static_cast<uint8_t>(b));
+      for (int b = 0x7F; b < 0x100; ++b) v.push_back(static_cast<uint8_t>(b));
+      return v;
+    }();
+    std::vector<std::pair<int32_t, int64_t>> work{{r, s}};
+    while (!work.empty()) {
+      std::tie(r, s) = work.back();
+      work.pop_back();
+      const Rule& R = rules_[r];
+      int64_t d = dist_at(r, s);
+      while (d > 0) {
+        int next = -1;
+        if (!R.counter) {
+          const int32_t* row = R.trans + s * 256;
+          for (uint8_t b : order)
+            if (row[b] >= 0 && R.dist[row[b]] == d - 1) {
+              next = b;
+              break;
+            }
+        }
+        if (next >= 0) {
+          out.push_back(static_cast<char>(next));
+          s = R.trans[s * 256 + next];
+          --d;
+          continue;
+        }
+        bool called = false;
+        auto try_call = [&](int32_t callee, int64_t ret) {
+          if (called || dist_at(callee, 0) + dist_at(r, ret) != d) return;
+          work.emplace_back(r, ret);
+          work.emplace_back(callee, 0);
+          called = true;
+        };
+        if (R.counter) {  // counters.CounterRule.calls_at
+          if (R.hi < 0)
+            try_call(R.body, std::min(s + 1, R.lo));
+          else if (s < R.hi)
+            try_call(R.body, s + 1);
+        } else {
+          for (int32_t k = R.call_off[s]; k < R.call_off[s + 1]; ++k) try_call(R.call_data[2 * k], R.call_data[2 * k + 1]);
+        }
+        if (!called) throw std::logic_error("internal: inconsistent completion distances");
+        break;
+      }
+    }
   }
 
   // -- interning (under the lock) -----------------------------------------------------
@@ -1092,7 +1172,9 @@ void register_config_index(py::module_& m) {
   });
   py::class_<Vocab, std::shared_ptr<Vocab>>(m, "VocabTables")
       .def(py::init<const py::object&, const py::list&>(), py::arg("trie"), py::arg("multibyte"));
-  py::class_<ConfigIndex>(m, "ConfigIndex")
+  // the base is registered so that functions of other files take any ConfigIndex as an IndexView
+  py::class_<structgen::IndexView>(m, "IndexView");
+  py::class_<ConfigIndex, structgen::IndexView>(m, "ConfigIndex")
       .def(py::init([](const py::list& rules, int32_t root, std::shared_ptr<Vocab> vocab, const py::object& stop_ids,
                        int64_t words, int64_t table_cells, int64_t stack_limit) {
              if (vocab == nullptr) throw std::invalid_argument("vocab is required");
@@ -1149,6 +1231,18 @@ void register_config_index(py::module_& m) {
              py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
              // the address tells configurations sharing one mask (counter classes) apart cheaply
              return py::make_tuple(reinterpret_cast<uintptr_t>(m), out);
+           })
+      .def("shortest_completion",
+           [](ConfigIndex& ix, int32_t cid) -> py::object {
+             ix.check_cid(cid);
+             std::string out;
+             bool ok;
+             {
+               py::gil_scoped_release release;
+               ok = ix.shortest_completion(cid, out);
+             }
+             if (!ok) return py::none();
+             return py::bytes(out);
            })
       .def("successors", [](ConfigIndex& ix, int32_t cid) {
         ix.check_cid(cid);

@@ -216,7 +216,7 @@ class TokenIndex:
     """Lazily determinised configurations of a pushdown automaton, with memoised masks.
 
     A thin wrapper over the native :class:`structgen._core.ConfigIndex`, which owns the rule
-    tables, stacks, configurations, byte rows and masks; shortest completions and token
+    tables, stacks, configurations, byte rows, masks and shortest completions; token
     budgets are computed here on top of its accessors.
     """
 
@@ -235,10 +235,6 @@ class TokenIndex:
             else:
                 rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), rule.calls, d))
         self._counted = any(isinstance(r, CounterRule) for r in pda.rules)
-        self._dist = [d if isinstance(r, CounterRule) else d.tolist() for r, d in zip(pda.rules, dists)]
-        # index -1 (no edge) -> UNREACHABLE; a counter reads no byte, so only that entry is read
-        self._dist_np = [np.array([UNREACHABLE]) if isinstance(r, CounterRule) else np.append(d, UNREACHABLE)
-                         for r, d in zip(pda.rules, dists)]
         self._native = _guarded(_core.ConfigIndex, rules, pda.root, _vocab_tables(trie), list(info.stop_token_ids),
                                 self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
         self.initial: int = self._native.initial
@@ -415,8 +411,9 @@ class TokenIndex:
         """
         if cid in self._completions:
             return self._completions[cid]
+        self._sync_limit()
+        out = _guarded(self._native.shortest_completion, cid)  # native, without the GIL
         with self._lock:
-            out = self._build_completion(cid)
             self._completions[cid] = out
         return out
 
@@ -471,51 +468,6 @@ class TokenIndex:
         toks, cost = costs
         return toks[cost > limit]
 
-    def _build_completion(self, cid: int) -> bytes | None:
-        if cid == DEAD or self.completion_length(cid) is None:
-            return None
-        if self.is_accepting(cid):
-            return b""
-        sid = min(self.config_stacks(cid), key=self._native.stack_dist)
-        out = bytearray()
-        for r, s in self.stack_frames(sid):  # the top frame, then each return state below it
-            out += self._complete_rule(r, s)
-        text = bytes(out)
-        end = self.step_bytes(cid, text)
-        if end == DEAD or not self.is_accepting(end):  # pragma: no cover - distances are exact
-            raise RuntimeError(f"internal: shortest completion {text!r} does not complete configuration {cid}")
-        return text
-
-    def _complete_rule(self, r: int, s: int) -> bytes:
-        """Bytes along a shortest path from state ``s`` of rule ``r`` to the rule's end
-        (iterative: calls are pushed, not recursed into)."""
-        rules = self._pda.rules
-        out = bytearray()
-        work = [(r, s)]
-        while work:
-            r, s = work.pop()
-            d = self._dist[r][s]
-            while d > 0:
-                row = rules[r].trans[s]
-                ok = self._dist_np[r][row] == d - 1  # row == -1 reads the UNREACHABLE sentinel
-                if ok.any():
-                    b = int(np.flatnonzero(ok)[np.argmin(_BYTE_RANK[ok])])
-                    out.append(b)
-                    s, d = int(row[b]), d - 1
-                    continue
-                for callee, ret in rules[r].calls[s]:
-                    if self._dist[callee][0] + self._dist[r][ret] == d:
-                        work.append((r, ret))
-                        work.append((callee, 0))
-                        break
-                else:  # pragma: no cover - distances are consistent by construction
-                    raise RuntimeError("internal: inconsistent completion distances")
-                break
-        return bytes(out)
-
-
-# printable ASCII first, then the rest: completions read naturally ("0", "a", "}")
-_BYTE_RANK = np.array([b - 0x20 if 0x20 <= b < 0x7F else 0x100 + b for b in range(256)], dtype=np.int64)
 
 _TABLES: "weakref.WeakKeyDictionary[TokenizerInfo, tuple[dict[bytes, int], int]]" = weakref.WeakKeyDictionary()
 _SINGLES: "weakref.WeakKeyDictionary[TokenizerInfo, bool]" = weakref.WeakKeyDictionary()

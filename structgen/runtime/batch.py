@@ -3,14 +3,16 @@
 :func:`fill_next_token_bitmasks` is what a serving loop calls once per decoding step, with
 one matcher per row (distinct grammars welcome). Rows whose masks are memoised cost one
 lookup each in Python and are copied by the native core in one call with the GIL released;
-masks not computed yet are computed by a small thread pool meanwhile. The result is bit for
-bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
+masks not computed yet are computed by a small thread pool meanwhile. Rows of matchers that
+track member names (structgen.runtime.names) are filled by the native core mask and name
+clears together, also without the GIL: those waiting for a missing mask by the pool task
+that computes it, the others by the calling thread while the pool works. The result is bit
+for bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
 
-Threads help where the mask computation releases the GIL: the vocabulary walk does, the
-configuration work around it (closure, interning) is Python and holds it, so today a pool
-of two overlaps a part of each first-visit mask with the others' (see docs/performance.md
-for the measured figure). Memoised rows gain nothing from threads and are never sent to
-the pool.
+Threads help where the work releases the GIL: the mask computation and the name clears are
+native; what stays in Python is the bookkeeping around them (see docs/performance.md for the
+measured speedup of two threads). Memoised rows gain nothing from threads and are never
+sent to the pool.
 """
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ import numpy as np
 
 from .. import _core
 from ..errors import MatcherError
+from ..index.token_index import _guarded
 from .matcher import GrammarMatcher, stop_mask
+from .names import name_index
 from .precompute import compute_mask
 
 __all__ = ["DEFAULT_THREADS", "fill_next_token_bitmasks"]
@@ -97,9 +101,11 @@ def fill_next_token_bitmasks(
         raise MatcherError("a bitmask row is named twice in indices")
     out_rows: list[int] = []
     out_masks: list[np.ndarray | None] = []
-    missing: dict[tuple[int, int], list[int]] = {}  # (id(index), cid) -> positions in out_*
+    # rows of matchers with name tracking: filled natively, mask and name clears in one call
+    named: list[tuple[int, Any, Any, int]] = []  # (row, name index, name state, configuration)
+    # (id(index), cid) -> (positions in out_*, positions in named) waiting for that mask
+    missing: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     indexes: dict[int, tuple[Any, Any]] = {}
-    named: list[tuple[int, GrammarMatcher]] = []
     for m, r in zip(matchers, rows):
         if m is None:
             continue
@@ -110,50 +116,84 @@ def fill_next_token_bitmasks(
             raise MatcherError(f"bitmask row has {words} words but the vocabulary needs {index.words} "
                                f"(vocab_size={m.compiled.tokenizer_info.vocab_size})")
         if m._terminated:
-            mask = stop_mask(m.compiled.tokenizer_info, index.words)
-        else:
-            cid = m._history[-1]
-            mask = index.mask_if_ready(cid)
-            if mask is None:
-                key = (id(index), cid)
-                missing.setdefault(key, []).append(len(out_rows))
+            out_rows.append(r)
+            out_masks.append(stop_mask(m.compiled.tokenizer_info, index.words))
+            continue
+        cid = m._history[-1]
+        mask = index.mask_if_ready(cid)
+        waiting = None
+        if mask is None:
+            key = (id(index), cid)
+            waiting = missing.get(key)
+            if waiting is None:
+                waiting = missing[key] = ([], [])
                 indexes[key[0]] = (index, m.compiled.background)
-            if m._names is not None:
-                named.append((r, m))
+        if m._names is not None:
+            index._sync_limit()  # the name clears' searches may create configurations
+            if waiting is not None:
+                waiting[1].append(len(named))
+            named.append((r, name_index(index), m._names[-1], cid))
+            continue
+        if waiting is not None:
+            waiting[0].append(len(out_rows))
         out_rows.append(r)
         out_masks.append(mask)
     if missing:
-        _fill_missing(arr, out_rows, out_masks, missing, indexes, DEFAULT_THREADS if threads is None else threads)
-    elif out_rows:
+        _fill_missing(arr, out_rows, out_masks, named, missing, indexes, DEFAULT_THREADS if threads is None else threads)
+        return
+    if out_rows:
         _core.fill_rows(arr, np.array(out_rows, np.int64), out_masks)
-    for r, m in named:  # member-name tracking clears tokens per row (memoised per state)
-        m._clear_names(arr[r].view(np.uint32))
+    if named:
+        _fill_named(arr, named)
+
+
+def _fill_named(arr: np.ndarray, named: list[tuple[int, Any, Any, int]]) -> None:
+    """Rows of matchers with name tracking: mask, zero tail and name clears, natively and
+    without the GIL (structgen.runtime.names)."""
+    r, ni, st, cid = zip(*named)
+    _guarded(_core.fill_named_rows, arr, r, ni, st, cid)
 
 
 def _fill_missing(arr: np.ndarray, rows: list[int], masks: list[np.ndarray | None],
-                  missing: dict[tuple[int, int], list[int]], indexes: dict[int, tuple[Any, Any]],
-                  threads: int) -> None:
-    """Compute the missing masks (in a pool when there are several) while the memoised rows
-    are copied, then copy the others."""
+                  named: list[tuple[int, Any, Any, int]], missing: dict[tuple[int, int], tuple[list[int], list[int]]],
+                  indexes: dict[int, tuple[Any, Any]], threads: int) -> None:
+    """Compute the missing masks (in a pool when there are several; each task then fills the
+    named rows waiting for its mask, names included) while the calling thread copies the
+    memoised rows and fills the other named rows, then copy the rest."""
     hits = [k for k, mk in enumerate(masks) if mk is not None]
+    later = {j for _, (_, js) in missing.items() for j in js}
+    ready = [named[j] for j in range(len(named)) if j not in later]
+
+    def compute(key: tuple[int, int]) -> np.ndarray:
+        index, task = indexes[key[0]]
+        mask = compute_mask(index, key[1], task)
+        js = missing[key][1]
+        if js:
+            _fill_named(arr, [named[j] for j in js])
+        return mask
+
     if threads == 1 or len(missing) == 1:
         if hits:
             _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
-        for (iid, cid), where in missing.items():
-            index, task = indexes[iid]
-            mask = compute_mask(index, cid, task)
+        if ready:
+            _fill_named(arr, ready)
+        for key, (where, _) in missing.items():
+            mask = compute(key)
             for k in where:
                 masks[k] = mask
     else:
         pool = _pool(threads)
-        futures = {key: pool.submit(compute_mask, indexes[key[0]][0], key[1], indexes[key[0]][1])
-                   for key in missing}
-        if hits:  # copied while the pool computes: the copy releases the GIL
+        futures = {key: pool.submit(compute, key) for key in missing}
+        # meanwhile, here: the copies and the ready named rows release the GIL
+        if hits:
             _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
+        if ready:
+            _fill_named(arr, ready)
         for key, fut in futures.items():
             mask = fut.result()
-            for k in missing[key]:
+            for k in missing[key][0]:
                 masks[k] = mask
     done = set(hits)
     rest = [k for k in range(len(rows)) if k not in done]
-    _core.fill_rows(arr, np.array([rows[k] for k in rest], np.int64), [masks[k] for k in rest])
+    if rest:
+        _core.fill_rows(arr, np.array([rows[k] for k in rest], np.int64), [masks[k] for k in rest])

@@ -8,7 +8,7 @@ import numpy as np
 
 from .bitmask import as_numpy_row
 from ..errors import MatcherError, StructgenTypeError
-from .names import INITIAL, NameState, clear_names, prepare_names
+from .names import INITIAL, NameState, clear_names, name_index
 from ..index.token_index import DEAD
 from ..index.tokenizer import TokenizerInfo
 from .precompute import compute_mask
@@ -61,7 +61,7 @@ class GrammarMatcher:
         max_rollback_tokens: how many tokens :meth:`rollback` can undo (``None``: unlimited).
     """
 
-    __slots__ = ("compiled", "_index", "_history", "_names", "_terminated", "_max_rollback")
+    __slots__ = ("compiled", "_index", "_history", "_names", "_name_index", "_terminated", "_max_rollback")
 
     def __init__(self, compiled: CompiledGrammar, *, max_rollback_tokens: int | None = None) -> None:
         self.compiled = compiled
@@ -75,8 +75,8 @@ class GrammarMatcher:
         # Grammars with free member names (see structgen.runtime.names) also track the names written
         # in each open object, one entry per history entry; None (no work at all) otherwise.
         self._names: list[NameState] | None = [INITIAL] if self.compiled.free_names else None
-        if self._names is not None:
-            prepare_names(self.compiled.tokenizer_info)  # per-tokenizer tables, once: not in a fill
+        # the grammar's native name clears (made once per index, with the vocabulary's tables: not in a fill)
+        self._name_index = name_index(self._index) if self._names is not None else None
         self._terminated = False
 
     @property
@@ -186,8 +186,8 @@ class GrammarMatcher:
 
     def _clear_names(self, row: np.ndarray) -> None:
         """Clear the tokens that would repeat a member name, or trap one (structgen.runtime.names)."""
-        if self._names is not None:
-            clear_names(self._names[-1], row, self.compiled.tokenizer_info, self._index, self._history[-1])
+        if self._names is not None and self._name_index is not None:
+            clear_names(self._name_index, self._names[-1], row, self._index, self._history[-1])
 
     def allowed_token_ids(self) -> np.ndarray:
         """Sorted ids of the tokens allowed next (convenience; slower than the bitmask)."""
@@ -263,5 +263,6 @@ class GrammarMatcher:
         other._max_rollback = self._max_rollback
         other._history = list(self._history)
         other._names = None if self._names is None else list(self._names)
+        other._name_index = self._name_index
         other._terminated = self._terminated
         return other

@@ -1,0 +1,30 @@
+// What code outside config_index.cpp reads of a ConfigIndex (src/core/names.cpp's member-name
+// clears): masks, byte rows, steps and completion distances, all callable without the GIL and
+// from several threads at once (ConfigIndex's own thread rules apply).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace structgen {
+
+class IndexView {
+ public:
+  virtual ~IndexView() = default;
+  virtual int64_t words() const = 0;
+  virtual int64_t num_configs() const = 0;
+  // the packed allowed-token mask of `cid` (words() uint32), computed on first use
+  virtual const uint32_t* mask(int32_t cid) = 0;
+  // the 256 successor configurations of `cid` (0: dead), computed on first use
+  virtual const int32_t* row(int32_t cid) = 0;
+  virtual int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) = 0;
+  virtual bool is_accepting(int32_t cid) = 0;
+  // fewest bytes completing the text from `cid` (>= kUnreachable: none)
+  virtual int64_t config_dist(int32_t cid) = 0;
+  // a shortest text completing the output from `cid` into `out`; false for DEAD
+  virtual bool shortest_completion(int32_t cid, std::string& out) = 0;
+};
+
+constexpr int64_t kUnreachableDist = int64_t(1) << 60;  // automaton.UNREACHABLE
+
+}  // namespace structgen

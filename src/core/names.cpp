@@ -1,0 +1,1035 @@
+// structgen._core member-name tracking: the lexer state of structgen.runtime.names and the mask
+// clears that keep the member names of one object distinct.
+//
+// A grammar with free member names cannot say "each name once", so a matcher of such a grammar
+// runs a small JSON lexer beside the automaton (NameState: the open containers, the decoded
+// names written in each open object, the name being written) and clears from each mask the
+// tokens that would close a name a second time in its object, or leave a name half written
+// such that every way to end it repeats one (a dead end).
+//
+// Why native: these clears visit the quote-holding tokens a configuration's mask allows and
+// feed each to the lexer; in Python that was most of a first-visit mask's time, and it held
+// the GIL, so a batch of matchers filled by several threads ran them one after the other.
+// Here a fill runs without the GIL (the searches' shortest completions are native too). The per-tokenizer tables (NameTables) are immutable and
+// shared; the memos of a grammar (NameIndex) are guarded by one mutex held only around
+// lookups and inserts, never while computing; the lexer state of a matcher is immutable
+// (shared structure), so matchers' histories, rollbacks and forks just keep pointers.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "index_view.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using structgen::IndexView;
+using structgen::kUnreachableDist;
+
+enum : uint8_t { kOutside = 0, kValue = 1, kKey = 2 };  // names.OUTSIDE, VALUE, KEY
+
+// A decoded member name; nullopt: the body ended inside an escape (a lone high surrogate
+// before the closing quote), which is a name of its own all the same (Python's None).
+using Name = std::optional<std::string>;
+using Names = std::vector<Name>;  // sorted (nullopt first), no duplicates
+
+bool has_quote_or_backslash(const uint8_t* d, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (d[i] == '"' || d[i] == '\\') return true;
+  return false;
+}
+
+bool has_structure(const uint8_t* d, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    switch (d[i]) {
+      case '{': case '}': case '[': case ']': case '"': case ',': case ':':
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
+// UTF-8 of a code point, surrogates included (Python's "surrogatepass").
+void put_code_point(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+int hex_digit(uint8_t c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+enum class Decoded { kName, kInsideEscape, kBadEscape };
+
+// The name a JSON string body spells, as UTF-8 bytes (lone surrogates kept). kInsideEscape:
+// `raw` ends inside an escape (or with a high surrogate whose low half may follow);
+// kBadEscape: a \u escape with a non-hex digit (no JSON grammar writes one).
+Decoded decode_name(const uint8_t* raw, size_t n, std::string& out) {
+  out.clear();
+  if (std::memchr(raw, '\\', n) == nullptr) {
+    out.assign(reinterpret_cast<const char*>(raw), n);
+    return Decoded::kName;
+  }
+  size_t i = 0;
+  int32_t pending_high = -1;  // a \uD800-\uDBFF escape waiting for its low half
+  while (i < n) {
+    const uint8_t b = raw[i];
+    if (b != '\\') {
+      if (pending_high >= 0) {
+        put_code_point(out, static_cast<uint32_t>(pending_high));
+        pending_high = -1;
+      }
+      out.push_back(static_cast<char>(b));
+      ++i;
+      continue;
+    }
+    if (i + 1 >= n) return Decoded::kInsideEscape;
+    const uint8_t c = raw[i + 1];
+    if (c == 'u') {
+      if (i + 6 > n) return Decoded::kInsideEscape;
+      int32_t cp = 0;
+      for (size_t k = i + 2; k < i + 6; ++k) {
+        const int h = hex_digit(raw[k]);
+        if (h < 0) return Decoded::kBadEscape;
+        cp = cp * 16 + h;
+      }
+      i += 6;
+      if (pending_high >= 0) {
+        if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          put_code_point(out, 0x10000 + ((static_cast<uint32_t>(pending_high) - 0xD800) << 10) + (cp - 0xDC00));
+          pending_high = -1;
+          continue;
+        }
+        put_code_point(out, static_cast<uint32_t>(pending_high));
+        pending_high = -1;
+      }
+      if (cp >= 0xD800 && cp <= 0xDBFF)
+        pending_high = cp;
+      else
+        put_code_point(out, static_cast<uint32_t>(cp));
+      continue;
+    }
+    if (pending_high >= 0) {
+      put_code_point(out, static_cast<uint32_t>(pending_high));
+      pending_high = -1;
+    }
+    switch (c) {
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      default: out.push_back(static_cast<char>(c)); break;  // " \ / and anything else: itself
+    }
+    i += 2;
+  }
+  if (pending_high >= 0) return Decoded::kInsideEscape;
+  return Decoded::kName;
+}
+
+Name decode_or_none(const std::string& raw) {
+  std::string out;
+  switch (decode_name(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), out)) {
+    case Decoded::kName: return out;
+    case Decoded::kInsideEscape: return std::nullopt;
+    default: throw std::invalid_argument("a member name holds a \\u escape with a non-hex digit");
+  }
+}
+
+// -- the lexer state ----------------------------------------------------------------------
+
+struct Level;
+using LevelPtr = std::shared_ptr<const Level>;
+
+// An open container: an object with the names written in it so far, or an array.
+struct Level {
+  LevelPtr parent;
+  bool object = false;
+  std::shared_ptr<const Names> names;  // object: nullptr while no name is written
+  size_t count() const { return names ? names->size() : 0; }
+};
+
+bool has_name(const Names* names, const Name& name) {
+  return names != nullptr && std::binary_search(names->begin(), names->end(), name);
+}
+
+// names.NameState: immutable; a matcher keeps one per accepted step.
+struct NameState {
+  LevelPtr top;  // innermost open container (nullptr: none)
+  bool expect_key = false;
+  uint8_t mode = kOutside;
+  bool esc = false;
+  std::string key;  // raw bytes of the name being written (mode kKey)
+  int64_t named = 0;  // names written in the open objects, all together
+  // put_state's key of this state, made on first use (states are shared between threads:
+  // read and set atomically; reset by whatever changes the fields above)
+  mutable std::shared_ptr<const std::string> key_cache;
+
+  const Names* top_names() const { return top && top->object ? top->names.get() : nullptr; }
+  // decoded bytes of the name being written; nullopt inside an escape
+  Name key_prefix() const {
+    if (esc) return std::nullopt;
+    return decode_or_none(key);
+  }
+};
+using StatePtr = std::shared_ptr<const NameState>;
+
+enum Fed { kDuplicate = 0, kSame = 1, kNew = 2 };
+
+// The state after `d`: kDuplicate if `d` closes a name already written in its object; kSame
+// when `d` cannot change names (inside a value string without quote or backslash, numbers,
+// literals, whitespace); else kNew with the state in `out`.
+Fed feed(const NameState& s, const uint8_t* d, size_t n, NameState& out) {
+  uint8_t mode = s.mode;
+  if (!s.esc) {
+    if (mode == kValue) {
+      if (!has_quote_or_backslash(d, n)) return kSame;
+    } else if (mode == kKey) {
+      if (!has_quote_or_backslash(d, n)) {
+        out = s;
+        out.key_cache.reset();
+        out.key.append(reinterpret_cast<const char*>(d), n);
+        return kNew;
+      }
+    } else if (!has_structure(d, n)) {
+      return kSame;
+    }
+  }
+  LevelPtr top = s.top;
+  bool expect_key = s.expect_key, esc = s.esc;
+  std::string key = s.key;
+  int64_t named = s.named;
+  size_t i = 0;
+  while (i < n) {
+    const uint8_t b = d[i];
+    if (mode == kOutside) {
+      switch (b) {
+        case '"':
+          if (top && top->object && expect_key) {
+            mode = kKey;
+            key.clear();
+          } else {
+            mode = kValue;
+          }
+          break;
+        case '{':
+          top = std::make_shared<const Level>(Level{top, true, nullptr});
+          expect_key = true;
+          break;
+        case '[':
+          top = std::make_shared<const Level>(Level{top, false, nullptr});
+          break;
+        case '}':
+        case ']':
+          if (top) {
+            named -= static_cast<int64_t>(top->count());
+            top = top->parent;
+          }
+          expect_key = false;
+          break;
+        case ':':
+          expect_key = false;
+          break;
+        case ',':
+          expect_key = top && top->object;
+          break;
+        default:
+          break;
+      }
+      ++i;
+      continue;
+    }
+    // inside a string: jump to the next quote or backslash
+    if (esc) {
+      esc = false;
+      if (mode == kKey) key.push_back(static_cast<char>(b));
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && d[j] != '"' && d[j] != '\\') ++j;
+    if (mode == kKey) key.append(reinterpret_cast<const char*>(d + i), j - i);
+    if (j == n) break;
+    if (d[j] == '\\') {
+      esc = true;
+      if (mode == kKey) key.push_back('\\');
+      i = j + 1;
+      continue;
+    }
+    // closing quote
+    if (mode == kKey) {
+      Name name = decode_or_none(key);
+      const Names* names = top->names.get();
+      if (has_name(names, name)) return kDuplicate;
+      auto grown = std::make_shared<Names>();
+      if (names != nullptr) *grown = *names;
+      grown->insert(std::upper_bound(grown->begin(), grown->end(), name), std::move(name));
+      top = std::make_shared<const Level>(Level{top->parent, true, std::move(grown)});
+      ++named;
+      key.clear();
+      expect_key = false;
+    }
+    mode = kOutside;
+    i = j + 1;
+  }
+  out.top = std::move(top);
+  out.expect_key = expect_key;
+  out.mode = mode;
+  out.esc = esc;
+  out.key = std::move(key);
+  out.named = named;
+  out.key_cache.reset();
+  return kNew;
+}
+
+Fed feed(const NameState& s, const std::string& d, NameState& out) {
+  return feed(s, reinterpret_cast<const uint8_t*>(d.data()), d.size(), out);
+}
+
+void put_u32(std::string& k, uint64_t v) { k.append(reinterpret_cast<const char*>(&v), 4); }
+
+void put_name(std::string& k, const Name& name) {
+  if (!name) {
+    k.push_back('N');
+    return;
+  }
+  k.push_back('S');
+  put_u32(k, name->size());
+  k += *name;
+}
+
+void put_names(std::string& k, const Names* names) {
+  put_u32(k, names ? names->size() : 0);
+  if (names)
+    for (const Name& nm : *names) put_name(k, nm);
+}
+
+// A key naming a state by content (equal keys, equal states): memo keys.
+void put_state(std::string& k, const NameState& s) {
+  for (const Level* l = s.top.get(); l != nullptr; l = l->parent.get()) {
+    if (l->object) {
+      k.push_back('O');
+      put_names(k, l->names.get());
+    } else {
+      k.push_back('A');
+    }
+  }
+  k.push_back('|');
+  k.push_back(static_cast<char>(s.expect_key));
+  k.push_back(static_cast<char>(s.mode));
+  k.push_back(static_cast<char>(s.esc));
+  put_u32(k, s.key.size());
+  k += s.key;
+}
+
+// put_state's key, made once per state
+std::shared_ptr<const std::string> state_key(const NameState& s) {
+  std::shared_ptr<const std::string> k = std::atomic_load(&s.key_cache);
+  if (k == nullptr) {
+    auto made = std::make_shared<std::string>();
+    put_state(*made, s);
+    k = made;
+    std::atomic_store(&s.key_cache, k);
+  }
+  return k;
+}
+
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
+}
+
+// -- per tokenizer ------------------------------------------------------------------------
+
+// A packed token bitmask, with the words that hold any of its tokens listed: the quote tokens
+// are a few thousand of a vocabulary, so a fill visits those words only.
+struct Bits {
+  std::vector<uint32_t> w;
+  std::vector<int32_t> nz;  // words with a token, ascending (made by index())
+  uint32_t& operator[](size_t k) { return w[k]; }
+  uint32_t operator[](size_t k) const { return w[k]; }
+  void assign(size_t n, uint32_t v) { w.assign(n, v); }
+  const uint32_t* data() const { return w.data(); }
+  size_t size() const { return w.size(); }
+  void index() {
+    nz.clear();
+    for (size_t k = 0; k < w.size(); ++k)
+      if (w[k] != 0) nz.push_back(static_cast<int32_t>(k));
+  }
+};
+using Ids = std::vector<int32_t>;
+
+// The tokens that can close a name, by how many `"` bytes they hold, and the lookups of the
+// dead-end check. Built once per vocabulary, read-only afterwards.
+struct NameTables {
+  int64_t words = 0;
+  std::vector<std::string> tb;  // token bytes (empty: none, a special token)
+  Bits at_least[4];             // [k], k = 1..3: tokens with at least k quote bytes
+  Bits escaped;                 // quote tokens with a backslash before the first quote
+  Bits closers_or_escaped;      // at_least[3] | escaped
+  Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
+  // bytes before the first quote -> quote tokens without a backslash before it
+  std::unordered_map<std::string, Ids> by_prefix;
+  // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
+  // other tokens spelling the same bytes (a few)
+  std::unordered_map<std::string_view, int32_t> plain;
+  std::unordered_map<std::string_view, Ids> plain_more;
+  std::unordered_map<std::string, Ids> by_tail;  // bytes after the last quote -> quote tokens
+  // tokens with exactly two quotes: the decoded name between them (nullopt: inside an escape);
+  // tokens whose bytes between them are no JSON name body are left out (always fed)
+  std::unordered_map<int32_t, Name> between;
+
+  NameTables(const NameTables&) = delete;  // `plain` views the strings of `tb` in place
+  NameTables& operator=(const NameTables&) = delete;
+  NameTables(const py::sequence& token_bytes, int64_t w) : words(w) {
+    if (w < 0) throw std::invalid_argument("words must be >= 0");
+    const size_t n = py::len(token_bytes);
+    if (static_cast<int64_t>(n) > w * 32) throw std::invalid_argument("more tokens than the mask has bits");
+    tb.resize(n);
+    py::object fast = py::reinterpret_steal<py::object>(PySequence_Fast(token_bytes.ptr(), "token_bytes must be a sequence"));
+    if (!fast) throw py::error_already_set();
+    PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
+    for (size_t i = 0; i < n; ++i) {
+      if (items[i] == Py_None) continue;
+      char* p;
+      Py_ssize_t len;
+      if (PyBytes_AsStringAndSize(items[i], &p, &len) < 0) throw py::error_already_set();
+      tb[i].assign(p, static_cast<size_t>(len));
+    }
+    plain.reserve(n);
+    for (auto& bits : at_least) bits.assign(w, 0);
+    escaped.assign(w, 0);
+    reopen.assign(w, 0);
+    std::string dec;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& b = tb[i];
+      if (b.empty()) continue;
+      const size_t first = b.find('"');
+      const int32_t id = static_cast<int32_t>(i);
+      const uint32_t bit = uint32_t(1) << (i & 31);
+      if (first == std::string::npos) {
+        if (b.find('\\') == std::string::npos) {
+          auto [it, fresh] = plain.emplace(std::string_view(b), id);
+          if (!fresh) plain_more[it->first].push_back(id);
+        }
+        continue;
+      }
+      const size_t last = b.rfind('"');
+      by_tail[b.substr(last + 1)].push_back(id);
+      const size_t count = static_cast<size_t>(std::count(b.begin(), b.end(), '"'));
+      if (count == 2) {
+        const auto* body = reinterpret_cast<const uint8_t*>(b.data()) + first + 1;
+        switch (decode_name(body, last - first - 1, dec)) {
+          case Decoded::kName: between.emplace(id, dec); break;
+          case Decoded::kInsideEscape: between.emplace(id, std::nullopt); break;
+          default: break;
+        }
+      }
+      if ((count % 2 == 0 || b.find('\\') != std::string::npos) && count >= 2) reopen[i >> 5] |= bit;
+      for (size_t level = 1; level <= std::min<size_t>(count, 3); ++level) at_least[level][i >> 5] |= bit;
+      const std::string pre = b.substr(0, first);
+      if (pre.find('\\') != std::string::npos)
+        escaped[i >> 5] |= bit;
+      else
+        by_prefix[pre].push_back(id);
+    }
+    closers_or_escaped.assign(w, 0);
+    for (int64_t k = 0; k < w; ++k) closers_or_escaped[k] = at_least[3][k] | escaped[k];
+    for (auto& bits : at_least) bits.index();
+    escaped.index();
+    closers_or_escaped.index();
+    reopen.index();
+  }
+};
+
+// bytes in the order the searches try them: printable ASCII first, as grammar completions
+const std::vector<uint8_t>& byte_order() {
+  static const std::vector<uint8_t> order = [] {
+    std::vector<uint8_t> v;
+    for (int b = 0x20; b < 0x7F; ++b) v.push_back(static_cast<uint8_t>(b));
+    for (int b = 0; b < 0x20; ++b) v.push_back(static_cast<uint8_t>(b));
+    for (int b = 0x7F; b < 0x100; ++b) v.push_back(static_cast<uint8_t>(b));
+    return v;
+  }();
+  return order;
+}
+
+inline bool bit_at(const uint32_t* bits, int32_t t) { return (bits[t >> 5] >> (t & 31)) & 1u; }
+inline void clear_bit(uint32_t* bits, int32_t t) { bits[t >> 5] &= ~(uint32_t(1) << (t & 31)); }
+
+constexpr size_t kMemoCap = size_t(1) << 16;  // entries per memo of a grammar before it restarts
+constexpr int64_t kNearNodes = 64;            // the dead-end check's first, short search
+constexpr int64_t kFarNodes = 2000;           // ... and its bounded second one
+
+// -- per grammar --------------------------------------------------------------------------
+
+enum class Search { kFound, kNone, kUnknown };
+
+struct Found {
+  std::string written;  // bytes ending the name, closing quote included
+  int32_t cid = 0;      // configuration and lexer state after them
+  NameState state;
+};
+
+// The name clears of one grammar's configurations (one per TokenIndex) and their memos.
+class NameIndex {
+ public:
+  NameIndex(py::object index, std::shared_ptr<const NameTables> tables)
+      : index_ref_(std::move(index)), ix_(index_ref_.cast<IndexView*>()), tables_(std::move(tables)) {
+    if (tables_ == nullptr) throw std::invalid_argument("tables are required");
+    if (tables_->words < ix_->words()) throw std::invalid_argument("name tables narrower than the index's masks");
+  }
+
+  int64_t words() const { return ix_->words(); }
+  void check_cid(int64_t cid) const {
+    if (cid < 0 || cid >= ix_->num_configs()) throw py::index_error("configuration id out of range");
+  }
+
+  // `row` (of `row_words` >= words() words) becomes `cid`'s mask, zero words after it, less
+  // the name clears of `st`.
+  void clear_into_row(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
+    const int64_t w = ix_->words();
+    std::memcpy(row, ix_->mask(cid), static_cast<size_t>(w) * 4);
+    if (row_words > w) std::memset(row + w, 0, static_cast<size_t>(row_words - w) * 4);
+    clear(st, cid, row, row_words);
+  }
+
+  // Clear from `row` (the first `row_words` words of a row holding `cid`'s mask) the tokens
+  // that repeat a name, or trap one, from `st`. No GIL needed.
+  void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
+    std::string key;
+    put_u32(key, static_cast<uint32_t>(cid));
+    key += *state_key(st);
+    std::shared_ptr<const std::vector<std::pair<int32_t, uint32_t>>> hit;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = cleared_.find(key);
+      if (it != cleared_.end()) hit = it->second;
+    }
+    if (hit == nullptr) {
+      const int64_t w = ix_->words();
+      const uint32_t* mask = ix_->mask(cid);
+      std::vector<uint32_t> cleared(mask, mask + w);
+      clear_duplicate_closers(st, cid, mask, cleared.data());
+      clear_dead_names(st, cid, mask, cleared.data());
+      auto diff = std::make_shared<std::vector<std::pair<int32_t, uint32_t>>>();
+      for (int64_t k = 0; k < w; ++k)
+        if (cleared[k] != mask[k]) diff->emplace_back(static_cast<int32_t>(k), cleared[k]);
+      hit = diff;
+      std::lock_guard<std::mutex> g(mu_);
+      if (cleared_.size() >= kMemoCap) cleared_.clear();
+      cleared_.emplace(std::move(key), std::move(diff));
+    }
+    for (const auto& [k, v] : *hit)
+      if (k < row_words) row[k] &= v;
+  }
+
+  // A short text completing `cid` without writing a name twice in an object, from `st`
+  // (names.distinct_completion); nullopt if none is found within `max_nodes` per search.
+  std::optional<std::string> distinct_completion(int32_t cid, const NameState& st, int64_t max_nodes) {
+    std::optional<std::string> text = completion(cid);
+    if (!text) return std::nullopt;
+    NameState tmp;
+    if (feed(st, *text, tmp) != kDuplicate) return text;
+    std::string out;
+    // where the name being written started: (configuration, state, length of out) at its quote
+    bool in_name = false;
+    int32_t key_cid = 0;
+    NameState key_state;
+    size_t key_at = 0;
+    if (st.mode == kKey) {  // already inside a name: its written part is fixed, search from here
+      in_name = true;
+      key_cid = cid;
+      key_state = st;
+    }
+    int32_t c = cid;
+    NameState cur = st;
+    for (int64_t step = 0; step < (int64_t(1) << 20); ++step) {
+      if (ix_->is_accepting(c)) return out;
+      const int64_t d = ix_->config_dist(c);
+      const int32_t* row = ix_->row(c);
+      int best = -1;
+      for (uint8_t b : byte_order())
+        if (row[b] != 0 && ix_->config_dist(row[b]) == d - 1) {
+          best = b;
+          break;
+        }
+      if (best < 0) return std::nullopt;  // distances are exact: not reached
+      const int32_t next = row[best];
+      const uint8_t byte = static_cast<uint8_t>(best);
+      NameState after;
+      const Fed fed = feed(cur, &byte, 1, after);
+      if (fed == kDuplicate) {
+        if (!in_name) return std::nullopt;  // a name's opening quote was seen: not reached
+        Found found;
+        if (fresh_name(key_cid, key_state, max_nodes, &found) != Search::kFound) return std::nullopt;
+        out.resize(key_at);
+        out += found.written;
+        c = found.cid;
+        cur = std::move(found.state);
+        in_name = false;
+        continue;
+      }
+      if (fed == kSame) after = cur;
+      if (cur.mode != kKey && after.mode == kKey) {
+        in_name = true;
+        key_cid = next;
+        key_state = after;
+        key_at = out.size() + 1;
+      } else if (after.mode != kKey) {
+        in_name = false;
+      }
+      out.push_back(static_cast<char>(byte));
+      c = next;
+      cur = std::move(after);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // the grammar's shortest completion from `cid` (TokenIndex.shortest_completion), memoised
+  std::optional<std::string> completion(int32_t cid) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = completions_.find(cid);
+      if (it != completions_.end()) return it->second;
+    }
+    std::string text;
+    std::optional<std::string> out;
+    if (ix_->shortest_completion(cid, text)) out = std::move(text);
+    std::lock_guard<std::mutex> g(mu_);
+    if (completions_.size() >= kMemoCap) completions_.clear();
+    completions_.emplace(cid, out);
+    return out;
+  }
+
+  // Ids of the tokens in `bits` that `mask` allows, ascending.
+  Ids allowed_of(const uint32_t* mask, const Bits& bits) const {
+    Ids out;
+    const int64_t w = ix_->words();
+    for (int32_t k : bits.nz) {
+      if (k >= w) break;
+      uint32_t hits = mask[k] & bits[k];
+      while (hits) {
+        out.push_back(static_cast<int32_t>(k * 32 + __builtin_ctz(hits)));
+        hits &= hits - 1;
+      }
+    }
+    return out;
+  }
+
+  // The allowed tokens that would write a name twice in one object from `st`. A token closes
+  // a name when it holds a quote ending one; from inside a name its first unescaped quote does
+  // (looked up by the bytes before it: no per-token work). Any other way needs more quotes
+  // (open and close a name: 2, from a value string 3), and a second name of one object within
+  // one token needs 3: those few tokens are fed to the lexer one by one. Nothing written yet
+  // in any open object: only the latter.
+  void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
+    const NameTables& T = *tables_;
+    const Bits* simulate = &T.at_least[3];
+    bool outside = false;
+    if (st.named == 0) {
+      simulate = &T.at_least[3];
+    } else if (st.mode == kKey) {
+      const Name prefix = st.key_prefix();
+      if (!prefix) {
+        simulate = &T.at_least[1];
+      } else {
+        if (const Names* names = st.top_names())
+          for (const Name& name : *names) {
+            if (!name || !starts_with(*name, *prefix)) continue;
+            auto it = T.by_prefix.find(name->substr(prefix->size()));
+            if (it != T.by_prefix.end())
+              for (int32_t t : it->second) clear_bit(row, t);
+          }
+        simulate = &T.closers_or_escaped;
+      }
+    } else if (st.mode == kOutside) {
+      simulate = &T.at_least[2];
+      outside = true;
+    }
+    // between strings, a two-quote token closes at most the one name between its quotes: it
+    // can repeat a name only if one of the open objects has it
+    const bool use_between = outside && !T.between.empty();
+    Names written;
+    if (use_between) {
+      for (const Level* l = st.top.get(); l != nullptr; l = l->parent.get())
+        if (l->object && l->names) written.insert(written.end(), l->names->begin(), l->names->end());
+      std::sort(written.begin(), written.end());
+    }
+    NameState after;
+    for (int32_t t : allowed_of(mask, *simulate)) {
+      if (use_between) {
+        auto it = T.between.find(t);
+        if (it != T.between.end() && !std::binary_search(written.begin(), written.end(), it->second)) continue;
+      }
+      if (bit_at(row, t) && feed(st, T.tb[t], after) == kDuplicate) clear_bit(row, t);
+    }
+  }
+
+  // Candidate tokens of the dead-end check from `st` (memoised per object names, name so far
+  // and mode): only a name so far that is a prefix of a name already written can be trapped,
+  // so they are looked up from the written names (plain tokens inside a name, by the bytes
+  // after their last quote before one).
+  std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
+    std::string key;
+    key.push_back(static_cast<char>(st.mode));
+    put_name(key, prefix);
+    put_names(key, names);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = candidates_.find(key);
+      if (it != candidates_.end()) return it->second;
+    }
+    const NameTables& T = *tables_;
+    Ids ids;
+    auto add = [&ids](const std::unordered_map<std::string, Ids>& table, const std::string& piece) {
+      auto it = table.find(piece);
+      if (it != table.end()) ids.insert(ids.end(), it->second.begin(), it->second.end());
+    };
+    if (names != nullptr) {
+      if (st.mode == kKey) {
+        const std::string& p = *prefix;
+        std::vector<std::string> pieces;
+        for (const Name& name : *names)
+          if (name && starts_with(*name, p))
+            for (size_t k = 1; k + p.size() <= name->size(); ++k) pieces.push_back(name->substr(p.size(), k));
+        std::sort(pieces.begin(), pieces.end());
+        pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
+        for (const std::string& piece : pieces) {  // (no quote or backslash in plain)
+          auto it = T.plain.find(std::string_view(piece));
+          if (it == T.plain.end()) continue;
+          ids.push_back(it->second);
+          auto more = T.plain_more.find(it->first);
+          if (more != T.plain_more.end()) ids.insert(ids.end(), more->second.begin(), more->second.end());
+        }
+      } else {
+        std::vector<std::string> pieces;
+        for (const Name& name : *names)
+          if (name)
+            for (size_t k = 0; k <= name->size(); ++k) pieces.push_back(name->substr(0, k));
+        std::sort(pieces.begin(), pieces.end());
+        pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
+        for (const std::string& piece : pieces) add(T.by_tail, piece);
+      }
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (st.mode == kValue) {  // to reach a name, a token ends this string first: two quotes
+      const uint32_t* two = T.at_least[2].data();
+      ids.erase(std::remove_if(ids.begin(), ids.end(), [two](int32_t t) { return !bit_at(two, t); }), ids.end());
+    }
+    auto out = std::make_shared<const Ids>(std::move(ids));
+    std::lock_guard<std::mutex> g(mu_);
+    if (candidates_.size() >= 4096) candidates_.clear();  // the same objects recur in one output
+    candidates_.emplace(std::move(key), out);
+    return out;
+  }
+
+  // The allowed tokens that leave a name half written such that every way to end it repeats
+  // a name of its object (with propertyNames {"maxLength": 1} and `{"a":1,` written, `"a`),
+  // each candidate checked by a bounded search.
+  void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
+    if (st.mode == kKey && st.esc) return;
+    const Names* names = st.top_names();
+    const bool any = names != nullptr && !names->empty();
+    // (inside a name, a token that ends it and starts the next can trap the next)
+    if (!any && st.mode != kKey) return;
+    Name prefix;
+    if (st.mode == kKey) {
+      prefix = st.key_prefix();
+      if (!prefix) return;
+    }
+    std::shared_ptr<const Ids> cands = candidates(st, any ? names : nullptr, prefix);
+    Ids ids;
+    if (st.mode == kKey) {
+      // a token may also end this name and start the next one (`":1,"a`: an even number of
+      // quotes, or escapes)
+      Ids more = allowed_of(mask, tables_->reopen);
+      std::set_union(cands->begin(), cands->end(), more.begin(), more.end(), std::back_inserter(ids));
+    } else {
+      ids = *cands;
+    }
+    const int64_t limit = ix_->words() * 32;
+    Ids live;
+    for (int32_t t : ids)
+      if (t < limit && bit_at(row, t)) live.push_back(t);
+    const NameTables& T = *tables_;
+    NameState after;
+    for (int32_t t : live) {
+      const std::string& bytes = T.tb[t];
+      const Fed fed = feed(st, bytes, after);
+      if (fed == kDuplicate) continue;
+      const NameState& a = fed == kSame ? st : after;
+      if (a.mode != kKey) continue;
+      const int32_t succ =
+          ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+      if (succ == 0) continue;
+      std::string key;
+      put_u32(key, static_cast<uint32_t>(succ));
+      put_state(key, a);
+      int cached = -1;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = ends_.find(key);
+        if (it != ends_.end()) cached = it->second;
+      }
+      if (cached < 0) {
+        cached = can_end_fresh(succ, a) ? 1 : 0;
+        std::lock_guard<std::mutex> g(mu_);
+        if (ends_.size() >= kMemoCap) ends_.clear();
+        ends_.emplace(std::move(key), cached != 0);
+      }
+      if (!cached) clear_bit(row, t);
+    }
+  }
+
+  // From inside a name: some way to end it gives a name its object does not have (or the
+  // bounded search could not tell). A short search first: it usually ends at once (the name
+  // can close here, or one more character makes it new) and needs no shortest completion of
+  // the whole output.
+  bool can_end_fresh(int32_t cid, const NameState& st) {
+    const Search near = fresh_name(cid, st, kNearNodes, nullptr);
+    if (near != Search::kUnknown) return near == Search::kFound;
+    std::optional<std::string> text = completion(cid);
+    NameState tmp;
+    if (text && feed(st, *text, tmp) != kDuplicate) return true;
+    return fresh_name(cid, st, kFarNodes, nullptr) != Search::kNone;
+  }
+
+  struct Node {
+    int32_t cid;
+    NameState st;
+    std::string written;
+  };
+
+  // `written` plus a closing quote ends the name with a name its object lacks
+  bool close(const Node& n, Found* found) {
+    if (n.st.esc) return false;
+    const uint8_t quote = '"';
+    const int32_t after = ix_->step_bytes(n.cid, &quote, 1);
+    if (after == 0) return false;
+    NameState st2;
+    const Fed fed = feed(n.st, &quote, 1, st2);
+    if (fed == kDuplicate) return false;
+    if ((fed == kSame ? n.st.mode : st2.mode) == kKey || ix_->config_dist(after) >= kUnreachableDist) return false;
+    if (found != nullptr) {
+      found->written = n.written + '"';
+      found->cid = after;
+      found->state = fed == kSame ? n.st : std::move(st2);
+    }
+    return true;
+  }
+
+  // From inside a name (configuration `cid`, lexer state `st`): the shortest bytes that end
+  // it with a name its object does not have (breadth first, printable ASCII first). kNone
+  // when there is none, kUnknown when `max_nodes` names were tried.
+  Search fresh_name(int32_t cid, const NameState& st, int64_t max_nodes, Found* found) {
+    std::vector<Node> level;
+    level.push_back(Node{cid, st, std::string()});
+    if (close(level.back(), found)) return Search::kFound;
+    int64_t nodes = 0;
+    while (!level.empty()) {
+      std::vector<Node> next;
+      for (const Node& n : level) {
+        const int32_t* row = ix_->row(n.cid);
+        for (uint8_t b : byte_order()) {
+          if (row[b] == 0 || (b == '"' && !n.st.esc)) continue;
+          if (++nodes > max_nodes) return Search::kUnknown;
+          Node child{row[b], NameState(), n.written + static_cast<char>(b)};
+          if (feed(n.st, &b, 1, child.st) == kSame) child.st = n.st;  // (inside a name: never a duplicate)
+          if (close(child, found)) return Search::kFound;
+          next.push_back(std::move(child));
+        }
+      }
+      level = std::move(next);
+    }
+    return Search::kNone;  // every name this position can end with is taken
+  }
+
+  py::object index_ref_;  // keeps the ConfigIndex alive
+  IndexView* ix_;
+  std::shared_ptr<const NameTables> tables_;
+  std::mutex mu_;
+  std::unordered_map<int32_t, std::optional<std::string>> completions_;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::pair<int32_t, uint32_t>>>> cleared_;
+  std::unordered_map<std::string, bool> ends_;
+  std::unordered_map<std::string, std::shared_ptr<const Ids>> candidates_;
+};
+
+// -- Python -------------------------------------------------------------------------------
+
+py::object name_to_py(const Name& name) {
+  if (!name) return py::none();
+  return py::bytes(*name);
+}
+
+py::object names_to_py(const Names* names) {
+  py::list items;
+  if (names)
+    for (const Name& nm : *names) items.append(name_to_py(nm));
+  return py::reinterpret_steal<py::object>(PyFrozenSet_New(items.ptr()));
+}
+
+std::string as_bytes(const py::handle& data) {
+  if (!PyBytes_Check(data.ptr())) {
+    if (PyByteArray_Check(data.ptr()) || PyMemoryView_Check(data.ptr()))
+      return py::bytes(py::reinterpret_borrow<py::object>(data)).cast<std::string>();
+    throw py::type_error("expected bytes");
+  }
+  return data.cast<std::string>();
+}
+
+using u32w = py::array_t<uint32_t, py::array::c_style>;
+
+}  // namespace
+
+void register_names(py::module_& m) {
+  py::class_<NameState, std::shared_ptr<NameState>>(m, "NameState")
+      .def(py::init<>())
+      .def(
+          "feed",
+          [](std::shared_ptr<NameState> self, const py::handle& data) -> py::object {
+            const std::string d = as_bytes(data);
+            auto out = std::make_shared<NameState>();
+            switch (feed(*self, d, *out)) {
+              case kDuplicate: return py::none();
+              case kSame: return py::cast(self);
+              default: return py::cast(out);
+            }
+          },
+          py::arg("data"))
+      .def("key_prefix", [](const NameState& s) { return s.esc ? py::object(py::none()) : name_to_py(s.key_prefix()); })
+      .def("top_names", [](const NameState& s) { return names_to_py(s.top_names()); })
+      .def_property_readonly("stack",
+                             [](const NameState& s) {
+                               std::vector<const Level*> levels;
+                               for (const Level* l = s.top.get(); l != nullptr; l = l->parent.get()) levels.push_back(l);
+                               py::tuple out(levels.size());
+                               for (size_t k = 0; k < levels.size(); ++k) {
+                                 const Level* l = levels[levels.size() - 1 - k];
+                                 out[k] = l->object ? names_to_py(l->names.get()) : py::object(py::none());
+                               }
+                               return out;
+                             })
+      .def_property_readonly("expect_key", [](const NameState& s) { return s.expect_key; })
+      .def_property_readonly("mode", [](const NameState& s) { return static_cast<int>(s.mode); })
+      .def_property_readonly("esc", [](const NameState& s) { return s.esc; })
+      .def_property_readonly("key", [](const NameState& s) { return py::bytes(s.key); })
+      .def_property_readonly("named", [](const NameState& s) { return s.named; })
+      .def("__repr__", [](py::object self) {
+        return py::str("NameState(stack={!r}, expect_key={}, mode={}, esc={}, key={!r})")
+            .format(self.attr("stack"), self.attr("expect_key"), self.attr("mode"), self.attr("esc"), self.attr("key"));
+      });
+  m.def(
+      "decode_name",
+      [](const py::handle& raw) -> py::object {
+        const std::string r = as_bytes(raw);
+        return name_to_py(decode_or_none(r));
+      },
+      py::arg("raw"));
+  py::class_<NameTables, std::shared_ptr<NameTables>>(m, "NameTables")
+      .def(py::init<const py::sequence&, int64_t>(), py::arg("token_bytes"), py::arg("words"))
+      .def_property_readonly("words", [](const NameTables& t) { return t.words; });
+  py::class_<NameIndex, std::shared_ptr<NameIndex>>(m, "NameIndex")
+      .def(py::init<py::object, std::shared_ptr<const NameTables>>(), py::arg("index"), py::arg("tables"))
+      .def(
+          "clear",
+          [](NameIndex& ni, const NameState& st, int32_t cid, u32w& row) {
+            if (row.ndim() != 1) throw std::invalid_argument("row must be 1-D");
+            if (!row.writeable()) throw std::invalid_argument("row must be writable");
+            ni.check_cid(cid);
+            uint32_t* r = row.mutable_data();
+            const int64_t n = row.shape(0);
+            py::gil_scoped_release release;
+            ni.clear(st, cid, r, n);
+          },
+          py::arg("state"), py::arg("cid"), py::arg("row").noconvert())
+      .def(
+          "distinct_completion",
+          [](NameIndex& ni, int32_t cid, const NameState& st, int64_t max_nodes) -> py::object {
+            ni.check_cid(cid);
+            std::optional<std::string> out;
+            {
+              py::gil_scoped_release release;
+              out = ni.distinct_completion(cid, st, max_nodes);
+            }
+            if (!out) return py::none();
+            return py::bytes(*out);
+          },
+          py::arg("cid"), py::arg("state"), py::arg("max_nodes"));
+  // A batch's rows of matchers with name tracking: row rows[k] of `bitmask` becomes the mask of
+  // configuration cids[k] (computed if needed), zero words after it, less the name clears of
+  // states[k]; all without the GIL, so rows filled by several threads run side by side.
+  m.def(
+      "fill_named_rows",
+      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::sequence& rows, const py::sequence& indexes,
+         const py::sequence& states, const py::sequence& cids) {
+        if (bitmask.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
+        if (!bitmask.writeable()) throw std::invalid_argument("bitmask must be writable");
+        const size_t n = py::len(rows);
+        if (py::len(indexes) != n || py::len(states) != n || py::len(cids) != n)
+          throw std::invalid_argument("rows, indexes, states and cids differ in length");
+        const int64_t batch = bitmask.shape(0), words = bitmask.shape(1);
+        struct Job {
+          int64_t row;
+          NameIndex* ni;
+          std::shared_ptr<NameState> st;
+          int32_t cid;
+        };
+        std::vector<Job> jobs;
+        std::vector<std::shared_ptr<NameIndex>> keep;
+        for (size_t k = 0; k < n; ++k) {
+          Job j;
+          j.row = rows[k].cast<int64_t>();
+          if (j.row < 0 || j.row >= batch)
+            throw std::invalid_argument("row " + std::to_string(j.row) + " outside the batch of " + std::to_string(batch));
+          keep.push_back(indexes[k].cast<std::shared_ptr<NameIndex>>());
+          j.ni = keep.back().get();
+          if (j.ni->words() > words)
+            throw std::invalid_argument("bitmask rows have " + std::to_string(words) + " words but the vocabulary needs " +
+                                        std::to_string(j.ni->words()));
+          j.st = states[k].cast<std::shared_ptr<NameState>>();
+          j.cid = cids[k].cast<int32_t>();
+          j.ni->check_cid(j.cid);
+          jobs.push_back(std::move(j));
+        }
+        auto* B = reinterpret_cast<uint32_t*>(bitmask.mutable_data());
+        py::gil_scoped_release release;
+        for (const Job& j : jobs) {
+          j.ni->clear_into_row(*j.st, j.cid, B + j.row * words, words);
+        }
+      },
+      py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("indexes"), py::arg("states"), py::arg("cids"));
+}
