@@ -234,6 +234,7 @@ class _Rules(dict):
             raise LimitError(f"the schema generates more than {MAX_GRAMMAR_RULES} grammar rules",
                              limit_name="MAX_GRAMMAR_RULES", limit=MAX_GRAMMAR_RULES, reached=len(self) + 1,
                              pointer=self.owner.where)
+        self.owner.origins.setdefault(name, self.owner.where)
         super().__setitem__(name, value)
 
 
@@ -243,6 +244,8 @@ class _Converter:
         self.strict = strict
         self.ws: Expr = EMPTY if whitespace == "compact" else Repeat(_WS_CHARS, 0, max_whitespace)
         self.where = ""  # pointer of the schema node being converted (for limit errors)
+        self.origins: dict[str, str] = {}  # rule name -> pointer of the node it was made for
+        self.constructs: dict[str, Expr] = {}  # pointer -> expression of that node
         self.rules: dict[str, Expr] = _Rules()
         self.rules.owner = self
         self.ref_rules: dict[str, str] = {}
@@ -344,8 +347,9 @@ class _Converter:
         rules.owner = self
         rules.update(self.rules)
         self.rules = rules
+        self.origins["start"] = ""
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
-                       free_names=self.free_names)
+                       free_names=self.free_names, origins=self.origins, constructs=self.constructs)
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
         """Validate ``node`` (default: the root) against the root's metaschema.
@@ -373,7 +377,9 @@ class _Converter:
     def node(self, schema: Any, ptr: str) -> Expr:
         outer, self.where = self.where, ptr
         try:
-            return self._node(schema, ptr)
+            e = self._node(schema, ptr)
+            self.constructs.setdefault(ptr, e)
+            return e
         except LimitError as exc:
             if exc.pointer is None:  # raised by a stage that does not know where: the innermost node
                 raise exc.at(ptr) from None
@@ -925,6 +931,7 @@ class _Converter:
             while name in self.rules or name in self.ref_rules.values():
                 name, k = f"def_{base}_{k}", k + 1
             self.ref_rules[target_ptr] = name
+            self.origins[name] = target_ptr
             self.rules[name] = NOTHING  # placeholder until the body is built (recursion)
             # a $ref that only leads to another $ref makes no progress: track the chain
             self._resolving.append(target_ptr)
