@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from structgen.errors import StructgenError
 from structgen.integrations.hf_generate import generate_tool_calls
 from structgen.tools import SMOLLM2, ToolCallError
-from structgen.tools.bfcl_match import calls_match, sample_tasks, toolset_for
+from structgen.compare.bfcl_match import calls_match, sample_tasks, toolset_for
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 

@@ -113,11 +113,17 @@ class AutomatonSizeError(StructgenError):
     Attributes:
         limit: the limit crossed (``max_states``), or None.
         reached: the states built when construction stopped, or None.
+        pointer: JSON pointer of the schema construct whose automaton was being built ("" =
+            the root), or None (a grammar not made from a schema, or not known).
+        rule: the grammar rule whose automaton was being built, or None.
     """
 
-    def __init__(self, message: str, *, limit: int | None = None, reached: int | None = None) -> None:
+    def __init__(self, message: str, *, limit: int | None = None, reached: int | None = None,
+                 pointer: str | None = None, rule: str | None = None) -> None:
         self.limit = limit
         self.reached = reached
+        self.pointer = pointer
+        self.rule = rule
         super().__init__(message)
 
 
@@ -148,6 +154,7 @@ class LimitError(SchemaError, AutomatonSizeError):
         self.limit = limit
         self.reached = reached
         self.message = message
+        self.pointer = pointer
 
     def at(self, pointer: str | None) -> "LimitError":
         """The same error located at ``pointer`` (a construct the user wrote, when the work

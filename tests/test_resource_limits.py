@@ -474,3 +474,32 @@ def test_huge_length_in_property_names_is_a_located_limit_error(compiler):
 def test_huge_bounds_with_patterns_compile(compiler, schema):
     g = compile_(compiler, schema)
     assert not accepts(g, "null")
+
+
+# a pattern whose minimal DFA doubles with each repeat: 2**17 states, far past the limit below
+EXPLODING = {"type": "string", "pattern": "^(a|b)*a(a|b){16}$"}
+
+
+@pytest.mark.parametrize("schema, where", [
+    (EXPLODING, ""),
+    ({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": EXPLODING, "c": {"type": "integer"}}}}},
+     "/properties/a/properties/b"),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"anyOf": [{"type": "null"}, EXPLODING]}]},
+     "/prefixItems/1/anyOf/1"),
+    ({"$defs": {"x": EXPLODING}, "type": "array", "items": {"$ref": "#/$defs/x"}}, "/$defs/x"),
+])
+def test_automaton_size_error_names_the_construct_that_grew(schema, where):
+    small = GrammarCompiler(toy_info([b"ab", b"ba"]), cache_size=0, max_states=20_000)
+    with guard(), pytest.raises(AutomatonSizeError) as info:
+        small.compile_json_schema(schema)
+    assert info.value.pointer == where
+    assert f"schema location #{where}" in str(info.value)
+    assert info.value.limit == 20_000 and info.value.reached is not None and info.value.reached > 20_000
+
+
+def test_automaton_size_error_from_lark_names_the_rule():
+    small = GrammarCompiler(toy_info([b"ab", b"ba"]), cache_size=0, max_states=20_000)
+    with guard(), pytest.raises(AutomatonSizeError) as info:
+        small.compile_grammar('start: "x" big\nbig: /(a|b)*a(a|b){16}/\n')
+    assert info.value.pointer is None and info.value.rule == "start"
+    assert "rule 'start'" in str(info.value)

@@ -7,6 +7,7 @@ run, :mod:`~structgen.compare.format_cost` counts the same reference answers in 
 with every shipped tokenizer (no model). Layout:
 
 * :mod:`~structgen.compare.tasks`: task records, the default set, BFCL and JSONL loaders;
+* :mod:`~structgen.compare.bfcl_match`: BFCL answer checking and category-balanced task sampling;
 * :mod:`~structgen.compare.judge`: fences, JSON/YAML parsing, validation, failure classes, accuracy;
 * :mod:`~structgen.compare.arms`: prompts (few-shot examples too), the retry loop, the six arms (pluggable);
 * :mod:`~structgen.compare.format_cost`: tokens of each format under each tokenizer;

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
-from ..tools.bfcl_match import toolset_for
+from .bfcl_match import toolset_for
 from ..tools.formats import JSON, tools_system_prompt
 from .judge import Format, Judge, minimal_json
 from .tasks import Task, data_dir, load_tasks

@@ -16,7 +16,7 @@ from ..integrations.decoding import generate as structgen_generate
 from ..integrations.hf import GrammarLogitsProcessor, compiler_for
 from ..integrations.hf_generate import chat_inputs, generate_constrained
 from ..tools import shortest_completion
-from ..tools.bfcl_match import toolset_for
+from .bfcl_match import toolset_for
 from ..tools.formats import JSON
 from .arms import Constraint, Generation
 from .tasks import Task

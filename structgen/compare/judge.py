@@ -22,7 +22,7 @@ from typing import Any, Literal
 import jsonschema
 
 from ..tools import ToolCallError
-from ..tools.bfcl_match import calls_match, toolset_for
+from .bfcl_match import calls_match, toolset_for
 from .tasks import Task
 
 __all__ = ["FAILURE_CLASSES", "Check", "Judge", "minimal_json", "parse_answer", "strip_fence"]

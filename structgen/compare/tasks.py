@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TaskError
-from ..tools.bfcl_match import sample_tasks
+from .bfcl_match import sample_tasks
 
 __all__ = ["Task", "TaskError", "adhoc_task", "data_dir", "load_tasks", "read_jsonl", "task_from_record"]
 

@@ -26,6 +26,13 @@ class Grammar:
     """The language is JSON text with objects whose member names the grammar does not fix
     (any name, a pattern): matchers then keep the names of each object distinct, which no
     context-free grammar can say (see ``structgen.runtime.names``). Lark text does not carry it."""
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """For grammars made from a JSON Schema: the JSON pointer of the construct each rule was
+    generated from, so an automaton too large to build names the part of the schema that grew."""
+    constructs: Mapping[str, Expr] = field(default_factory=dict, compare=False)
+    """For grammars made from a JSON Schema: the expression made for each schema node, by JSON
+    pointer (the first one where a node was converted several times); used to locate the
+    construct whose automaton is too large."""
 
     def __post_init__(self) -> None:
         if self.start not in self.rules:

@@ -96,6 +96,36 @@ def _determinise(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: i
     return (trans, final, calls), int(nfa_states)
 
 
+def _located(exc: AutomatonSizeError, grammar: Grammar, ser: ExprArrays, rule: str, nfa_budget: int,
+            dfa_budget: int) -> AutomatonSizeError:
+    """``exc`` located at the deepest schema construct whose own automaton is too large.
+
+    A rule's automaton inlines the constructs nested in it, so the rule's pointer is often
+    the schema's root. Only on this error path: from the rule's construct down, each nested
+    construct (``Grammar.constructs``) is built alone against the states left (every attempt
+    stops at that bound, so blaming costs at most a few failed constructions per level); the
+    first one that alone crosses the bound is where the schema grew."""
+    constructs = grammar.constructs
+    at = grammar.origins.get(rule)
+    if at is None:
+        return AutomatonSizeError(f"rule {rule!r}: {exc}", limit=exc.limit, reached=exc.reached, rule=rule)
+    while True:
+        inside = {p for p in constructs if p.startswith(at + "/")}
+        # the nearest constructs below: no other construct on the way (checked per "/" of the path)
+        children = sorted(p for p in inside
+                          if not any(p[:i] in inside for i in range(len(at) + 1, len(p)) if p[i] == "/"))
+        for child in children:
+            root = ser.add(constructs[child])
+            nodes, data = ser.arrays()
+            if len(_core.build_dfa(nodes, data, root, True, nfa_budget, 0, dfa_budget, 0)) == 2:
+                at = child
+                break
+        else:
+            break
+    return AutomatonSizeError(f"schema location #{at}: {exc}", limit=exc.limit, reached=exc.reached,
+                              pointer=at, rule=rule)
+
+
 def _calls_csr(calls) -> tuple[np.ndarray, np.ndarray]:
     """Calls per state as CSR arrays: ``call_off[n + 1]`` and ``call_edge (k, 2)`` (callee, target)."""
     call_off = np.zeros(len(calls) + 1, np.int64)
@@ -336,7 +366,10 @@ def build_automaton(
             total += 2
             continue
         # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all
-        dfa, _ = _determinise(arrays, roots[name], max_states, total, 0)
+        try:
+            dfa, _ = _determinise(arrays, roots[name], max_states, total, 0)
+        except AutomatonSizeError as exc:
+            raise _located(exc, grammar, ser, name, max_states, max(max_states - total, 1)) from None
         if byte_alphabet is not None:
             # bytes no token contains can never be produced: drop them before trimming, so
             # no state is kept whose only way forward needs one (no dead ends in the masks)

@@ -89,6 +89,7 @@ class _Rules(dict):
             raise LimitError(f"the schema generates more than {MAX_GRAMMAR_RULES} grammar rules",
                              limit_name="MAX_GRAMMAR_RULES", limit=MAX_GRAMMAR_RULES, reached=len(self) + 1,
                              pointer=self.owner.where)
+        self.owner.origins.setdefault(name, self.owner.where)
         super().__setitem__(name, value)
 
 
@@ -150,6 +151,8 @@ class ConverterBase(ABC):
         self.strict = strict
         self.ws: Expr = EMPTY if whitespace == "compact" else Repeat(_WS_CHARS, 0, max_whitespace)
         self.where = ""  # pointer of the schema node being converted (for limit errors)
+        self.origins: dict[str, str] = {}  # rule name -> pointer of the node it was made for
+        self.constructs: dict[str, Expr] = {}  # pointer -> expression of that node
         self.rules: dict[str, Expr] = _Rules()
         self.rules.owner = self
         self.ref_rules: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}  # (target, scope) -> rule

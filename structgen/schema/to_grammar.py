@@ -97,8 +97,9 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         rules.owner = self
         rules.update(self.rules)
         self.rules = rules
+        self.origins["start"] = ""
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
-                       free_names=self.free_names)
+                       free_names=self.free_names, origins=self.origins, constructs=self.constructs)
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
         """Validate ``node`` (default: the root) against the root's metaschema.
@@ -129,7 +130,9 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         if isinstance(schema, dict) and ptr in self.doc.resource_uris and self.doc.declares_id(schema):
             self.scope = self.enter(scope, ptr)  # an embedded resource, entered by descending into it
         try:
-            return self._node(schema, ptr)
+            e = self._node(schema, ptr)
+            self.constructs.setdefault(ptr, e)
+            return e
         except LimitError as exc:
             if exc.pointer is None:  # raised by a stage that does not know where: the innermost node
                 raise exc.at(ptr) from None
@@ -482,6 +485,7 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
             while name in self.rules or name in self.ref_rules.values():
                 name, k = f"def_{base}_{k}", k + 1
             self.ref_rules[key] = name
+            self.origins[name] = target_ptr
             self.rules[name] = NOTHING  # placeholder until the body is built (recursion)
             # a $ref that only leads to another $ref makes no progress: track the chain
             self._resolving.append(target_ptr)

@@ -12,14 +12,11 @@ from __future__ import annotations
 import collections
 import random
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ToolSchemaError
 from ..guards import silenced_warnings
-from .toolset import ToolSet
-
-if TYPE_CHECKING:
-    from .toolset import ToolSet
+from ..tools.toolset import ToolSet
 
 __all__ = ["bfcl_norm", "call_match", "calls_match", "sample_tasks", "toolset_for", "value_match"]
 
