@@ -15,16 +15,11 @@ from ..errors import LimitError, RegexError, SchemaError, UnsupportedSchemaError
 from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Regex, Repeat, alt, expr_size, seq
 from ..guards import warn
 from ..regex.parser import ANY_CHAR
-from .document import SchemaDocument, legacy_dialect
+from .document import ANNOTATION_KEYWORDS, SchemaDocument, legacy_dialect
 from .document import existing_prefix as _existing_prefix
 from .merge import CONTAINS_ALL
 from .pointer import child
 
-ANNOTATION_KEYWORDS = frozenset({
-    "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
-    "contentEncoding", "contentMediaType", "contentSchema",  # annotations only since 2019-09
-})
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
     "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",

@@ -93,12 +93,9 @@ class _Canon:
         return self.doc.resolve(ref, "")
 
     def resolve(self, schema: Any) -> Any:
-        seen = 0
-        while isinstance(schema, dict) and "$ref" in schema and seen < 100:
-            if not self.legacy_ref and len([k for k in schema if k not in ("$ref", "$defs", "definitions", "title",
-                                                                          "description", "$comment")]) > 0:
-                return self.combine(schema)
-            schema, seen = self._pointer(schema["$ref"]), seen + 1
+        schema, _ = self.doc.follow(schema, "")
+        if isinstance(schema, dict) and "$ref" in schema:  # a $ref with siblings: one merged schema
+            return self.combine(schema)
         return schema
 
     def dump(self, value: Any, schema: Any) -> str:

@@ -16,13 +16,13 @@ It also answers what ``$dynamicRef`` needs (draft 2020-12): which resources decl
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ..errors import SchemaError, UnsupportedSchemaError
 from .pointer import child, unescape
 
-__all__ = ["SchemaDocument", "DEFAULT_BASE", "LEGACY_DIALECTS", "MISSING", "legacy_dialect", "existing_prefix", "child_at",
+__all__ = ["SchemaDocument", "ANNOTATION_KEYWORDS", "DEFAULT_BASE", "LEGACY_DIALECTS", "MISSING", "legacy_dialect", "existing_prefix", "child_at",
            "subschemas"]
 
 DEFAULT_BASE = "https://structgen.invalid/root.json"
@@ -38,6 +38,14 @@ SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
 MISSING = object()
 """What :func:`child_at` returns for a segment that names nothing."""
+
+
+ANNOTATION_KEYWORDS = frozenset({
+    "title", "description", "examples", "default", "$comment", "$schema", "$id", "id",
+    "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+    "contentEncoding", "contentMediaType", "contentSchema",  # annotations only since 2019-09
+})
+"""Keywords that never reject an instance (a ``$ref`` beside only these is a plain reference)."""
 
 
 def legacy_dialect(schema: Any) -> bool:
@@ -236,6 +244,26 @@ class SchemaDocument:
     def resolve(self, ref: Any, ptr: str) -> Any:
         """The schema a ``$ref`` written at ``ptr`` leads to."""
         return self.resolve_pointer(self.to_pointer(ref, ptr), ptr)
+
+    def follow(self, node: Any, ptr: str, *, to_pointer: Callable[[str, str], str] | None = None,
+               limit: int = 32) -> tuple[Any, str]:
+        """Follow plain references from ``node`` (at ``ptr``): a ``$ref`` with only annotations
+        beside it, or any ``$ref`` in the dialects where it hides its siblings. Returns the
+        first schema that is not one, and its pointer (each hop is read against its own
+        place, so relative references resolve against the right base). Stops after
+        ``limit`` hops (a cycle) or at a reference it cannot place (``to_pointer`` raising
+        ``UnsupportedSchemaError``: the caller decides)."""
+        locate = to_pointer or self.to_pointer
+        for _ in range(limit):
+            if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)
+                    and (self.legacy_ref or set(node) - ANNOTATION_KEYWORDS == {"$ref"})):
+                break
+            try:
+                target = locate(node["$ref"], ptr)
+            except UnsupportedSchemaError:
+                break
+            node, ptr = self.resolve_pointer(target, ptr), target
+        return node, ptr
 
     def entered(self, resource: str, target: str) -> list[str]:
         """The resources a reference into ``resource`` leading to ``target`` enters, outermost

@@ -337,16 +337,8 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         return self.doc.single_resource
 
     def resolve_shallow(self, sub: Any, ptr: str) -> Any:
-        seen = 0
         # draft-07 and older ignore every keyword beside $ref: the schema is its target
-        while isinstance(sub, dict) and (set(sub) - ANNOTATION_KEYWORDS == {"$ref"} or (
-                self.legacy_ref and isinstance(sub.get("$ref"), str))) and seen < 32:
-            try:
-                target = self.to_pointer(sub["$ref"], ptr)
-            except UnsupportedSchemaError:
-                break
-            sub, seen = self.resolve_pointer(target, ptr), seen + 1
-        return sub
+        return self.doc.follow(sub, ptr, to_pointer=self.to_pointer)[0]
 
     # -- references: $id bases, $anchor, JSON pointers ------------------------------
 
