@@ -182,15 +182,26 @@ def _fill_missing(arr: np.ndarray, rows: list[int], masks: list[np.ndarray | Non
             for k in where:
                 masks[k] = mask
     else:
-        pool = _pool(threads)
-        futures = {key: pool.submit(compute, key) for key in missing}
+        # One task per thread, each computing a share of the missing masks, the calling thread
+        # taking the first share after the copies: a task per mask cost more in submitting,
+        # futures and GIL hand-offs than a first-visit mask of a small grammar takes.
+        keys = list(missing)
+        shares = [keys[i::threads] for i in range(min(threads, len(keys)))]
+
+        def run(share: list[tuple[int, int]]) -> list[tuple[tuple[int, int], np.ndarray]]:
+            return [(key, compute(key)) for key in share]
+
+        pool = _pool(threads - 1)
+        futures = [pool.submit(run, share) for share in shares[1:]]
         # meanwhile, here: the copies and the ready named rows release the GIL
         if hits:
             _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
         if ready:
             _fill_named(arr, ready)
-        for key, fut in futures.items():
-            mask = fut.result()
+        results = run(shares[0])
+        for fut in futures:
+            results.extend(fut.result())
+        for key, mask in results:
             for k in missing[key][0]:
                 masks[k] = mask
     done = set(hits)
