@@ -133,3 +133,22 @@ def test_deep_nesting_completion_without_recursion(smollm2_compiler):
     text = compiled.index.shortest_completion(m.state)
     assert text == b"]" + b"]}" * 500
     assert len(compiled.index.completion_tokens(m.state)) <= len(text)
+
+
+def test_budget_mask_counts_renames_of_repeated_names(smollm2_compiler, smollm2_info):
+    """Over free member names, the grammar closes {"type":"object","minProperties":8} as
+    {"":0,"":0,...}, and the distinct completion renames seven names, a token or more each:
+    more than any fixed slack. The mask must measure each token whose grammar completion
+    repeats a name by its distinct completion, or it allows a token (a lone ``{``) after
+    which accept finds no completion within the budget."""
+    compiled = smollm2_compiler.compile_json_schema({"type": "object", "minProperties": 8})
+    assert compiled.free_names
+    plan = TokenBudget(compiled, 1 << 20).plan
+    grammar_plan = compiled.index.completion_tokens(compiled.index.initial)
+    assert len(plan) > len(grammar_plan) + 3  # the renames cost more than a few tokens
+    rng = np.random.default_rng(0)
+    for extra in (0, 0, 1):
+        out, _, used, matcher = budget_walk(compiled, smollm2_info, rng, len(plan) + extra)
+        assert matcher.is_completed() and used <= len(plan) + extra, out
+        value = json.loads(out.decode("utf-8"))
+        assert len(value) >= 8 and out.count(b'":') == len(value), out

@@ -280,3 +280,29 @@ def test_duplicate_key_trap_masked():
     assert m.accept_string(',"')
     assert _tok(info, b"a") not in set(m.allowed_token_ids().tolist())
     assert _tok(info, b"b") in set(m.allowed_token_ids().tolist())
+
+
+def test_no_dead_end_after_a_comma_when_only_written_names_are_left(compiler, info):
+    """MaskBench Handwritten---dep4: members come in schema order, undeclared ones after the
+    names the dependencies track; with "c", "d" and then "e" written, the grammar's next
+    name can only be "e", a repeat. The comma must be cleared (the object can close), or
+    the walk after it meets an empty mask."""
+    schema = {"type": "object", "patternProperties": {"^[a-e]$": True}, "additionalProperties": False,
+              "allOf": [{"dependencies": {"a": {"anyOf": [{"required": ["b"]}, {"required": ["c"]}]},
+                                          "b": {"not": {"required": ["a"]}}, "c": {"not": {"required": ["a"]}}}},
+                        {"required": ["d"]}], "minProperties": 2}
+    compiled = compiler.compile_json_schema(schema)
+    assert compiled.free_names
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('{"c":1,"d":1,"e":1')
+    allowed = set(m.allowed_token_ids().tolist())
+    assert _tok(info, b",") not in allowed and _tok(info, b'"') not in allowed
+    assert _tok(info, b"}") in allowed
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('{"c":1,"d":1')
+    assert _tok(info, b",") in set(m.allowed_token_ids().tolist())  # "e" is still free here
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        out, done, _ = random_walk(GrammarMatcher(compiled), info, rng, max_steps=200, stop_p=0.5)
+        if done:
+            assert _distinct(out.decode("utf-8")), out

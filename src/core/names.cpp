@@ -543,6 +543,7 @@ class NameIndex {
       std::vector<uint32_t> cleared(mask, mask + w);
       clear_duplicate_closers(st, cid, mask, cleared.data());
       clear_dead_names(st, cid, mask, cleared.data());
+      clear_dead_separators(st, cid, mask, cleared.data());
       auto diff = std::make_shared<std::vector<std::pair<int32_t, uint32_t>>>();
       for (int64_t k = 0; k < w; ++k)
         if (cleared[k] != mask[k]) diff->emplace_back(static_cast<int32_t>(k), cleared[k]);
@@ -812,6 +813,57 @@ class NameIndex {
         ends_.emplace(std::move(key), cached != 0);
       }
       if (!cached) clear_bit(row, t);
+    }
+  }
+
+  // The allowed tokens that end after a comma between members when the grammar's next name
+  // can then only repeat one of the object's names (members in schema order, additional ones
+  // after the declared ones: with `{"c":1,"d":1,"e":1` written and only "e" left to the
+  // additional members, the token `,`): the next name would be a dead end. Checked when the
+  // grammar takes the opening quote right after the token (else kept: the check is a clear,
+  // never needed for soundness of the output, only against dead ends).
+  void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
+    if (st.named == 0 && st.mode != kKey) return;
+    const NameTables& T = *tables_;
+    const int64_t w = ix_->words();
+    const int64_t n = static_cast<int64_t>(T.tb.size());
+    const uint8_t quote = '"';
+    NameState after;
+    for (int64_t k = 0; k < w; ++k) {
+      for (uint32_t bits = row[k]; bits != 0; bits &= bits - 1) {
+        const int32_t t = static_cast<int32_t>(k * 32 + __builtin_ctz(bits));
+        if (t >= n) break;
+        const std::string& bytes = T.tb[t];
+        if (bytes.empty() || bytes.find(',') == std::string::npos) continue;
+        const Fed fed = feed(st, bytes, after);
+        if (fed == kDuplicate) continue;
+        const NameState& a = fed == kSame ? st : after;
+        const Names* names = a.top_names();
+        if (a.mode != kOutside || !a.expect_key || names == nullptr || names->empty()) continue;
+        const int32_t succ =
+            ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+        if (succ == 0) continue;
+        const int32_t open = ix_->step_bytes(succ, &quote, 1);
+        if (open == 0) continue;
+        NameState in_name;
+        if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) continue;
+        std::string key;
+        put_u32(key, static_cast<uint32_t>(open));
+        put_state(key, in_name);
+        int cached = -1;
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          auto it = ends_.find(key);
+          if (it != ends_.end()) cached = it->second;
+        }
+        if (cached < 0) {
+          cached = can_end_fresh(open, in_name) ? 1 : 0;
+          std::lock_guard<std::mutex> g(mu_);
+          if (ends_.size() >= kMemoCap) ends_.clear();
+          ends_.emplace(std::move(key), cached != 0);
+        }
+        if (!cached) clear_bit(row, t);
+      }
     }
   }
 

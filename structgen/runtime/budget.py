@@ -20,21 +20,40 @@ remaining``; hence the mask is never empty and the output is complete when the b
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
 from ..errors import MatcherError
 from ..index.token_index import _segment, _token_table
+from ..index.tokenizer import TokenizerInfo
 from .bitmask import as_numpy_row
 from .compiler import CompiledGrammar
-from .names import INITIAL, KEY, NameState, decode_name, distinct_completion
+from .names import INITIAL, KEY, NameState, distinct_completion
 
-__all__ = ["TokenBudget", "DISTINCT_SLACK"]
+__all__ = ["TokenBudget"]
 
-DISTINCT_SLACK = 3
-"""Tokens within this many of the budget are checked one by one for a completion with
-distinct member names (grammars with free names only)."""
+_UNSPELLABLE = 1 << 40
+"""The measure of a token after which no completion with distinct names was found."""
+
+_MISSING = object()
+
+_MEMO_LIMIT = 4096
+"""Most (configuration, name state) measures one budget keeps (the memo is dropped when full)."""
+
+_LEXICAL: "weakref.WeakKeyDictionary[TokenizerInfo, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _lexical(info: TokenizerInfo) -> np.ndarray:
+    """Boolean ``(len(token_bytes),)``: the tokens holding a byte the name lexer reacts to
+    outside a name (quotes, backslashes, JSON punctuation)."""
+    table = _LEXICAL.get(info)
+    if table is None:
+        special = set(b'"\\{}[],:')
+        table = np.array([bool(b) and not special.isdisjoint(b) for b in info.token_bytes], dtype=bool)
+        _LEXICAL[info] = table
+    return table
 
 
 class TokenBudget:
@@ -52,7 +71,7 @@ class TokenBudget:
         plan: token ids of a completion that fits in ``remaining`` (empty once complete).
     """
 
-    __slots__ = ("_index", "_free_names", "remaining", "plan")
+    __slots__ = ("_index", "_free_names", "_repeats", "_segments", "remaining", "plan")
 
     def __init__(self, compiled: CompiledGrammar, max_new_tokens: int) -> None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
@@ -61,6 +80,8 @@ class TokenBudget:
         # with free member names a completion must not repeat a name (structgen.runtime.names): the
         # grammar's shortest text ({"":0,"":0} under minProperties 2) may not do
         self._free_names = compiled.free_names
+        self._repeats: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._segments: dict[bytes, tuple[int, ...] | None] = {}
         self.remaining = max_new_tokens
         plan = self._completion_tokens(self._index.initial, INITIAL if self._free_names else None)
         if plan is None:
@@ -82,7 +103,13 @@ class TokenBudget:
             return None
         if text == self._index.shortest_completion(cid):
             return self._index.completion_tokens(cid)  # memoised
-        return _segment(text, _token_table(self._index.info))
+        toks = self._segments.get(text, _MISSING)
+        if toks is _MISSING:  # the tokens of one position often share their completion's text
+            toks = _segment(text, _token_table(self._index.info))
+            if len(self._segments) >= _MEMO_LIMIT:
+                self._segments.clear()
+            self._segments[text] = toks
+        return toks
 
     def restrict(self, state: int, bitmask: Any, index: int = 0, *, names: NameState | None = None) -> None:
         """Clear, in row ``index`` of a filled CPU bitmask, the tokens after which the output
@@ -107,59 +134,77 @@ class TokenBudget:
                 row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
     def _distinct_exceeding(self, state: int, names: NameState, row: np.ndarray, bad: np.ndarray) -> np.ndarray:
-        """``bad`` plus the allowed tokens whose grammar completion needs more than
-        ``remaining - 1 - DISTINCT_SLACK`` tokens and repeats a name.
+        """``bad`` plus the allowed tokens whose grammar completion repeats a name and whose
+        completion with distinct names needs more than ``remaining - 1`` tokens.
 
-        Such a token may still have a completion with distinct names that fits, but finding
-        it per token costs a search; clearing it is safe (the plan's first token stays
-        allowed, and its rest fits). Further from the limit, renaming is taken to fit in
-        the slack (a fresh name costs a byte or two)."""
-        limit = self.remaining - 1
-        near = self._index.tokens_exceeding(state, max(limit - DISTINCT_SLACK, 0))
-        if len(near) == len(bad):
+        A token whose grammar completion keeps names distinct needs what
+        :meth:`~structgen.index.token_index.TokenIndex.tokens_exceeding` says. One whose
+        grammar completion repeats a name needs its distinct completion's tokens, and no fixed
+        slack bounds the difference (``minProperties: 8`` over free names renames seven
+        ``""``, a token or more each), so every such token is measured. The measures are
+        memoised per (configuration, name state): they do not depend on the budget."""
+        toks, cost = self._repeat_costs(state, names, row)
+        if not len(toks):
             return bad
-        near = np.setdiff1d(near, bad, assume_unique=True)
-        live = (row[near >> 5] >> (near & 31).astype(np.uint32)) & np.uint32(1)
-        near = near[live.astype(bool)]
-        if self.plan:
-            near = near[near != self.plan[0]]
-        tb = self._index.info.token_bytes
+        over = toks[cost > self.remaining - 1]
+        return np.union1d(bad, over) if len(over) else bad
+
+    def _repeat_costs(self, state: int, names: NameState, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, tokens their distinct completion needs) for the allowed tokens from
+        ``state`` whose grammar completion repeats a name (``_UNSPELLABLE``: none found)."""
+        key = (state, names.stack, names.expect_key, names.mode, names.esc, names.key)
+        hit = self._repeats.get(key)
+        if hit is not None:
+            return hit
         index = self._index
-        extra = []
-        top = names.top_names()
-        in_name = names.mode == KEY and not names.esc
-        same: dict[int, bool] = {}  # per successor: its completion repeats a name (tokens that leave `names` as is)
-        for t in near.tolist():
-            tok = tb[t]
-            succ = index.step_token(state, t)
-            text = index.shortest_completion(succ)
-            if text is None:
-                extra.append(t)
+        toks, succ = index.token_successors(state)
+        live = ((row[toks >> 5] >> (toks & 31).astype(np.uint32)) & np.uint32(1)).astype(bool)
+        toks, succ = toks[live], succ[live]
+        found_t: list[int] = []
+        found_c: list[int] = []
+        # outside a name, a token without quotes, backslashes or JSON punctuation leaves the
+        # name state as it is: its measure depends on its successor only
+        if names.mode != KEY and not names.esc:
+            plain = ~_lexical(index.info)[toks]
+            per_succ: dict[int, int | None] = {}
+            for s in np.unique(succ[plain]).tolist():
+                per_succ[s] = self._repeat_cost(s, names)
+            for t, s in zip(toks[plain].tolist(), succ[plain].tolist()):
+                c = per_succ[s]
+                if c is not None:
+                    found_t.append(t)
+                    found_c.append(c)
+            toks, succ = toks[~plain], succ[~plain]
+        tb = index.info.token_bytes
+        for t, s in zip(toks.tolist(), succ.tolist()):
+            after = names.feed(tb[t])
+            if after is None:  # repeats a name itself: the name clears have it
                 continue
-            if b'"' not in tok and b"\\" not in tok:
-                if in_name:
-                    # the completion ends this name, then (usually) writes no other: only
-                    # the name it ends can repeat
-                    q = text.find(b'"')
-                    if q >= 0 and b'"' not in text[q + 1:] and b"\\" not in text[:q]:
-                        name = decode_name(names.key + tok + text[:q])
-                        if name is not None:
-                            if name in top:
-                                extra.append(t)
-                            continue
-                elif names.feed(tok) is names:  # a number, a literal, a string's inside
-                    hit = same.get(succ)
-                    if hit is None:
-                        hit = same[succ] = names.feed(text) is None
-                    if hit:
-                        extra.append(t)
-                    continue
-            after = names.feed(tok)
-            if after is not None and after.feed(text) is None:
-                extra.append(t)
-        if not extra:
-            return bad
-        return np.union1d(bad, np.array(extra, np.int64))
+            c = self._repeat_cost(s, after)
+            if c is not None:
+                found_t.append(t)
+                found_c.append(c)
+        if found_t and len(index.trie.dups):  # tokens with a measured token's bytes measure the same
+            where = dict(zip(found_t, found_c))
+            for canon, dup in index.trie.dups.tolist():
+                if canon in where and row[dup >> 5] >> np.uint32(dup & 31) & np.uint32(1):
+                    found_t.append(dup)
+                    found_c.append(where[canon])
+        order = np.argsort(np.array(found_t, np.int64))
+        hit = (np.array(found_t, np.int64)[order], np.array(found_c, np.int64)[order])
+        if len(self._repeats) >= _MEMO_LIMIT:
+            self._repeats.clear()
+        self._repeats[key] = hit
+        return hit
+
+    def _repeat_cost(self, succ: int, after: NameState) -> int | None:
+        """Tokens completing configuration ``succ`` with distinct names from ``after``;
+        ``None`` when the grammar's own shortest completion keeps them distinct."""
+        text = self._index.shortest_completion(succ)
+        if text is None or after.feed(text) is not None:
+            return None
+        toks = self._completion_tokens(succ, after)
+        return _UNSPELLABLE if toks is None else len(toks)
 
     def advance(self, token_id: int, state: int, terminated: bool, *, names: NameState | None = None) -> None:
         """Account for one accepted token that led to configuration ``state`` (``names``:
