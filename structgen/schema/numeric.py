@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from fractions import Fraction
 from math import gcd
+from typing import Any, Callable
 
 from ..errors import AutomatonSizeError
 from ..grammar import EMPTY, NOTHING, CharSet, Dfa, Expr, Lit, Repeat, alt, seq
@@ -210,6 +211,44 @@ MAX_MULTIPLE_STATES = 50_000
 """States of one "multiple of k within the bounds" automaton (remainders x range states)."""
 
 
+def _product(r_trans: Any, start: tuple[int, ...],
+             step: Callable[[tuple[int, ...], int, int], tuple[int, ...] | None],
+             what: str) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, int, int], ...]]]:
+    """The reachable part of the product of a range DFA (``r_trans``: per state, ``(lo, hi,
+    target)`` byte intervals) with a counter over the bytes read, breadth first from
+    ``start``. A product state is a tuple whose first item is the range state;
+    ``step(state, byte, range target)`` gives the next one (None: no edge). Refused with
+    ``AutomatonSizeError`` as soon as it passes MAX_MULTIPLE_STATES. Returns the states in
+    order and each one's transitions as byte intervals."""
+    ids: dict[tuple[int, ...], int] = {start: 0}
+    order: list[tuple[int, ...]] = [start]
+    trans: list[tuple[tuple[int, int, int], ...]] = []
+    i = 0
+    while i < len(order):
+        key = order[i]
+        i += 1
+        row: list[tuple[int, int, int]] = []
+        for c_lo, c_hi, q2 in r_trans[key[0]]:
+            for c in range(c_lo, c_hi + 1):
+                nxt = step(key, c, q2)
+                if nxt is None:
+                    continue
+                t = ids.get(nxt)
+                if t is None:
+                    if len(order) >= MAX_MULTIPLE_STATES:
+                        raise AutomatonSizeError(
+                            f"{what} within these bounds needs more than {MAX_MULTIPLE_STATES:,} states",
+                            limit=MAX_MULTIPLE_STATES, reached=len(order) + 1)
+                    t = ids[nxt] = len(order)
+                    order.append(nxt)
+                if row and row[-1][2] == t and row[-1][1] == c - 1:
+                    row[-1] = (row[-1][0], c, t)
+                else:
+                    row.append((c, c, t))
+        trans.append(tuple(row))
+    return order, trans
+
+
 def multiples_expr(k: int, lo: int | None = None, hi: int | None = None) -> Expr:
     """Canonical decimal integers in ``[lo, hi]`` (see :func:`int_range_expr`) that are
     multiples of ``k``, exactly (no float).
@@ -232,32 +271,12 @@ def multiples_expr(k: int, lo: int | None = None, hi: int | None = None) -> Expr
     # minimal first: the digit loops after "-" and after a leading digit are one state when
     # both sides are unbounded, which halves the product
     r_trans, r_final = _minimise(*_dfa(rng))
-    ids: dict[tuple[int, int], int] = {(0, 0): 0}
-    order: list[tuple[int, int]] = [(0, 0)]
-    trans: list[tuple[tuple[int, int, int], ...]] = []
-    i = 0
-    while i < len(order):
-        q, r = order[i]
-        i += 1
-        row: list[tuple[int, int, int]] = []
-        for c_lo, c_hi, q2 in r_trans[q]:
-            for c in range(c_lo, c_hi + 1):
-                # a canonical integer holds "-" and digits only; "-" keeps the remainder 0
-                r2 = (10 * r + c - 0x30) % k if 0x30 <= c <= 0x39 else r
-                key = (q2, r2)
-                t = ids.get(key)
-                if t is None:
-                    if len(order) >= MAX_MULTIPLE_STATES:
-                        raise AutomatonSizeError(
-                            f"multipleOf {k} within these bounds needs more than {MAX_MULTIPLE_STATES:,} states",
-                            limit=MAX_MULTIPLE_STATES, reached=len(order) + 1)
-                    t = ids[key] = len(order)
-                    order.append(key)
-                if row and row[-1][2] == t and row[-1][1] == c - 1:
-                    row[-1] = (row[-1][0], c, t)
-                else:
-                    row.append((c, c, t))
-        trans.append(tuple(row))
+
+    def step(key: tuple[int, ...], c: int, q2: int) -> tuple[int, ...]:
+        # a canonical integer holds "-" and digits only; "-" keeps the remainder 0
+        return (q2, (10 * key[1] + c - 0x30) % k if 0x30 <= c <= 0x39 else key[1])
+
+    order, trans = _product(r_trans, (0, 0), step, f"multipleOf {k}")
     final = tuple(bool(r_final[q]) and r == 0 for q, r in order)
     return Dfa(f"multiples of {k} in [{lo}, {hi}]", tuple(trans), final)
 
@@ -347,36 +366,17 @@ def number_multiples_of_decimal(d: float, lo: Decimal | None, lo_strict: bool, h
     r_trans, r_final = _minimise(*_dfa(rng))
     # state: (range state, remainder of the digits read mod m, fraction digits read or -1)
     start = (0, 0, -1)
-    ids: dict[tuple[int, int, int], int] = {start: 0}
-    order = [start]
-    trans: list[tuple[tuple[int, int, int], ...]] = []
-    i = 0
-    while i < len(order):
-        q, r, f = order[i]
-        i += 1
-        row: list[tuple[int, int, int]] = []
-        for c_lo, c_hi, q2 in r_trans[q]:
-            for c in range(c_lo, c_hi + 1):
-                if 0x30 <= c <= 0x39:
-                    if f >= s:
-                        continue  # more fraction digits than a multiple needs (as written here)
-                    key = (q2, (10 * r + c - 0x30) % m, f if f < 0 else f + 1)
-                elif c == 0x2E:
-                    key = (q2, r, 0)
-                else:  # "-"
-                    key = (q2, r, f)
-                t = ids.get(key)
-                if t is None:
-                    if len(order) >= MAX_MULTIPLE_STATES:
-                        raise AutomatonSizeError(
-                            f"multipleOf {d!r} within these bounds needs more than {MAX_MULTIPLE_STATES:,} states",
-                            limit=MAX_MULTIPLE_STATES, reached=len(order) + 1)
-                    t = ids[key] = len(order)
-                    order.append(key)
-                if row and row[-1][2] == t and row[-1][1] == c - 1:
-                    row[-1] = (row[-1][0], c, t)
-                else:
-                    row.append((c, c, t))
-        trans.append(tuple(row))
+
+    def step(key: tuple[int, ...], c: int, q2: int) -> tuple[int, ...] | None:
+        _, r, f = key
+        if 0x30 <= c <= 0x39:
+            if f >= s:
+                return None  # more fraction digits than a multiple needs (as written here)
+            return (q2, (10 * r + c - 0x30) % m, f if f < 0 else f + 1)
+        if c == 0x2E:
+            return (q2, r, 0)
+        return (q2, r, f)  # "-"
+
+    order, trans = _product(r_trans, start, step, f"multipleOf {d!r}")
     final = tuple(bool(r_final[q]) and r * 10 ** (s - max(f, 0)) % m == 0 for q, r, f in order)
     return Dfa(f"multiples of {d!r} in [{lo}, {hi}]", tuple(trans), final)
