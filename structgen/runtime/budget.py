@@ -162,18 +162,20 @@ class TokenBudget:
         toks, succ = toks[live], succ[live]
         found_t: list[int] = []
         found_c: list[int] = []
+        by_succ_t = np.zeros(0, np.int64)
+        by_succ_c = np.zeros(0, np.int64)
         # outside a name, a token without quotes, backslashes or JSON punctuation leaves the
-        # name state as it is: its measure depends on its successor only
+        # name state as it is: its measure depends on its successor only (one measure per
+        # distinct successor, spread over the tokens by array indexing: string bodies allow
+        # most of the vocabulary)
         if names.mode != KEY and not names.esc:
             plain = ~_lexical(index.info)[toks]
-            per_succ: dict[int, int | None] = {}
-            for s in np.unique(succ[plain]).tolist():
-                per_succ[s] = self._repeat_cost(s, names)
-            for t, s in zip(toks[plain].tolist(), succ[plain].tolist()):
-                c = per_succ[s]
-                if c is not None:
-                    found_t.append(t)
-                    found_c.append(c)
+            uniq, inverse = np.unique(succ[plain], return_inverse=True)
+            measured = np.array([-1 if c is None else c for c in (self._repeat_cost(s, names) for s in uniq.tolist())],
+                                np.int64)
+            cost = measured[inverse]
+            keep = cost >= 0
+            by_succ_t, by_succ_c = toks[plain][keep].astype(np.int64), cost[keep]
             toks, succ = toks[~plain], succ[~plain]
         tb = index.info.token_bytes
         for t, s in zip(toks.tolist(), succ.tolist()):
@@ -184,14 +186,20 @@ class TokenBudget:
             if c is not None:
                 found_t.append(t)
                 found_c.append(c)
-        if found_t and len(index.trie.dups):  # tokens with a measured token's bytes measure the same
-            where = dict(zip(found_t, found_c))
-            for canon, dup in index.trie.dups.tolist():
-                if canon in where and row[dup >> 5] >> np.uint32(dup & 31) & np.uint32(1):
-                    found_t.append(dup)
-                    found_c.append(where[canon])
-        order = np.argsort(np.array(found_t, np.int64))
-        hit = (np.array(found_t, np.int64)[order], np.array(found_c, np.int64)[order])
+        all_t = np.concatenate([by_succ_t, np.array(found_t, np.int64)])
+        all_c = np.concatenate([by_succ_c, np.array(found_c, np.int64)])
+        dups = np.asarray(index.trie.dups, np.int64).reshape(-1, 2)
+        if len(all_t) and len(dups):  # tokens with a measured token's bytes measure the same
+            order = np.argsort(all_t)
+            st, sc = all_t[order], all_c[order]
+            pos = np.minimum(np.searchsorted(st, dups[:, 0]), len(st) - 1)
+            dup = dups[:, 1]
+            live = ((row[dup >> 5] >> (dup & 31).astype(np.uint32)) & np.uint32(1)).astype(bool)
+            sel = (st[pos] == dups[:, 0]) & live
+            all_t = np.concatenate([all_t, dup[sel]])
+            all_c = np.concatenate([all_c, sc[pos[sel]]])
+        order = np.argsort(all_t)
+        hit = (all_t[order], all_c[order])
         if len(self._repeats) >= _MEMO_LIMIT:
             self._repeats.clear()
         self._repeats[key] = hit
