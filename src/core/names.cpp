@@ -399,6 +399,7 @@ struct NameTables {
   Bits escaped;                 // quote tokens with a backslash before the first quote
   Bits closers_or_escaped;      // at_least[3] | escaped
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
+  Bits commas;                  // tokens holding a comma (the separators' dead-end check)
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
   // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
@@ -431,6 +432,7 @@ struct NameTables {
     for (auto& bits : at_least) bits.assign(w, 0);
     escaped.assign(w, 0);
     reopen.assign(w, 0);
+    commas.assign(w, 0);
     std::string dec;
     for (size_t i = 0; i < n; ++i) {
       const std::string& b = tb[i];
@@ -438,6 +440,7 @@ struct NameTables {
       const size_t first = b.find('"');
       const int32_t id = static_cast<int32_t>(i);
       const uint32_t bit = uint32_t(1) << (i & 31);
+      if (b.find(',') != std::string::npos) commas[i >> 5] |= bit;
       if (first == std::string::npos) {
         if (b.find('\\') == std::string::npos) {
           auto [it, fresh] = plain.emplace(std::string_view(b), id);
@@ -470,6 +473,7 @@ struct NameTables {
     escaped.index();
     closers_or_escaped.index();
     reopen.index();
+    commas.index();
   }
 };
 
@@ -825,45 +829,40 @@ class NameIndex {
   void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
     if (st.named == 0 && st.mode != kKey) return;
     const NameTables& T = *tables_;
-    const int64_t w = ix_->words();
-    const int64_t n = static_cast<int64_t>(T.tb.size());
     const uint8_t quote = '"';
     NameState after;
-    for (int64_t k = 0; k < w; ++k) {
-      for (uint32_t bits = row[k]; bits != 0; bits &= bits - 1) {
-        const int32_t t = static_cast<int32_t>(k * 32 + __builtin_ctz(bits));
-        if (t >= n) break;
-        const std::string& bytes = T.tb[t];
-        if (bytes.empty() || bytes.find(',') == std::string::npos) continue;
-        const Fed fed = feed(st, bytes, after);
-        if (fed == kDuplicate) continue;
-        const NameState& a = fed == kSame ? st : after;
-        const Names* names = a.top_names();
-        if (a.mode != kOutside || !a.expect_key || names == nullptr || names->empty()) continue;
-        const int32_t succ =
-            ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
-        if (succ == 0) continue;
-        const int32_t open = ix_->step_bytes(succ, &quote, 1);
-        if (open == 0) continue;
-        NameState in_name;
-        if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) continue;
-        std::string key;
-        put_u32(key, static_cast<uint32_t>(open));
-        put_state(key, in_name);
-        int cached = -1;
-        {
-          std::lock_guard<std::mutex> g(mu_);
-          auto it = ends_.find(key);
-          if (it != ends_.end()) cached = it->second;
-        }
-        if (cached < 0) {
-          cached = can_end_fresh(open, in_name) ? 1 : 0;
-          std::lock_guard<std::mutex> g(mu_);
-          if (ends_.size() >= kMemoCap) ends_.clear();
-          ends_.emplace(std::move(key), cached != 0);
-        }
-        if (!cached) clear_bit(row, t);
+    // only comma tokens can end after a separator: visited through their table, not the
+    // whole mask (in a string value that is most of the vocabulary)
+    for (int32_t t : allowed_of(row, T.commas)) {
+      const std::string& bytes = T.tb[t];
+      const Fed fed = feed(st, bytes, after);
+      if (fed == kDuplicate) continue;
+      const NameState& a = fed == kSame ? st : after;
+      const Names* names = a.top_names();
+      if (a.mode != kOutside || !a.expect_key || names == nullptr || names->empty()) continue;
+      const int32_t succ =
+          ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+      if (succ == 0) continue;
+      const int32_t open = ix_->step_bytes(succ, &quote, 1);
+      if (open == 0) continue;
+      NameState in_name;
+      if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) continue;
+      std::string key;
+      put_u32(key, static_cast<uint32_t>(open));
+      put_state(key, in_name);
+      int cached = -1;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = ends_.find(key);
+        if (it != ends_.end()) cached = it->second;
       }
+      if (cached < 0) {
+        cached = can_end_fresh(open, in_name) ? 1 : 0;
+        std::lock_guard<std::mutex> g(mu_);
+        if (ends_.size() >= kMemoCap) ends_.clear();
+        ends_.emplace(std::move(key), cached != 0);
+      }
+      if (!cached) clear_bit(row, t);
     }
   }
 
