@@ -105,6 +105,65 @@ def test_batch_fill_torch_bitmask_default_rows():
     assert np.array_equal(got.numpy(), expect)
 
 
+@pytest.mark.parametrize("layout", ["c", "strided", "1-D", "torch"])
+def test_fills_of_any_bitmask_layout_agree(layout):
+    """The matcher's one-call warm path takes plain int32 rows; other layouts go through the
+    checked path, and the batch fill through a contiguous copy: the same bits either way."""
+    info = toy_info(TOKENS)
+    compiler = GrammarCompiler(info)
+    words = bitmask_words(info.vocab_size) + 1
+    for schema in SCHEMAS:
+        m = compiler.compile_json_schema(schema).matcher()
+        _walk(m, np.random.default_rng(5), 3, info, finish=False)
+        expect = np.zeros(words * 32, bool)
+        expect[m.allowed_token_ids()] = True
+        expect = np.packbits(expect, bitorder="little").view("<i4")
+        for fill in ("matcher", "matcher", "batch"):  # the second matcher fill is a memo hit
+            if layout == "1-D":
+                got = np.full(words, 0x5A5A5A5A, np.int32)
+                view = got
+            else:
+                got = np.full((3, 2 * words), 0x5A5A5A5A, np.int32)
+                view = got[:, ::2] if layout == "strided" else got[:, :words]
+                if layout == "c":
+                    got = np.full((3, words), 0x5A5A5A5A, np.int32)
+                    view = got
+            if layout == "torch":
+                torch = pytest.importorskip("torch")
+                view = torch.from_numpy(np.ascontiguousarray(view))
+            row = 0 if layout == "1-D" else 1
+            if fill == "matcher":
+                m.fill_next_token_bitmask(view, row)
+            else:
+                fill_next_token_bitmasks([m], view, [row])
+            filled = (view.numpy() if layout == "torch" else view).reshape(-1, words)[row]
+            assert np.array_equal(filled, expect), (schema, layout, fill)
+            untouched = (view.numpy() if layout == "torch" else view).reshape(-1, words)
+            assert (np.delete(untouched, row, axis=0) == 0x5A5A5A5A).all()
+
+
+def test_matcher_fill_rejects_what_the_fast_path_declines():
+    info = toy_info(TOKENS)
+    m = GrammarCompiler(info).compile_json_schema(SCHEMAS[0]).matcher()
+    words = bitmask_words(info.vocab_size)
+    m.fill_next_token_bitmask(np.zeros((1, words), np.int32), 0)  # the mask is memoised now
+    with pytest.raises(MatcherError, match="outside the bitmask's batch"):
+        m.fill_next_token_bitmask(np.zeros((1, words), np.int32), 1)
+    with pytest.raises(MatcherError, match="words but the vocabulary needs"):
+        m.fill_next_token_bitmask(np.zeros((1, words - 1), np.int32), 0)
+    with pytest.raises(MatcherError, match="int32"):
+        m.fill_next_token_bitmask(np.zeros((1, words), np.int64), 0)
+    readonly = np.zeros((1, words), np.int32)
+    readonly.setflags(write=False)
+    with pytest.raises(MatcherError, match="read-only"):
+        m.fill_next_token_bitmask(readonly, 0)
+    with pytest.raises(MatcherError, match="read-only"):
+        fill_next_token_bitmasks([m], readonly)
+    got = np.zeros((2, words), np.int32)
+    m.fill_next_token_bitmask(got, np.int64(1))  # numpy integers name rows too
+    assert got[1].any() and not got[0].any()
+
+
 def test_batch_fill_rejects_bad_arguments():
     info = toy_info(TOKENS)
     m = GrammarCompiler(info).compile_json_schema(SCHEMAS[0]).matcher()

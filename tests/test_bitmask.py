@@ -44,6 +44,40 @@ def test_torch_path_matches_reference(batch, vocab, mask_vocab):
     assert torch.equal(logits[~torch.isinf(logits)], expected[~torch.isinf(expected)])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
+def test_cpu_apply_every_float_width_and_layout(dtype, layout):
+    # the native CPU apply writes -inf through an integer view of the logits: every width,
+    # bfloat16 included, and logits that are views of a larger tensor
+    rng = np.random.default_rng(7)
+    logits32, bm, allowed = random_case(rng, 3, 1000, 961)
+    allowed[:, 5:37] = False  # an all-blocked word
+    allowed[:, 64:96] = True  # an all-allowed word
+    bm = torch.from_numpy(np.packbits(allowed, axis=1, bitorder="little").view("<i4").copy())
+    expected = reference(logits32, allowed).to(dtype)
+    if layout == "contiguous":
+        logits = logits32.to(dtype)
+    elif layout == "strided":
+        logits = torch.zeros(3, 2000, dtype=dtype)[:, ::2]
+        logits.copy_(logits32.to(dtype))
+    else:
+        logits = logits32.to(dtype).t().contiguous().t()
+    apply_token_bitmask_inplace(logits, bm)
+    assert torch.equal(torch.isinf(logits), torch.isinf(expected))
+    assert bool((logits[torch.isinf(logits)] < 0).all())
+    assert torch.equal(logits[~torch.isinf(logits)], expected[~torch.isinf(expected)])
+
+
+def test_cpu_apply_indices_as_tensor_and_wide_bitmask():
+    rng = np.random.default_rng(3)
+    logits, bm, allowed = random_case(rng, 2, 100, 200)  # the bitmask covers more than the vocabulary
+    full = torch.cat([logits, logits, logits])
+    expected = reference(full, allowed, indices=[2, 0])
+    apply_token_bitmask_inplace(full, bm, indices=torch.tensor([2, 0]))
+    assert torch.equal(torch.isinf(full), torch.isinf(expected))
+    assert torch.equal(full[~torch.isinf(full)], expected[~torch.isinf(expected)])
+
+
 def test_indices_and_shape_errors():
     rng = np.random.default_rng(1)
     logits, bm, allowed = random_case(rng, 2, 64, 64)

@@ -520,15 +520,6 @@ class NameIndex {
     if (cid < 0 || cid >= ix_->num_configs()) throw py::index_error("configuration id out of range");
   }
 
-  // `row` (of `row_words` >= words() words) becomes `cid`'s mask, zero words after it, less
-  // the name clears of `st`.
-  void clear_into_row(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
-    const int64_t w = ix_->words();
-    std::memcpy(row, ix_->mask(cid), static_cast<size_t>(w) * 4);
-    if (row_words > w) std::memset(row + w, 0, static_cast<size_t>(row_words - w) * 4);
-    clear(st, cid, row, row_words);
-  }
-
   // Clear from `row` (the first `row_words` words of a row holding `cid`'s mask) the tokens
   // that repeat a name, or trap one, from `st`. No GIL needed.
   void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
@@ -1040,47 +1031,105 @@ void register_names(py::module_& m) {
             return py::bytes(*out);
           },
           py::arg("cid"), py::arg("state"), py::arg("max_nodes"));
-  // A batch's rows of matchers with name tracking: row rows[k] of `bitmask` becomes the mask of
-  // configuration cids[k] (computed if needed), zero words after it, less the name clears of
-  // states[k]; all without the GIL, so rows filled by several threads run side by side.
+  // GrammarMatcher.fill_next_token_bitmask's warm path: row `index` of a numpy int32 bitmask
+  // becomes `mask` (a memoised mask), zero words after it, less the name clears of `state` when
+  // `names` is given. One call instead of a row view, a copy, a tail fill and a clear from
+  // Python. Returns false, writing nothing, for anything but the plain case (another array
+  // kind, a row out of range, a narrow row, a bool index): the matcher's checked path then
+  // fills the row or raises the error that says what is wrong.
   m.def(
-      "fill_named_rows",
-      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::sequence& rows, const py::sequence& indexes,
-         const py::sequence& states, const py::sequence& cids) {
+      "fill_row",
+      [](py::handle bitmask, py::handle index, py::handle mask, py::handle names, py::handle state, int32_t cid) {
+        if (!py::isinstance<py::array>(bitmask) || !py::isinstance<py::array>(mask)) return false;
+        if (!PyLong_CheckExact(index.ptr())) return false;
+        const long long r = PyLong_AsLongLong(index.ptr());
+        auto b = py::reinterpret_borrow<py::array>(bitmask);
+        auto mk = py::reinterpret_borrow<py::array>(mask);
+        if (b.itemsize() != 4 || b.dtype().kind() != 'i' || !b.writeable()) return false;
+        if (mk.ndim() != 1 || mk.itemsize() != 4 || mk.strides(0) != 4) return false;
+        const int nd = static_cast<int>(b.ndim());
+        if (nd != 1 && nd != 2) return false;
+        const int64_t words = b.shape(nd - 1), n = mk.shape(0);
+        if (b.strides(nd - 1) != 4 || words < n) return false;
+        if (nd == 1 ? r != 0 : (r < 0 || r >= b.shape(0))) return false;
+        auto* row = reinterpret_cast<uint32_t*>(static_cast<char*>(b.mutable_data()) + (nd == 2 ? r * b.strides(0) : 0));
+        std::memcpy(row, mk.data(), static_cast<size_t>(n) * 4);
+        if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
+        if (!names.is_none()) {
+          NameIndex& ni = names.cast<NameIndex&>();
+          const NameState& st = state.cast<const NameState&>();
+          ni.check_cid(cid);
+          py::gil_scoped_release release;  // a first visit searches the grammar
+          ni.clear(st, cid, row, words);
+        }
+        return true;
+      },
+      py::arg("bitmask"), py::arg("index"), py::arg("mask"), py::arg("names"), py::arg("state"), py::arg("cid"));
+  // structgen.runtime.batch's fill: row rows[k] of a 2-D int32 bitmask becomes masks[k] (a
+  // memoised mask, or the stop mask of a terminated matcher), zero words after it, less the
+  // name clears of states[k] where names[k] is a NameIndex (None: no name tracking). The
+  // arguments are read under the GIL; the copies and the clears run without it, so rows filled
+  // here and masks computed by other threads meanwhile run side by side.
+  m.def(
+      "fill_batch",
+      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& rows, const py::list& masks,
+         const py::list& names, const py::list& states, const py::list& cids) {
         if (bitmask.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
         if (!bitmask.writeable()) throw std::invalid_argument("bitmask must be writable");
-        const size_t n = py::len(rows);
-        if (py::len(indexes) != n || py::len(states) != n || py::len(cids) != n)
-          throw std::invalid_argument("rows, indexes, states and cids differ in length");
+        const size_t n = rows.size();
+        if (masks.size() != n || names.size() != n || states.size() != n || cids.size() != n)
+          throw std::invalid_argument("rows, masks, names, states and cids differ in length");
         const int64_t batch = bitmask.shape(0), words = bitmask.shape(1);
         struct Job {
-          int64_t row;
+          uint32_t* row;
+          const uint32_t* mask;
+          int64_t n;
           NameIndex* ni;
-          std::shared_ptr<NameState> st;
+          const NameState* st;
           int32_t cid;
         };
-        std::vector<Job> jobs;
-        std::vector<std::shared_ptr<NameIndex>> keep;
-        for (size_t k = 0; k < n; ++k) {
-          Job j;
-          j.row = rows[k].cast<int64_t>();
-          if (j.row < 0 || j.row >= batch)
-            throw std::invalid_argument("row " + std::to_string(j.row) + " outside the batch of " + std::to_string(batch));
-          keep.push_back(indexes[k].cast<std::shared_ptr<NameIndex>>());
-          j.ni = keep.back().get();
-          if (j.ni->words() > words)
-            throw std::invalid_argument("bitmask rows have " + std::to_string(words) + " words but the vocabulary needs " +
-                                        std::to_string(j.ni->words()));
-          j.st = states[k].cast<std::shared_ptr<NameState>>();
-          j.cid = cids[k].cast<int32_t>();
-          j.ni->check_cid(j.cid);
-          jobs.push_back(std::move(j));
-        }
+        std::vector<Job> jobs(n);
+        std::vector<py::object> keep;  // masks, indexes and states stay referenced without the GIL
+        keep.reserve(3 * n);
         auto* B = reinterpret_cast<uint32_t*>(bitmask.mutable_data());
+        for (size_t k = 0; k < n; ++k) {
+          Job& j = jobs[k];
+          const int64_t r = rows[k].cast<int64_t>();
+          if (r < 0 || r >= batch)
+            throw std::invalid_argument("row " + std::to_string(r) + " outside the batch of " + std::to_string(batch));
+          j.row = B + r * words;
+          auto mk = py::reinterpret_borrow<py::object>(masks[k]);
+          if (!py::isinstance<py::array>(mk)) throw std::invalid_argument("mask " + std::to_string(k) + " is not an array");
+          auto a = py::reinterpret_borrow<py::array>(mk);
+          // only the exact layout is read: a cast would copy, and an int64 mask read as words is wrong
+          if (a.ndim() != 1 || a.itemsize() != 4 || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u') ||
+              a.strides(0) != 4)
+            throw std::invalid_argument("mask " + std::to_string(k) + " is not a contiguous 1-D 32-bit array");
+          j.n = a.shape(0);
+          if (j.n > words)
+            throw std::invalid_argument("mask " + std::to_string(k) + " has " + std::to_string(j.n) +
+                                        " words but the bitmask rows have " + std::to_string(words));
+          j.mask = static_cast<const uint32_t*>(a.data());
+          keep.push_back(std::move(mk));
+          j.ni = nullptr;
+          j.st = nullptr;
+          j.cid = 0;
+          if (!names[k].is_none()) {
+            keep.push_back(py::reinterpret_borrow<py::object>(names[k]));
+            keep.push_back(py::reinterpret_borrow<py::object>(states[k]));
+            j.ni = &keep[keep.size() - 2].cast<NameIndex&>();
+            j.st = &keep.back().cast<const NameState&>();
+            j.cid = cids[k].cast<int32_t>();
+            j.ni->check_cid(j.cid);
+          }
+        }
         py::gil_scoped_release release;
         for (const Job& j : jobs) {
-          j.ni->clear_into_row(*j.st, j.cid, B + j.row * words, words);
+          std::memcpy(j.row, j.mask, static_cast<size_t>(j.n) * 4);
+          if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
+          if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
         }
       },
-      py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("indexes"), py::arg("states"), py::arg("cids"));
+      py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("masks"), py::arg("names"), py::arg("states"),
+      py::arg("cids"));
 }

@@ -254,15 +254,15 @@ py::tuple group_bytes(const i32& targets) {
 
 void register_automaton(py::module_& m);     // src/core/automaton.cpp
 void register_config_index(py::module_& m);  // src/core/config_index.cpp
-void register_batch(py::module_& m);         // src/core/batch.cpp
 void register_names(py::module_& m);         // src/core/names.cpp
+void register_apply(py::module_& m);         // src/core/apply.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "structgen's native core: rule DFAs (src/core/automaton.cpp), the configuration index (src/core/config_index.cpp), member-name tracking (src/core/names.cpp), the vocabulary trie and the mask walk";
   register_automaton(m);
   register_config_index(m);
-  register_batch(m);
   register_names(m);
+  register_apply(m);
   m.def("build_trie", &build_trie, py::arg("flat"), py::arg("offsets"), py::arg("ids"));
   m.def("walk", &walk, py::arg("byte"), py::arg("tok"), py::arg("depth"), py::arg("end"), py::arg("rows"),
         py::arg("slot"), py::arg("starts"), py::arg("start_cfgs"), py::arg("first_bytes"), py::arg("mask").noconvert(),

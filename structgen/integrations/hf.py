@@ -60,6 +60,7 @@ class GrammarLogitsProcessor:
         self.matchers: list[GrammarMatcher] | None = None
         self.budgets: list[TokenBudget] | None = None
         self._bitmask: Any = None  # a torch tensor once the batch is known
+        self._bitmask_np: Any = None
         self._prompt_len = 0
         self._consumed = 0
         self._finished = False
@@ -69,6 +70,7 @@ class GrammarLogitsProcessor:
         self.matchers = None
         self.budgets = None
         self._bitmask = None
+        self._bitmask_np = None
         self._consumed = 0
         self._finished = False
 
@@ -93,6 +95,7 @@ class GrammarLogitsProcessor:
         if scores.device.type == "cuda":
             bitmask = bitmask.pin_memory()
         self._bitmask = bitmask
+        self._bitmask_np = bitmask.numpy()  # the fill's view, made once (a conversion costs microseconds a step)
         self._prompt_len = input_ids.shape[1]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -107,7 +110,7 @@ class GrammarLogitsProcessor:
                 )
             self._advance(input_ids[:, -1].tolist())
         matchers = self.matchers or []  # set by _setup above
-        fill_next_token_bitmasks(matchers, self._bitmask)  # one call: rows of distinct grammars, missing masks in a pool
+        fill_next_token_bitmasks(matchers, self._bitmask_np)  # one call: rows of distinct grammars, missing masks in a pool
         if self.budgets is not None:
             for row, m in enumerate(matchers):
                 if not m.is_terminated():

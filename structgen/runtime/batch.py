@@ -2,12 +2,11 @@
 
 :func:`fill_next_token_bitmasks` is what a serving loop calls once per decoding step, with
 one matcher per row (distinct grammars welcome). Rows whose masks are memoised cost one
-lookup each in Python and are copied by the native core in one call with the GIL released;
-masks not computed yet are computed by a small thread pool meanwhile. Rows of matchers that
-track member names (structgen.runtime.names) are filled by the native core mask and name
-clears together, also without the GIL: those waiting for a missing mask by the pool task
-that computes it, the others by the calling thread while the pool works. The result is bit
-for bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
+lookup each in Python and are filled by the native core in one call with the GIL released:
+mask copy, zero tail and, for matchers that track member names (structgen.runtime.names),
+the name clears. Masks not computed yet are computed by a small thread pool meanwhile, each
+task filling the rows that wait for its mask. The result is bit for bit what
+:meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
 
 Threads help where the work releases the GIL: the mask computation and the name clears are
 native; what stays in Python is the bookkeeping around them (see docs/performance.md for the
@@ -27,7 +26,6 @@ from .. import _core
 from ..errors import MatcherError
 from ..index.token_index import _guarded
 from .matcher import GrammarMatcher, stop_mask
-from .names import name_index
 from .precompute import compute_mask
 
 __all__ = ["DEFAULT_THREADS", "fill_next_token_bitmasks"]
@@ -89,122 +87,118 @@ def fill_next_token_bitmasks(
     """
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise MatcherError(f"threads must be an int >= 1, not {threads!r}")
+    if indices is None and len(matchers) == 1 and matchers[0] is not None:
+        # batch 1 (a local generate()): the matcher's own one-call fill is the same bits
+        matchers[0].fill_next_token_bitmask(bitmask, 0)
+        return
     arr = _as_matrix(bitmask)
     batch, words = arr.shape
     if indices is None:
-        rows = list(range(len(matchers)))
+        rows: Sequence[int] = range(len(matchers))
+        checked = len(matchers) <= batch  # every row in range: no check per row
     else:
         rows = [int(i) for i in indices]
         if len(rows) != len(matchers):
             raise MatcherError(f"{len(rows)} indices for {len(matchers)} matchers")
-    if len(set(rows)) != len(rows):
-        raise MatcherError("a bitmask row is named twice in indices")
+        if len(set(rows)) != len(rows):
+            raise MatcherError("a bitmask row is named twice in indices")
+        checked = False
+    # one entry per row to fill, in the argument lists of _core.fill_batch
     out_rows: list[int] = []
-    out_masks: list[np.ndarray | None] = []
-    # rows of matchers with name tracking: filled natively, mask and name clears in one call
-    named: list[tuple[int, Any, Any, int]] = []  # (row, name index, name state, configuration)
-    # (id(index), cid) -> (positions in out_*, positions in named) waiting for that mask
-    missing: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+    masks: list[np.ndarray | None] = []
+    names: list[Any] = []  # the row's NameIndex, or None: no name tracking
+    states: list[Any] = []
+    cids: list[int] = []
+    # (id(index), cid) -> positions in the lists waiting for that mask
+    missing: dict[tuple[int, int], list[int]] = {}
     indexes: dict[int, tuple[Any, Any]] = {}
     for m, r in zip(matchers, rows):
         if m is None:
             continue
-        if not 0 <= r < batch:
+        if not checked and not 0 <= r < batch:
             raise MatcherError(f"index {r} is outside the bitmask's batch of {batch}")
         index = m._index
         if index.words > words:
             raise MatcherError(f"bitmask row has {words} words but the vocabulary needs {index.words} "
                                f"(vocab_size={m.compiled.tokenizer_info.vocab_size})")
+        out_rows.append(r)
         if m._terminated:
-            out_rows.append(r)
-            out_masks.append(stop_mask(m.compiled.tokenizer_info, index.words))
+            masks.append(stop_mask(m.compiled.tokenizer_info, index.words))
+            names.append(None)
+            states.append(None)
+            cids.append(0)
             continue
         cid = m._history[-1]
-        mask = index.mask_if_ready(cid)
-        waiting = None
+        mask = index._masks.get(cid)
         if mask is None:
             key = (id(index), cid)
             waiting = missing.get(key)
             if waiting is None:
-                waiting = missing[key] = ([], [])
+                waiting = missing[key] = []
                 indexes[key[0]] = (index, m.compiled.background)
-        if m._names is not None:
+            waiting.append(len(masks))
+        masks.append(mask)
+        if m._names is None:
+            names.append(None)
+            states.append(None)
+        else:
             index._sync_limit()  # the name clears' searches may create configurations
-            if waiting is not None:
-                waiting[1].append(len(named))
-            named.append((r, name_index(index), m._names[-1], cid))
-            continue
-        if waiting is not None:
-            waiting[0].append(len(out_rows))
-        out_rows.append(r)
-        out_masks.append(mask)
-    if missing:
-        _fill_missing(arr, out_rows, out_masks, named, missing, indexes, DEFAULT_THREADS if threads is None else threads)
+            names.append(m._name_index)
+            states.append(m._names[-1])
+        cids.append(cid)
+    if not out_rows:
         return
-    if out_rows:
-        _core.fill_rows(arr, np.array(out_rows, np.int64), out_masks)
-    if named:
-        _fill_named(arr, named)
-
-
-def _fill_named(arr: np.ndarray, named: list[tuple[int, Any, Any, int]]) -> None:
-    """Rows of matchers with name tracking: mask, zero tail and name clears, natively and
-    without the GIL (structgen.runtime.names)."""
-    r, ni, st, cid = zip(*named)
-    _guarded(_core.fill_named_rows, arr, r, ni, st, cid)
-
-
-def _fill_missing(arr: np.ndarray, rows: list[int], masks: list[np.ndarray | None],
-                  named: list[tuple[int, Any, Any, int]], missing: dict[tuple[int, int], tuple[list[int], list[int]]],
-                  indexes: dict[int, tuple[Any, Any]], threads: int) -> None:
-    """Compute the missing masks (in a pool when there are several; each task then fills the
-    named rows waiting for its mask, names included) while the calling thread copies the
-    memoised rows and fills the other named rows, then copy the rest."""
-    hits = [k for k, mk in enumerate(masks) if mk is not None]
-    later = {j for _, (_, js) in missing.items() for j in js}
-    ready = [named[j] for j in range(len(named)) if j not in later]
-
-    def compute(key: tuple[int, int]) -> np.ndarray:
-        index, task = indexes[key[0]]
-        mask = compute_mask(index, key[1], task)
-        js = missing[key][1]
-        if js:
-            _fill_named(arr, [named[j] for j in js])
-        return mask
-
-    if threads == 1 or len(missing) == 1:
-        if hits:
-            _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
-        if ready:
-            _fill_named(arr, ready)
-        for key, (where, _) in missing.items():
-            mask = compute(key)
-            for k in where:
-                masks[k] = mask
+    if not arr.flags.writeable:
+        raise MatcherError("bitmask is read-only")
+    # the native fill writes whole C-ordered rows: a strided view is filled through a copy
+    target = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    if not missing:
+        _guarded(_core.fill_batch, target, out_rows, masks, names, states, cids)
     else:
-        # One task per thread, each computing a share of the missing masks, the calling thread
-        # taking the first share after the copies: a task per mask cost more in submitting,
-        # futures and GIL hand-offs than a first-visit mask of a small grammar takes.
-        keys = list(missing)
-        shares = [keys[i::threads] for i in range(min(threads, len(keys)))]
+        _fill_missing(target, out_rows, masks, names, states, cids, missing, indexes,
+                      DEFAULT_THREADS if threads is None else threads)
+    if target is not arr:
+        arr[out_rows] = target[out_rows]
 
-        def run(share: list[tuple[int, int]]) -> list[tuple[tuple[int, int], np.ndarray]]:
-            return [(key, compute(key)) for key in share]
 
-        pool = _pool(threads - 1)
-        futures = [pool.submit(run, share) for share in shares[1:]]
-        # meanwhile, here: the copies and the ready named rows release the GIL
+def _fill_missing(arr: np.ndarray, rows: list[int], masks: list[np.ndarray | None], names: list[Any],
+                  states: list[Any], cids: list[int], missing: dict[tuple[int, int], list[int]],
+                  indexes: dict[int, tuple[Any, Any]], threads: int) -> None:
+    """Compute the missing masks, each task filling the rows waiting for its mask (name
+    clears included), while the calling thread fills the rows whose masks are memoised."""
+    hits = [k for k, mk in enumerate(masks) if mk is not None]
+
+    def fill(ks: list[int], mask: np.ndarray | None = None) -> None:
+        _guarded(_core.fill_batch, arr, [rows[k] for k in ks], [mask if mask is not None else masks[k] for k in ks],
+                 [names[k] for k in ks], [states[k] for k in ks], [cids[k] for k in ks])
+
+    def compute(key: tuple[int, int]) -> None:
+        index, task = indexes[key[0]]
+        fill(missing[key], compute_mask(index, key[1], task))
+
+    keys = list(missing)
+    if threads == 1 or len(keys) == 1:
         if hits:
-            _core.fill_rows(arr, np.array([rows[k] for k in hits], np.int64), [masks[k] for k in hits])
-        if ready:
-            _fill_named(arr, ready)
-        results = run(shares[0])
-        for fut in futures:
-            results.extend(fut.result())
-        for key, mask in results:
-            for k in missing[key][0]:
-                masks[k] = mask
-    done = set(hits)
-    rest = [k for k in range(len(rows)) if k not in done]
-    if rest:
-        _core.fill_rows(arr, np.array([rows[k] for k in rest], np.int64), [masks[k] for k in rest])
+            fill(hits)
+        for key in keys:
+            compute(key)
+        return
+    # One task per thread, each computing a share of the missing masks, the calling thread
+    # taking the first share after the memoised rows: a task per mask cost more in submitting,
+    # futures and GIL hand-offs than a first-visit mask of a small grammar takes.
+    shares = [keys[i::threads] for i in range(min(threads, len(keys)))]
+
+    def run(share: list[tuple[int, int]]) -> None:
+        for key in share:
+            compute(key)
+
+    pool = _pool(threads - 1)
+    futures = [pool.submit(run, share) for share in shares[1:]]
+    try:
+        if hits:
+            fill(hits)  # releases the GIL for the copies and clears
+        run(shares[0])
+    finally:
+        concurrent.futures.wait(futures)  # no thread writes to the bitmask after the call
+    for fut in futures:
+        fut.result()  # a task's error (a LimitError, say) is the call's

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import sys
 from typing import Any
 
 import numpy as np
 
+from .. import _core
 from ..errors import MatcherError
 
 __all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_words", "unpack_bitmask"]
@@ -51,6 +51,8 @@ def as_numpy_row(bitmask: Any, index: int) -> np.ndarray:
     if arr.dtype != np.int32 or arr.ndim not in (1, 2):
         raise MatcherError(f"bitmask must be int32 of shape (batch, words) or (words,), "
                            f"found {arr.dtype} of shape {arr.shape}")
+    if not arr.flags.writeable:
+        raise MatcherError("bitmask is read-only")
     if arr.ndim == 1:
         if index != 0:
             raise MatcherError(f"index {index} given for a 1-D bitmask")
@@ -75,18 +77,32 @@ def _triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-_NUMPY_FLOATS: set = set()
+# dtype -> bit pattern of -inf in that float format: the native apply writes it through an
+# integer of the same width, so bfloat16 (which numpy lacks) is served like the others
+_NEG_INF: dict = {}
+_torch: Any = None
 
 
-def _apply_numpy(logits: np.ndarray, bitmask: np.ndarray, covered: int, indices: Any) -> None:
-    # numpy's unpackbits reads the little-endian words bit by bit in one C pass and copyto
-    # writes -inf single-threaded: torch's shift-unpack plus masked_fill cost milliseconds a
-    # step here (and torch's thread pool stalls when other processes hold the cores)
-    blocked = np.unpackbits(np.invert(bitmask).view(np.uint8), axis=1, count=covered, bitorder="little").view(np.bool_)
-    rows = range(logits.shape[0]) if indices is None else [int(i) for i in indices]
-    for k, r in enumerate(rows):
-        np.copyto(logits[r, :covered], -np.inf, where=blocked[k])
-        logits[r, covered:] = -np.inf
+def _load_torch() -> Any:
+    global _torch
+    import torch
+
+    _NEG_INF.update({torch.float32: 0xFF800000, torch.float64: 0xFFF0000000000000,
+                     torch.float16: 0xFC00, torch.bfloat16: 0xFF80})
+    _torch = torch
+    return torch
+
+
+def _apply_cpu(logits: Any, bitmask: Any, indices: Any, neg: int) -> None:
+    # checked by the caller: CPU tensors, bitmask int32 2-D with contiguous words, logits 2-D of
+    # a dtype in _NEG_INF. Addresses and strides go to the native core as integers (converting
+    # the tensors to numpy costs more than the apply itself at batch 1).
+    rows, vocab = logits.shape
+    brows, words = bitmask.shape
+    ls0, ls1 = logits.stride()
+    item = logits.element_size()
+    _core.apply_bitmask(logits.data_ptr(), rows, vocab, ls0 * item, ls1 * item, item,
+                        bitmask.data_ptr(), brows, words, bitmask.stride(0) * 4, indices, neg)
 
 
 def _check_apply_args(torch: Any, logits: Any, bitmask: Any, indices: Any) -> None:
@@ -121,7 +137,8 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
             ``32 * words`` are masked (padded vocabulary rows the tokenizer never produces).
         bitmask: int32 ``(batch, words)`` (or ``(len(indices), words)``), on any device; it is
             moved to the logits' device (non-blocking when pinned). On CUDA with Triton
-            installed a single Triton kernel applies it; elsewhere torch ops do.
+            installed a single Triton kernel applies it; on the CPU the native core does
+            (one pass, the GIL released; float16/32/64 and bfloat16); elsewhere torch ops do.
         indices: optional rows of ``logits`` the bitmask rows apply to.
 
     Raises:
@@ -129,11 +146,16 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
             names the expected and the found values. (An int64 bitmask would otherwise be
             read as pairs of words, allowing tokens the grammar forbids.)
     """
-    import torch
-
+    torch = _torch or _load_torch()
+    if (indices is None and type(logits) is torch.Tensor and type(bitmask) is torch.Tensor and logits.is_cpu
+            and bitmask.is_cpu and bitmask.dtype is torch.int32 and not logits.requires_grad
+            and logits.dim() == 2 and bitmask.dim() == 2):
+        # the decoding loop's call, checked in a few attribute reads
+        neg = _NEG_INF.get(logits.dtype)
+        if neg is not None and bitmask.shape[0] == logits.shape[0] and bitmask.shape[1] and bitmask.stride(1) == 1:
+            _apply_cpu(logits, bitmask, None, neg)
+            return
     _check_apply_args(torch, logits, bitmask, indices)
-    if not _NUMPY_FLOATS:
-        _NUMPY_FLOATS.update((torch.float32, torch.float64, torch.float16))
     if logits.dim() != 2:
         raise MatcherError(f"logits must be 2-D (batch, vocab), got shape {tuple(logits.shape)}")
     if bitmask.dim() == 1:
@@ -151,8 +173,11 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, *, indices: Any = Non
         apply_token_bitmask_triton(logits, bitmask if bitmask.is_contiguous() else bitmask.contiguous(), idx)
         return
     covered = min(vocab, bitmask.shape[1] * 32)
-    if logits.device.type == "cpu" and sys.byteorder == "little" and logits.dtype in _NUMPY_FLOATS:
-        _apply_numpy(logits.numpy(), bitmask.numpy(), covered, indices)
+    neg = _NEG_INF.get(logits.dtype)
+    if logits.device.type == "cpu" and neg is not None and not logits.requires_grad:
+        idx = None if indices is None else np.asarray(
+            indices.cpu().numpy() if isinstance(indices, torch.Tensor) else indices, dtype=np.int64)
+        _apply_cpu(logits, bitmask if bitmask.stride(1) == 1 else bitmask.contiguous(), idx, neg)
         return
     allowed = unpack_bitmask(bitmask, covered)
     target = logits if indices is None else logits[indices]

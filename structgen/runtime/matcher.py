@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _core
 from .bitmask import as_numpy_row
 from ..errors import MatcherError, StructgenTypeError
 from .names import INITIAL, NameState, clear_names, name_index
-from ..index.token_index import DEAD
+from ..index.token_index import DEAD, _guarded
 from ..index.tokenizer import TokenizerInfo
 from .precompute import compute_mask
 
@@ -48,6 +49,14 @@ def stop_mask(info: TokenizerInfo, words: int) -> np.ndarray:
         mask.setflags(write=False)
         per[words] = mask
     return mask
+
+
+def _cpu_array(bitmask: Any) -> np.ndarray | None:
+    """The numpy view of a CPU torch tensor (``None`` for anything else: the checked path
+    then says what is wrong with it)."""
+    if getattr(bitmask, "is_cpu", False) and hasattr(bitmask, "numpy"):
+        return bitmask.numpy()
+    return None
 
 
 class GrammarMatcher:
@@ -156,6 +165,19 @@ class GrammarMatcher:
         (so a finished row of a batch can keep emitting padding EOS). To fill many rows
         from many matchers at once, see :func:`structgen.runtime.batch.fill_next_token_bitmasks`.
         """
+        if not self._terminated:  # the warm path: one native call when the mask is memoised
+            cid = self._history[-1]
+            mask = self._index._masks.get(cid)
+            if mask is not None:
+                arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
+                if arr is not None:
+                    if self._names is None:
+                        if _core.fill_row(arr, index, mask, None, None, cid):
+                            return
+                    else:
+                        self._index._sync_limit()  # the name clears' searches may create configurations
+                        if _guarded(_core.fill_row, arr, index, mask, self._name_index, self._names[-1], cid):
+                            return
         row = as_numpy_row(bitmask, index)
         mask = self.next_mask()
         n = mask.shape[0]
@@ -170,7 +192,12 @@ class GrammarMatcher:
             row[:n] = mask
             row[n:] = 0
         if self._names is not None and not self._terminated:
-            self._clear_names(row.view(np.uint32))
+            if row.flags.c_contiguous:
+                self._clear_names(row.view(np.uint32))
+            else:  # the native clears take contiguous words: a strided row goes through a copy
+                words = np.ascontiguousarray(row).view(np.uint32)
+                self._clear_names(words)
+                row[:] = words.view(np.int32)
 
     def next_mask(self) -> np.ndarray:
         """The memoised mask of the current configuration (read-only int32 words), or the
