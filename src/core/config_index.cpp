@@ -428,6 +428,7 @@ class ConfigIndex final : public structgen::IndexView {
     return rows_.at(again);
   }
   bool has_row(int32_t cid) const { return slot_.load(cid) >= 0; }
+  const uint32_t* mask_if_ready(int32_t cid) const override { return masks_.load(cid); }
 
   // The configuration after byte `b` alone, without computing the whole row: each counter
   // value is a configuration of its own, and whole rows would create every byte's successor.
@@ -1185,6 +1186,9 @@ void register_config_index(py::module_& m) {
       .def_property_readonly("initial", &ConfigIndex::initial)
       .def_property_readonly("num_configs", &ConfigIndex::num_configs)
       .def_property_readonly("counted", &ConfigIndex::counted)
+      // the address of the index as an IndexView, for _core.fill_row (valid while the index lives)
+      .def_property_readonly("view",
+                             [](ConfigIndex& ix) { return reinterpret_cast<uintptr_t>(static_cast<structgen::IndexView*>(&ix)); })
       .def("set_stack_limit", &ConfigIndex::set_stack_limit)
       .def("is_accepting", &ConfigIndex::is_accepting)
       .def("config_dist", &ConfigIndex::config_dist)

@@ -15,6 +15,8 @@ class IndexView {
   virtual int64_t num_configs() const = 0;
   // the packed allowed-token mask of `cid` (words() uint32), computed on first use
   virtual const uint32_t* mask(int32_t cid) = 0;
+  // the mask of `cid` if it is computed already, else nullptr; never computes, takes no lock
+  virtual const uint32_t* mask_if_ready(int32_t cid) const = 0;
   // the 256 successor configurations of `cid` (0: dead), computed on first use
   virtual const int32_t* row(int32_t cid) = 0;
   virtual int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) = 0;

@@ -1031,40 +1031,52 @@ void register_names(py::module_& m) {
             return py::bytes(*out);
           },
           py::arg("cid"), py::arg("state"), py::arg("max_nodes"));
-  // GrammarMatcher.fill_next_token_bitmask's warm path: row `index` of a numpy int32 bitmask
-  // becomes `mask` (a memoised mask), zero words after it, less the name clears of `state` when
-  // `names` is given. One call instead of a row view, a copy, a tail fill and a clear from
-  // Python. Returns false, writing nothing, for anything but the plain case (another array
-  // kind, a row out of range, a narrow row, a bool index): the matcher's checked path then
-  // fills the row or raises the error that says what is wrong.
+  // GrammarMatcher.fill_next_token_bitmask in one call: row `index` of a numpy int32 bitmask
+  // becomes configuration `cid`'s mask in `ix`, zero words after it, less the name clears of
+  // `state` when `names` is given. A mask not computed yet is computed here, without the GIL,
+  // when `compute` says so (the caller says no while a background precompute of the grammar
+  // runs: its demand protocol is in Python). Returns false, writing nothing, for anything but
+  // the plain case (another array kind, a row out of range, a narrow row, a bool index, a
+  // missing mask not to compute): the matcher's checked path then fills the row or raises the
+  // error that says what is wrong.
   m.def(
       "fill_row",
-      [](py::handle bitmask, py::handle index, py::handle mask, py::handle names, py::handle state, int32_t cid) {
-        if (!py::isinstance<py::array>(bitmask) || !py::isinstance<py::array>(mask)) return false;
-        if (!PyLong_CheckExact(index.ptr())) return false;
+      [](py::handle bitmask, py::handle index, uintptr_t view, int32_t cid, py::handle names, py::handle state,
+         bool compute) {
+        // `view`: ConfigIndex.view, the address of the index's IndexView, which the caller keeps
+        // alive (a pointer argument costs a fraction of a class argument's cast, on every fill)
+        structgen::IndexView& ix = *reinterpret_cast<structgen::IndexView*>(view);
+        if (!py::isinstance<py::array>(bitmask) || !PyLong_CheckExact(index.ptr())) return false;
+        if (cid < 0 || cid >= ix.num_configs()) throw py::index_error("configuration id out of range");
         const long long r = PyLong_AsLongLong(index.ptr());
         auto b = py::reinterpret_borrow<py::array>(bitmask);
-        auto mk = py::reinterpret_borrow<py::array>(mask);
         if (b.itemsize() != 4 || b.dtype().kind() != 'i' || !b.writeable()) return false;
-        if (mk.ndim() != 1 || mk.itemsize() != 4 || mk.strides(0) != 4) return false;
         const int nd = static_cast<int>(b.ndim());
         if (nd != 1 && nd != 2) return false;
-        const int64_t words = b.shape(nd - 1), n = mk.shape(0);
+        const int64_t words = b.shape(nd - 1), n = ix.words();
         if (b.strides(nd - 1) != 4 || words < n) return false;
         if (nd == 1 ? r != 0 : (r < 0 || r >= b.shape(0))) return false;
         auto* row = reinterpret_cast<uint32_t*>(static_cast<char*>(b.mutable_data()) + (nd == 2 ? r * b.strides(0) : 0));
-        std::memcpy(row, mk.data(), static_cast<size_t>(n) * 4);
-        if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
-        if (!names.is_none()) {
-          NameIndex& ni = names.cast<NameIndex&>();
-          const NameState& st = state.cast<const NameState&>();
-          ni.check_cid(cid);
-          py::gil_scoped_release release;  // a first visit searches the grammar
-          ni.clear(st, cid, row, words);
+        NameIndex* ni = names.is_none() ? nullptr : &names.cast<NameIndex&>();
+        const NameState* st = ni == nullptr ? nullptr : &state.cast<const NameState&>();
+        const uint32_t* mask = ix.mask_if_ready(cid);
+        if (mask == nullptr && !compute) return false;
+        auto fill = [&] {
+          if (mask == nullptr) mask = ix.mask(cid);
+          std::memcpy(row, mask, static_cast<size_t>(n) * 4);
+          if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
+          if (ni != nullptr) ni->clear(*st, cid, row, words);
+        };
+        if (mask != nullptr && ni == nullptr) {
+          fill();  // a copy of a few KB: cheaper than releasing the GIL
+        } else {
+          py::gil_scoped_release release;  // a first visit walks the vocabulary or searches the grammar
+          fill();
         }
         return true;
       },
-      py::arg("bitmask"), py::arg("index"), py::arg("mask"), py::arg("names"), py::arg("state"), py::arg("cid"));
+      py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
+      py::arg("compute"));
   // structgen.runtime.batch's fill: row rows[k] of a 2-D int32 bitmask becomes masks[k] (a
   // memoised mask, or the stop mask of a terminated matcher), zero words after it, less the
   // name clears of states[k] where names[k] is a NameIndex (None: no name tracking). The

@@ -238,6 +238,7 @@ class TokenIndex:
         self._native = _guarded(_core.ConfigIndex, rules, pda.root, _vocab_tables(trie), list(info.stop_token_ids),
                                 self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
         self.initial: int = self._native.initial
+        self._view: int = self._native.view  # for _core.fill_row; valid while self._native lives
         # the warm path: one dict lookup per decoding step (the arrays are views of native memory)
         self._masks: dict[int, np.ndarray] = {}
         self._mask_views: dict[int, np.ndarray] = {}  # by address of the native mask

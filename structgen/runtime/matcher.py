@@ -10,7 +10,8 @@ from .. import _core
 from .bitmask import as_numpy_row
 from ..errors import MatcherError, StructgenTypeError
 from .names import INITIAL, NameState, clear_names, name_index
-from ..index.token_index import DEAD, _guarded
+from ..index.counters import check_config_stacks
+from ..index.token_index import DEAD
 from ..index.tokenizer import TokenizerInfo
 from .precompute import compute_mask
 
@@ -165,19 +166,23 @@ class GrammarMatcher:
         (so a finished row of a batch can keep emitting padding EOS). To fill many rows
         from many matchers at once, see :func:`structgen.runtime.batch.fill_next_token_bitmasks`.
         """
-        if not self._terminated:  # the warm path: one native call when the mask is memoised
-            cid = self._history[-1]
-            mask = self._index._masks.get(cid)
-            if mask is not None:
-                arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
-                if arr is not None:
-                    if self._names is None:
-                        if _core.fill_row(arr, index, mask, None, None, cid):
-                            return
-                    else:
-                        self._index._sync_limit()  # the name clears' searches may create configurations
-                        if _guarded(_core.fill_row, arr, index, mask, self._name_index, self._names[-1], cid):
-                            return
+        if not self._terminated:  # the usual case in one native call, first visits included
+            arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
+            if arr is not None:
+                index_ = self._index
+                task = self.compiled.background
+                if index_._counted:  # a first visit or the name clears may create configurations
+                    index_._sync_limit()
+                names = self._names
+                try:
+                    if _core.fill_row(arr, index, index_._view, self._history[-1],
+                                      None if names is None else self._name_index,
+                                      None if names is None else names[-1],
+                                      task is None or task.finished.is_set()):
+                        return
+                except _core.StackLimitExceeded as e:
+                    check_config_stacks(int(e.args[0]))  # raises LimitError
+                    raise  # pragma: no cover - the limit was raised meanwhile
         row = as_numpy_row(bitmask, index)
         mask = self.next_mask()
         n = mask.shape[0]
