@@ -1077,32 +1077,35 @@ void register_names(py::module_& m) {
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
       py::arg("compute"));
-  // structgen.runtime.batch's fill: row rows[k] of a 2-D int32 bitmask becomes masks[k] (a
-  // memoised mask, or the stop mask of a terminated matcher), zero words after it, less the
-  // name clears of states[k] where names[k] is a NameIndex (None: no name tracking). The
-  // arguments are read under the GIL; the copies and the clears run without it, so rows filled
-  // here and masks computed by other threads meanwhile run side by side.
+  // structgen.runtime.batch's fill. Entry k: row rows[k] of a 2-D int32 bitmask becomes
+  // either stops[k] (a terminated matcher's stop-token mask) or the mask of configuration
+  // cids[k] of the index at address views[k] (ConfigIndex.view), zero words after it, less the
+  // name clears of states[k] where names[k] is a NameIndex. A mask not computed yet is
+  // computed here when `compute` is true; else its entry is skipped and returned, for the
+  // caller to hand to its threads. The arguments are read under the GIL; the copies, masks
+  // and clears run without it, so several threads filling shares of a batch run side by side.
   m.def(
       "fill_batch",
-      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& rows, const py::list& masks,
-         const py::list& names, const py::list& states, const py::list& cids) {
+      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& rows, const py::list& views,
+         const py::list& cids, const py::list& names, const py::list& states, const py::list& stops, bool compute) {
         if (bitmask.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
         if (!bitmask.writeable()) throw std::invalid_argument("bitmask must be writable");
         const size_t n = rows.size();
-        if (masks.size() != n || names.size() != n || states.size() != n || cids.size() != n)
-          throw std::invalid_argument("rows, masks, names, states and cids differ in length");
+        if (views.size() != n || cids.size() != n || names.size() != n || states.size() != n || stops.size() != n)
+          throw std::invalid_argument("rows, views, cids, names, states and stops differ in length");
         const int64_t batch = bitmask.shape(0), words = bitmask.shape(1);
         struct Job {
           uint32_t* row;
-          const uint32_t* mask;
+          const uint32_t* stop;  // a terminated matcher's row, else nullptr
           int64_t n;
+          structgen::IndexView* ix;
+          int32_t cid;
           NameIndex* ni;
           const NameState* st;
-          int32_t cid;
         };
         std::vector<Job> jobs(n);
-        std::vector<py::object> keep;  // masks, indexes and states stay referenced without the GIL
-        keep.reserve(3 * n);
+        std::vector<py::object> keep;  // stop masks, name indexes and states stay referenced without the GIL
+        keep.reserve(2 * n);
         auto* B = reinterpret_cast<uint32_t*>(bitmask.mutable_data());
         for (size_t k = 0; k < n; ++k) {
           Job& j = jobs[k];
@@ -1110,38 +1113,60 @@ void register_names(py::module_& m) {
           if (r < 0 || r >= batch)
             throw std::invalid_argument("row " + std::to_string(r) + " outside the batch of " + std::to_string(batch));
           j.row = B + r * words;
-          auto mk = py::reinterpret_borrow<py::object>(masks[k]);
-          if (!py::isinstance<py::array>(mk)) throw std::invalid_argument("mask " + std::to_string(k) + " is not an array");
-          auto a = py::reinterpret_borrow<py::array>(mk);
-          // only the exact layout is read: a cast would copy, and an int64 mask read as words is wrong
-          if (a.ndim() != 1 || a.itemsize() != 4 || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u') ||
-              a.strides(0) != 4)
-            throw std::invalid_argument("mask " + std::to_string(k) + " is not a contiguous 1-D 32-bit array");
-          j.n = a.shape(0);
-          if (j.n > words)
-            throw std::invalid_argument("mask " + std::to_string(k) + " has " + std::to_string(j.n) +
-                                        " words but the bitmask rows have " + std::to_string(words));
-          j.mask = static_cast<const uint32_t*>(a.data());
-          keep.push_back(std::move(mk));
+          j.stop = nullptr;
+          j.ix = nullptr;
           j.ni = nullptr;
           j.st = nullptr;
           j.cid = 0;
-          if (!names[k].is_none()) {
-            keep.push_back(py::reinterpret_borrow<py::object>(names[k]));
-            keep.push_back(py::reinterpret_borrow<py::object>(states[k]));
-            j.ni = &keep[keep.size() - 2].cast<NameIndex&>();
-            j.st = &keep.back().cast<const NameState&>();
+          if (!stops[k].is_none()) {
+            auto a = py::reinterpret_borrow<py::array>(stops[k]);
+            // only the exact layout is read: a cast would copy, and an int64 mask read as words is wrong
+            if (a.ndim() != 1 || a.itemsize() != 4 || a.strides(0) != 4)
+              throw std::invalid_argument("stop mask " + std::to_string(k) + " is not a contiguous 1-D 32-bit array");
+            j.stop = static_cast<const uint32_t*>(a.data());
+            j.n = a.shape(0);
+            keep.push_back(std::move(a));
+          } else {
+            j.ix = reinterpret_cast<structgen::IndexView*>(views[k].cast<uintptr_t>());
             j.cid = cids[k].cast<int32_t>();
-            j.ni->check_cid(j.cid);
+            if (j.cid < 0 || j.cid >= j.ix->num_configs()) throw py::index_error("configuration id out of range");
+            j.n = j.ix->words();
+            if (!names[k].is_none()) {
+              keep.push_back(py::reinterpret_borrow<py::object>(names[k]));
+              j.ni = &keep.back().cast<NameIndex&>();
+              keep.push_back(py::reinterpret_borrow<py::object>(states[k]));
+              j.st = &keep.back().cast<const NameState&>();
+            }
+          }
+          if (j.n > words)
+            throw std::invalid_argument("row " + std::to_string(r) + " needs " + std::to_string(j.n) +
+                                        " words but the bitmask rows have " + std::to_string(words));
+        }
+        std::vector<int64_t> skipped;
+        {
+          py::gil_scoped_release release;
+          for (size_t k = 0; k < n; ++k) {
+            const Job& j = jobs[k];
+            const uint32_t* mask = j.stop;
+            if (mask == nullptr) {
+              mask = j.ix->mask_if_ready(j.cid);
+              if (mask == nullptr) {
+                if (!compute) {
+                  skipped.push_back(static_cast<int64_t>(k));
+                  continue;
+                }
+                mask = j.ix->mask(j.cid);
+              }
+            }
+            std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
+            if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
+            if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
           }
         }
-        py::gil_scoped_release release;
-        for (const Job& j : jobs) {
-          std::memcpy(j.row, j.mask, static_cast<size_t>(j.n) * 4);
-          if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
-          if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
-        }
+        py::list out;
+        for (int64_t k : skipped) out.append(k);
+        return out;
       },
-      py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("masks"), py::arg("names"), py::arg("states"),
-      py::arg("cids"));
+      py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("views"), py::arg("cids"), py::arg("names"),
+      py::arg("states"), py::arg("stops"), py::arg("compute"));
 }

@@ -105,13 +105,12 @@ def fill_next_token_bitmasks(
         checked = False
     # one entry per row to fill, in the argument lists of _core.fill_batch
     out_rows: list[int] = []
-    masks: list[np.ndarray | None] = []
+    views: list[int] = []
+    cids: list[int] = []
     names: list[Any] = []  # the row's NameIndex, or None: no name tracking
     states: list[Any] = []
-    cids: list[int] = []
-    # (id(index), cid) -> positions in the lists waiting for that mask
-    missing: dict[tuple[int, int], list[int]] = {}
-    indexes: dict[int, tuple[Any, Any]] = {}
+    stops: list[np.ndarray | None] = []  # a terminated matcher's stop-token mask
+    indexes: dict[int, tuple[Any, Any]] = {}  # view -> (TokenIndex, its background task)
     for m, r in zip(matchers, rows):
         if m is None:
             continue
@@ -122,82 +121,72 @@ def fill_next_token_bitmasks(
             raise MatcherError(f"bitmask row has {words} words but the vocabulary needs {index.words} "
                                f"(vocab_size={m.compiled.tokenizer_info.vocab_size})")
         out_rows.append(r)
+        view = index._view
+        views.append(view)
+        if view not in indexes:
+            indexes[view] = (index, m.compiled.background)
+            if index._counted:  # first visits and name clears may create configurations
+                index._sync_limit()
         if m._terminated:
-            masks.append(stop_mask(m.compiled.tokenizer_info, index.words))
+            stops.append(stop_mask(m.compiled.tokenizer_info, index.words))
+            cids.append(0)
             names.append(None)
             states.append(None)
-            cids.append(0)
             continue
-        cid = m._history[-1]
-        mask = index._masks.get(cid)
-        if mask is None:
-            key = (id(index), cid)
-            waiting = missing.get(key)
-            if waiting is None:
-                waiting = missing[key] = []
-                indexes[key[0]] = (index, m.compiled.background)
-            waiting.append(len(masks))
-        masks.append(mask)
+        stops.append(None)
+        cids.append(m._history[-1])
         if m._names is None:
             names.append(None)
             states.append(None)
         else:
-            index._sync_limit()  # the name clears' searches may create configurations
             names.append(m._name_index)
             states.append(m._names[-1])
-        cids.append(cid)
     if not out_rows:
         return
     if not arr.flags.writeable:
         raise MatcherError("bitmask is read-only")
     # the native fill writes whole C-ordered rows: a strided view is filled through a copy
     target = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-    if not missing:
-        _guarded(_core.fill_batch, target, out_rows, masks, names, states, cids)
-    else:
-        _fill_missing(target, out_rows, masks, names, states, cids, missing, indexes,
-                      DEFAULT_THREADS if threads is None else threads)
+    args = (out_rows, views, cids, names, states, stops)
+    # memoised masks first, in one GIL-free call; it hands back the rows whose masks are missing
+    missing = _guarded(_core.fill_batch, target, *args, False)
+    if missing:
+        _fill_missing(target, args, missing, indexes, DEFAULT_THREADS if threads is None else threads)
     if target is not arr:
         arr[out_rows] = target[out_rows]
 
 
-def _fill_missing(arr: np.ndarray, rows: list[int], masks: list[np.ndarray | None], names: list[Any],
-                  states: list[Any], cids: list[int], missing: dict[tuple[int, int], list[int]],
+def _fill_missing(arr: np.ndarray, args: tuple[list, ...], missing: list[int],
                   indexes: dict[int, tuple[Any, Any]], threads: int) -> None:
-    """Compute the missing masks, each task filling the rows waiting for its mask (name
-    clears included), while the calling thread fills the rows whose masks are memoised."""
-    hits = [k for k, mk in enumerate(masks) if mk is not None]
+    """Fill the rows whose masks are not computed yet: the masks are computed by the native
+    fill itself, GIL released, in shares of one per thread (the calling thread takes the first)."""
+    rows, views, cids, names, states, stops = args
+    by_key: dict[tuple[int, int], list[int]] = {}
+    for k in missing:
+        by_key.setdefault((views[k], cids[k]), []).append(k)
 
-    def fill(ks: list[int], mask: np.ndarray | None = None) -> None:
-        _guarded(_core.fill_batch, arr, [rows[k] for k in ks], [mask if mask is not None else masks[k] for k in ks],
-                 [names[k] for k in ks], [states[k] for k in ks], [cids[k] for k in ks])
-
-    def compute(key: tuple[int, int]) -> None:
-        index, task = indexes[key[0]]
-        fill(missing[key], compute_mask(index, key[1], task))
-
-    keys = list(missing)
-    if threads == 1 or len(keys) == 1:
-        if hits:
-            fill(hits)
+    def fill(keys: list[tuple[int, int]]) -> None:
+        ks = []
         for key in keys:
-            compute(key)
+            index, task = indexes[key[0]]
+            if task is not None and not task.finished.is_set():
+                compute_mask(index, key[1], task)  # the background task's workers wait for it meanwhile
+            ks.extend(by_key[key])
+        _guarded(_core.fill_batch, arr, [rows[k] for k in ks], [views[k] for k in ks], [cids[k] for k in ks],
+                 [names[k] for k in ks], [states[k] for k in ks], [stops[k] for k in ks], True)
+
+    keys = list(by_key)
+    if threads == 1 or len(keys) == 1:
+        fill(keys)
         return
     # One task per thread, each computing a share of the missing masks, the calling thread
-    # taking the first share after the memoised rows: a task per mask cost more in submitting,
-    # futures and GIL hand-offs than a first-visit mask of a small grammar takes.
+    # taking the first share: a task per mask cost more in submitting, futures and GIL
+    # hand-offs than a first-visit mask of a small grammar takes.
     shares = [keys[i::threads] for i in range(min(threads, len(keys)))]
-
-    def run(share: list[tuple[int, int]]) -> None:
-        for key in share:
-            compute(key)
-
     pool = _pool(threads - 1)
-    futures = [pool.submit(run, share) for share in shares[1:]]
+    futures = [pool.submit(fill, share) for share in shares[1:]]
     try:
-        if hits:
-            fill(hits)  # releases the GIL for the copies and clears
-        run(shares[0])
+        fill(shares[0])
     finally:
         concurrent.futures.wait(futures)  # no thread writes to the bitmask after the call
     for fut in futures:
