@@ -219,7 +219,25 @@ struct Trie {
     depth = d.data();
     end = e.data();
     for (int64_t i = 0; i < nodes; ++i) max_depth = std::max(max_depth, depth[i]);
+    packed.resize(static_cast<size_t>(nodes));
+    for (int64_t i = 0; i < nodes; ++i) {
+      if (i > 0 && (depth[i] < 1 || end[i] <= i || end[i] > nodes || depth[i] > 0xFFFF))
+        throw std::invalid_argument("malformed trie");
+      packed[i] = {tok[i], end[i], static_cast<uint16_t>(depth[i]), byte[i]};
+      max_tok = std::max(max_tok, tok[i]);
+    }
   }
+
+  // The walk reads every field of a node it visits and jumps to end when it skips a subtree:
+  // one 12-byte record per node is one cache line touched per step instead of four.
+  struct Node {
+    int32_t tok;
+    int32_t end;
+    uint16_t depth;
+    uint8_t byte;
+  };
+  std::vector<Node> packed;
+  int32_t max_tok = -1;
 };
 
 struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
@@ -227,6 +245,19 @@ struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
   const int64_t* ids = nullptr;
   const int64_t* offsets = nullptr;
   int64_t groups = 0;
+  // the bitmask of every id of every group, when no id is in two groups (else empty): a mask
+  // taking most groups is that less the few groups left out
+  std::vector<uint32_t> all;
+
+  void build_union(int64_t words) {
+    std::vector<uint32_t> u(static_cast<size_t>(words), 0);
+    for (int64_t k = 0; k < offsets[groups]; ++k) {
+      const int64_t id = ids[k];
+      if (id < 0 || id >= words * 32 || (u[id >> 5] >> (id & 31) & 1u)) return;
+      u[id >> 5] |= 1u << (id & 31);
+    }
+    all.swap(u);
+  }
 
   void load(const py::object& id_arr, const py::object& off_arr) {
     i64 i = id_arr.cast<i64>(), o = off_arr.cast<i64>();
@@ -314,6 +345,8 @@ struct Vocab {
         if (runs->offsets[g] < 0 || runs->offsets[g] > runs->offsets[g + 1]) throw std::invalid_argument("bad offsets");
       note_ids(runs->ids, runs->offsets[runs->groups]);
     }
+    plain->by_first.build_union(plain_words);
+    plain->text_by_first.build_union(plain_words);
     for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie})
       if (sub->max_depth > trie.max_depth) throw std::invalid_argument("a split trie deeper than the vocabulary's");
   }
@@ -891,40 +924,72 @@ class ConfigIndex final : public structgen::IndexView {
 
   // -- the walk -----------------------------------------------------------------------
 
+  // Row pointers of the configurations one walk meets, direct-mapped by id. The walk needs the
+  // row of the configuration at every inner trie node it enters (most of them: 69% of
+  // SmolLM2's nodes), nearly always one of a few configurations, and row() itself costs two
+  // segment lookups and a call.
+  struct RowCache {
+    static constexpr int kSlots = 256;
+    int32_t id[kSlots];
+    const int32_t* row[kSlots];
+    RowCache() { std::fill(id, id + kSlots, kDead); }  // DEAD is never looked up
+  };
+  const int32_t* cached_row(RowCache& c, int32_t cid) {
+    const int h = cid & (RowCache::kSlots - 1);
+    if (c.id[h] == cid) return c.row[h];
+    const int32_t* r = row(cid);
+    c.id[h] = cid;
+    c.row[h] = r;
+    return r;
+  }
+
   // Walk trie `t` from `cid`: set the bit of every allowed token in `mask` (canonical ids) and
   // record (token, configuration after it) when asked. `first` (256 flags, or nullptr) limits
   // the walk to tokens whose first byte is flagged. Rows missing on the way are computed here.
   void walk(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
             std::vector<int32_t>* cfgs) {
     if (cid == kDead || t.nodes <= 1) return;
-    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 1);
-    row_at[0] = row(cid);
-    const uint8_t* B = t.byte;
-    const int32_t* T = t.tok;
-    const int32_t* D = t.depth;
-    const int32_t* E = t.end;
-    const int64_t bits = words_ * 32;
+    if (mask != nullptr && t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
+    if (toks != nullptr)
+      walk_nodes<false, true>(cid, t, first, mask, toks, cfgs);
+    else
+      walk_nodes<true, false>(cid, t, first, mask, toks, cfgs);
+  }
+
+  // The walk's loop, compiled apart for masks and for successor lists so that neither pays
+  // the other's branches on every node.
+  template <bool kMask, bool kCollect>
+  void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
+                  std::vector<int32_t>* cfgs) {
+    RowCache cache;
+    // row_at[d]: the row a node at depth d steps from (of the configuration after its first
+    // d - 1 bytes)
+    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 2);
+    int32_t root[256];
+    const int32_t* r0 = row(cid);
+    if (first != nullptr) {  // rejected first bytes act as DEAD transitions: no test per node
+      for (int b = 0; b < 256; ++b) root[b] = first[b] ? r0[b] : kDead;
+      r0 = root;
+    }
+    row_at[1] = r0;
+    const Trie::Node* N = t.packed.data();
     int64_t i = 1;
-    const int64_t stop = E[0];
+    const int64_t stop = N[0].end;
     while (i < stop) {
-      const int32_t d = D[i];
-      const int32_t next = row_at[d - 1][B[i]];
-      if (next == kDead || (first != nullptr && d == 1 && !first[B[i]])) {
-        i = E[i];  // the whole subtree below a rejected byte
+      const Trie::Node& n = N[i];
+      const int32_t next = row_at[n.depth][n.byte];
+      if (next == kDead) {
+        i = n.end;  // the whole subtree below a rejected byte
         continue;
       }
-      const int32_t tk = T[i];
-      if (tk >= 0) {
-        if (mask != nullptr) {
-          if (tk >= bits) throw std::invalid_argument("token id beyond the mask");
-          mask[tk >> 5] |= 1u << (tk & 31);
-        }
-        if (toks != nullptr) {
-          toks->push_back(tk);
+      if (n.tok >= 0) {
+        if (kMask) mask[n.tok >> 5] |= 1u << (n.tok & 31);
+        if (kCollect) {
+          toks->push_back(n.tok);
           cfgs->push_back(next);
         }
       }
-      if (E[i] > i + 1) row_at[d] = row(next);  // children below
+      if (n.end > i + 1) row_at[n.depth + 1] = cached_row(cache, next);  // children below
       ++i;
     }
   }
@@ -932,7 +997,21 @@ class ConfigIndex final : public structgen::IndexView {
   static void set_ids(uint32_t* mask, const int64_t* ids, int64_t n) {
     for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
   }
-  static void set_runs(uint32_t* mask, const IdRuns& runs, const uint8_t* flags) {
+  // Set the ids of the flagged groups of `runs` (256 groups, one per byte).
+  void set_runs(uint32_t* mask, const IdRuns& runs, const uint8_t* flags) {
+    int64_t on = 0, off = 0;
+    for (int b = 0; b < 256; ++b) (flags[b] ? on : off) += runs.offsets[b + 1] - runs.offsets[b];
+    // A property name's first character takes nearly every plain byte: tens of thousands of
+    // ids one bit at a time, where the union less the few groups left out costs two passes
+    // over the mask's words.
+    if (!runs.all.empty() && static_cast<int64_t>(runs.all.size()) == words_ && on > off + 2 * words_) {
+      std::unique_ptr<uint32_t[]> left(new uint32_t[words_]());
+      for (int b = 0; b < 256; ++b)
+        if (!flags[b]) set_ids(left.get(), runs.ids + runs.offsets[b], runs.offsets[b + 1] - runs.offsets[b]);
+      const uint32_t* all = runs.all.data();
+      for (int64_t w = 0; w < words_; ++w) mask[w] |= all[w] & ~left[w];
+      return;
+    }
     for (int b = 0; b < 256; ++b)
       if (flags[b]) set_ids(mask, runs.ids + runs.offsets[b], runs.offsets[b + 1] - runs.offsets[b]);
   }
