@@ -1146,16 +1146,19 @@ class ConfigIndex final : public structgen::IndexView {
       auto it = mb_targets_.find(cid);
       if (it != mb_targets_.end()) return it->second;
     }
-    std::vector<int32_t> found;
+    std::vector<int32_t> found, states, after;
     bool stop = false;
     for (const auto& seq : V.mb_seqs) {
-      std::vector<int32_t> states{cid};
+      states.assign(1, cid);
       for (const auto& rg : seq) {
-        std::vector<int32_t> after;
+        after.clear();
         for (int32_t c : states) {
           const int32_t* r = row(c);
+          // runs of bytes with one successor are the rule (a continuation-byte range mostly
+          // leads to one configuration): pushing each run once keeps the sort below short
+          int64_t prev = -1;
           for (int b = rg.first; b < rg.second; ++b)
-            if (V.used[b]) after.push_back(r[b]);
+            if (V.used[b] && r[b] != prev) after.push_back(prev = r[b]);
         }
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
