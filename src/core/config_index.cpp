@@ -196,6 +196,14 @@ struct Rule {
   int64_t item_min = kUnreachable;
 };
 
+// A partition of the 256 bytes into classes that every state involved maps alike; classes are
+// numbered in the order of their smallest byte (rep), so that going through the classes in
+// order meets the distinct targets in the order the bytes 0..255 would.
+struct ByteClasses {
+  uint8_t of[256];
+  std::vector<uint8_t> rep;
+};
+
 // A vocabulary trie in preorder (token_index.TokenTrie): per node its last byte, token (-1:
 // none), depth and end (one past its subtree).
 struct Trie {
@@ -820,42 +828,114 @@ class ConfigIndex final : public structgen::IndexView {
     return frame_tables_.emplace(key, std::move(table)).first->second.data();
   }
 
+  // The byte classes of DFA rule r: bytes with the same target in every state (computed on
+  // first use: rules never stepped through cost nothing).
+  const ByteClasses& rule_classes(int32_t r) {
+    auto it = rule_classes_.find(r);
+    if (it != rule_classes_.end()) return *it->second;
+    const Rule& R = rules_[r];
+    const int64_t n = R.num_states;
+    uint64_t h[256];
+    for (int b = 0; b < 256; ++b) h[b] = 0xCBF29CE484222325ull;
+    for (int64_t st = 0; st < n; ++st) {  // row by row: the table is read in order
+      const int32_t* t = R.trans + st * 256;
+      for (int b = 0; b < 256; ++b) h[b] = (h[b] ^ static_cast<uint32_t>(t[b])) * 0x100000001B3ull;
+    }
+    auto bc = std::make_unique<ByteClasses>();
+    for (int b = 0; b < 256; ++b) {
+      size_t c = 0;
+      for (; c < bc->rep.size(); ++c) {
+        const int x = bc->rep[c];
+        if (h[x] != h[b]) continue;
+        int64_t st = 0;
+        while (st < n && R.trans[st * 256 + x] == R.trans[st * 256 + b]) ++st;
+        if (st == n) break;
+      }
+      if (c == bc->rep.size()) bc->rep.push_back(static_cast<uint8_t>(b));
+      bc->of[b] = static_cast<uint8_t>(c);
+    }
+    return *rule_classes_.emplace(r, std::move(bc)).first->second;
+  }
+
+  // The classes of several rules together: bytes alike in every one of them (memoised per set
+  // of rules; a configuration's stacks mostly sit in a few rules).
+  const ByteClasses& meet_classes(const std::vector<int32_t>& rules) {
+    if (rules.size() == 1) return rule_classes(rules[0]);
+    auto it = meet_classes_.find(rules);
+    if (it != meet_classes_.end()) return *it->second;
+    std::vector<const ByteClasses*> parts;
+    for (int32_t r : rules) parts.push_back(&rule_classes(r));
+    auto bc = std::make_unique<ByteClasses>();
+    for (int b = 0; b < 256; ++b) {
+      size_t c = 0;
+      for (; c < bc->rep.size(); ++c) {
+        const int x = bc->rep[c];
+        size_t j = 0;
+        while (j < parts.size() && parts[j]->of[x] == parts[j]->of[b]) ++j;
+        if (j == parts.size()) break;
+      }
+      if (c == bc->rep.size()) bc->rep.push_back(static_cast<uint8_t>(b));
+      bc->of[b] = static_cast<uint8_t>(c);
+    }
+    return *meet_classes_.emplace(rules, std::move(bc)).first->second;
+  }
+
+  // The row goes class by class (a grammar's DFAs tell few bytes apart: a JSON string body has
+  // a handful of classes) and is then spread over the bytes. Classes run in the order of their
+  // smallest byte, so new configurations are closed and interned in the same order as a walk
+  // over the bytes 0..255 would.
   int32_t compute_row_locked(int32_t cid) {
     int32_t row[256] = {0};
+    int32_t val[256];
     const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
     if (stacks.size() == 1) {
       const Frame f = stacks_[stacks[0]];
       const Rule& R = rules_[f.r];
+      const ByteClasses& bc = rule_classes(f.r);
       const int32_t* targets = R.trans + f.s * 256;
+      const size_t nc = bc.rep.size();
       int32_t* table = frame_table(f.r, f.p);
       if (table != nullptr) {
         // the row is the DFA row mapped through "state t of this rule under this parent ->
         // configuration", filled on demand
         const int32_t dead_at = R.num_states;
-        for (int b = 0; b < 256; ++b) {
-          const int32_t t = targets[b] < 0 ? dead_at : targets[b];
+        for (size_t c = 0; c < nc; ++c) {
+          const int32_t t = targets[bc.rep[c]] < 0 ? dead_at : targets[bc.rep[c]];
           if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
-          row[b] = table[t];
+          val[c] = table[t];
         }
       } else {  // past the tables' budget: close each distinct target once
         std::unordered_map<int32_t, int32_t> done;
-        for (int b = 0; b < 256; ++b) {
-          const int32_t t = targets[b];
-          if (t < 0) continue;
+        for (size_t c = 0; c < nc; ++c) {
+          const int32_t t = targets[bc.rep[c]];
+          if (t < 0) {
+            val[c] = kDead;
+            continue;
+          }
           auto it = done.find(t);
-          row[b] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
+          val[c] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
         }
       }
+      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     } else if (!stacks.empty()) {
-      // group the 256 bytes by the tuple of per-frame targets (usually a handful of groups),
+      // group the classes by the tuple of per-frame targets (usually a handful of groups),
       // then close each group once
       const size_t k = stacks.size();
       std::vector<Frame> frames;
-      for (int32_t sid : stacks) frames.push_back(stacks_[sid]);
+      std::vector<int32_t> rules;
+      for (int32_t sid : stacks) {
+        frames.push_back(stacks_[sid]);
+        rules.push_back(frames.back().r);
+      }
+      std::sort(rules.begin(), rules.end());
+      rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
+      const ByteClasses& bc = meet_classes(rules);
+      const size_t nc = bc.rep.size();
       std::vector<int32_t> reps;  // g * k targets
       std::vector<int32_t> after;
       std::vector<int32_t> col(k);
-      for (int b = 0; b < 256; ++b) {
+      for (size_t c = 0; c < nc; ++c) {
+        const int b = bc.rep[c];
         for (size_t j = 0; j < k; ++j) col[j] = rules_[frames[j].r].trans[frames[j].s * 256 + b];
         size_t g = 0;
         const size_t groups = after.size();
@@ -868,8 +948,9 @@ class ConfigIndex final : public structgen::IndexView {
             if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
           after.push_back(raw.empty() ? kDead : close_memo(raw));
         }
-        row[b] = after[g];
+        val[c] = after[g];
       }
+      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     }
     const auto slot = static_cast<int32_t>(rows_.append(row));
     slot_.store(cid, slot);  // published last: a reader finding it sees the row
@@ -1218,6 +1299,8 @@ class ConfigIndex final : public structgen::IndexView {
   std::atomic<int64_t> num_configs_{0};
   std::unordered_map<std::vector<int64_t>, int32_t, VecHash> closed_;
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
+  std::unordered_map<int32_t, std::unique_ptr<ByteClasses>> rule_classes_;
+  std::unordered_map<std::vector<int32_t>, std::unique_ptr<ByteClasses>, VecHash> meet_classes_;
   int64_t table_cells_ = 0;
   std::unordered_map<int64_t, int32_t> single_;
   std::unordered_map<int32_t, int32_t> canon_stack_;
