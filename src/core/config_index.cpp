@@ -180,6 +180,63 @@ struct VecHash {
   }
 };
 
+// An open-addressing hash set of ids whose keys live in the owner's own records (stacks_,
+// configs_, ...): no copy of a key and no node per entry, where std::unordered_map keyed by a
+// vector allocated a key and a node per configuration. Hashes are stored beside the ids, so
+// probing compares keys only on a full hash match and growing does not rehash keys.
+class IdTable {
+ public:
+  template <class Eq>
+  int32_t find(uint64_t h, Eq eq) const {
+    if (slots_.empty()) return -1;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.id < 0) return -1;
+      if (s.hash == h && eq(s.id)) return s.id;
+    }
+  }
+  void insert(uint64_t h, int32_t id) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    place(h, id);
+    ++size_;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    uint64_t hash;
+    int32_t id;
+  };
+  void place(uint64_t h, int32_t id) {
+    size_t i = h & mask_;
+    while (slots_[i].id >= 0) i = (i + 1) & mask_;
+    slots_[i] = {h, id};
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(std::max<size_t>(64, old.size() * 2), Slot{0, -1});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old)
+      if (s.id >= 0) place(s.hash, s.id);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+inline uint64_t mix64(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 33);
+}
+inline uint64_t frame_hash(const Frame& f) {
+  return mix64((static_cast<uint64_t>(static_cast<uint32_t>(f.r)) << 32 | static_cast<uint32_t>(f.p)) ^
+               mix64(static_cast<uint64_t>(f.s)));
+}
+
 // One rule of the pushdown automaton: a DFA, or a counter (virtual states 0..top that read no
 // byte: state k calls the item and returns to k + 1, and may end once k >= lo).
 struct Rule {
@@ -686,22 +743,29 @@ class ConfigIndex final : public structgen::IndexView {
   // -- interning (under the lock) -----------------------------------------------------
 
   int32_t stack_id(const Frame& f) {
-    auto it = stack_ids_.find(f);
-    if (it != stack_ids_.end()) return it->second;
+    const uint64_t h = frame_hash(f);
+    const int32_t hit = stack_ids_.find(h, [&](int32_t sid) { return stacks_[sid] == f; });
+    if (hit >= 0) return hit;
     // the parent frame is always interned first, so its distance is known
     int64_t d = dist_at(f.r, f.s) + (f.p >= 0 ? stack_dist_[f.p] : 0);
     const auto sid = static_cast<int32_t>(stacks_.size());
     stacks_.push_back(f);
     stack_dist_.push_back(std::min(d, kUnreachable));
-    stack_ids_.emplace(f, sid);
+    stack_ids_.insert(h, sid);
     return sid;
   }
 
+  static uint64_t config_hash(const std::vector<int32_t>& stacks, bool accepting) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (stacks.size() << 1 | (accepting ? 1 : 0));
+    for (int32_t x : stacks) h = mix64(h ^ static_cast<uint32_t>(x));
+    return h;
+  }
+
   int32_t intern_config(std::vector<int32_t> stacks, bool accepting) {
-    std::vector<int32_t> key = stacks;
-    key.push_back(accepting ? 1 : 0);
-    auto it = config_ids_.find(key);
-    if (it != config_ids_.end()) return it->second;
+    const uint64_t h = config_hash(stacks, accepting);
+    const int32_t hit = config_ids_.find(
+        h, [&](int32_t c) { return (accepting_[c] != 0) == accepting && configs_[c] == stacks; });
+    if (hit >= 0) return hit;
     const auto cid = static_cast<int32_t>(configs_.size());
     int64_t d = kUnreachable;
     if (accepting)
@@ -713,21 +777,48 @@ class ConfigIndex final : public structgen::IndexView {
     configs_.push_back(std::move(stacks));
     accepting_.push_back(accepting ? 1 : 0);
     config_dist_.push_back(d);
-    config_ids_.emplace(std::move(key), cid);
+    config_ids_.insert(h, cid);
     num_configs_.store(cid + 1, std::memory_order_release);  // published last
     return cid;
   }
 
+  // Frames a closure has met: a short list searched in place while small (nearly every
+  // closure: a value's few calls and returns), a hash set past that.
+  struct SeenFrames {
+    std::vector<Frame> few;
+    std::unordered_set<Frame, FrameHash> many;
+    bool big = false;
+    void clear() {
+      few.clear();
+      if (big) many.clear();
+      big = false;
+    }
+    bool insert(const Frame& f) {
+      if (big) return many.insert(f).second;
+      for (const Frame& g : few)
+        if (g == f) return false;
+      few.push_back(f);
+      if (few.size() > 32) {
+        many.insert(few.begin(), few.end());
+        big = true;
+      }
+      return true;
+    }
+  };
+
   // Expand calls and returns until every stack top can read a byte (or has ended).
   int32_t close(const std::vector<Frame>& raw) {
-    std::unordered_set<Frame, FrameHash> seen;
+    // scratch kept across calls (under the lock; close() never re-enters itself)
+    SeenFrames& seen = close_seen_;
+    seen.clear();
+    std::vector<Frame>& work = close_work_;
+    work.assign(raw.begin(), raw.end());
     std::vector<int32_t> tops;
     bool accepting = false;
-    std::vector<Frame> work(raw);
     while (!work.empty()) {
       const Frame f = work.back();
       work.pop_back();
-      if (!seen.insert(f).second) continue;
+      if (!seen.insert(f)) continue;
       const Rule& R = rules_[f.r];
       if (!R.counter && R.has_bytes[f.s]) tops.push_back(stack_id(f));
       if (final_at(f.r, f.s)) {
@@ -756,19 +847,22 @@ class ConfigIndex final : public structgen::IndexView {
     return intern_config(std::move(tops), accepting);
   }
 
-  // The same raw frames always close to the same configuration.
+  // The same raw frames always close to the same configuration. Memo entries keep their raw
+  // frames in one flat array: entry k's are closed_frames_[closed_off_[k] .. closed_off_[k + 1]].
   int32_t close_memo(const std::vector<Frame>& raw) {
-    std::vector<int64_t> key;
-    key.reserve(raw.size() * 3);
-    for (const Frame& f : raw) {
-      key.push_back(f.r);
-      key.push_back(f.s);
-      key.push_back(f.p);
-    }
-    auto it = closed_.find(key);
-    if (it != closed_.end()) return it->second;
+    uint64_t h = 0x2545F4914F6CDD1Dull ^ raw.size();
+    for (const Frame& f : raw) h = mix64(h ^ frame_hash(f));
+    const int32_t e = closed_.find(h, [&](int32_t k) {
+      const int64_t lo = closed_off_[k], n = closed_off_[k + 1] - lo;
+      return n == static_cast<int64_t>(raw.size()) && std::equal(raw.begin(), raw.end(), closed_frames_.begin() + lo);
+    });
+    if (e >= 0) return closed_cid_[e];
     const int32_t cid = close(raw);
-    closed_.emplace(std::move(key), cid);
+    const auto k = static_cast<int32_t>(closed_cid_.size());
+    closed_frames_.insert(closed_frames_.end(), raw.begin(), raw.end());
+    closed_off_.push_back(static_cast<int64_t>(closed_frames_.size()));
+    closed_cid_.push_back(cid);
+    closed_.insert(h, k);
     return cid;
   }
 
@@ -1291,13 +1385,18 @@ class ConfigIndex final : public structgen::IndexView {
   // stacks and configurations (under mu_)
   std::vector<Frame> stacks_;
   std::vector<int64_t> stack_dist_;
-  std::unordered_map<Frame, int32_t, FrameHash> stack_ids_;
+  IdTable stack_ids_;
   std::vector<std::vector<int32_t>> configs_;
   std::vector<uint8_t> accepting_;
   std::vector<int64_t> config_dist_;
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;
+  IdTable config_ids_;
   std::atomic<int64_t> num_configs_{0};
-  std::unordered_map<std::vector<int64_t>, int32_t, VecHash> closed_;
+  IdTable closed_;  // memo entries of close_memo
+  std::vector<Frame> closed_frames_;
+  std::vector<int64_t> closed_off_{0};
+  std::vector<int32_t> closed_cid_;
+  SeenFrames close_seen_;
+  std::vector<Frame> close_work_;
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
   std::unordered_map<int32_t, std::unique_ptr<ByteClasses>> rule_classes_;
   std::unordered_map<std::vector<int32_t>, std::unique_ptr<ByteClasses>, VecHash> meet_classes_;
