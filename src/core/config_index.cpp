@@ -1237,7 +1237,10 @@ class ConfigIndex final : public structgen::IndexView {
     }
     std::vector<uint8_t> good(plain.size());
     int count = 0;
-    for (size_t k = 0; k < plain.size(); ++k) count += good[k] = loops_plain(into[k]);
+    // most plain bytes lead to one configuration: ask the memo (a lock and a hash lookup) once
+    // per run of equal successors
+    for (size_t k = 0; k < plain.size(); ++k)
+      count += good[k] = k > 0 && into[k] == into[k - 1] ? good[k - 1] : loops_plain(into[k]);
     if (count < kMinLoopingFirstBytes) {
       walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
       return;
@@ -1255,7 +1258,7 @@ class ConfigIndex final : public structgen::IndexView {
     walk(cid, P.only, walk_plain, mask, nullptr, nullptr);
     bool all_text = true;
     for (size_t k = 0; k < plain.size() && all_text; ++k)
-      if (good[k]) all_text = text_loop(into[k]);
+      if (good[k] && !(k > 0 && good[k - 1] && into[k] == into[k - 1])) all_text = text_loop(into[k]);
     if (all_text) {
       uint8_t other_first[256], whole[256];
       for (int b = 0; b < 256; ++b) {
