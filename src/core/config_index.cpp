@@ -180,6 +180,63 @@ struct VecHash {
   }
 };
 
+// An open-addressing hash set of ids whose keys live in the owner's own records (stacks_,
+// configs_, ...): no copy of a key and no node per entry, where std::unordered_map keyed by a
+// vector allocated a key and a node per configuration. Hashes are stored beside the ids, so
+// probing compares keys only on a full hash match and growing does not rehash keys.
+class IdTable {
+ public:
+  template <class Eq>
+  int32_t find(uint64_t h, Eq eq) const {
+    if (slots_.empty()) return -1;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.id < 0) return -1;
+      if (s.hash == h && eq(s.id)) return s.id;
+    }
+  }
+  void insert(uint64_t h, int32_t id) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    place(h, id);
+    ++size_;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    uint64_t hash;
+    int32_t id;
+  };
+  void place(uint64_t h, int32_t id) {
+    size_t i = h & mask_;
+    while (slots_[i].id >= 0) i = (i + 1) & mask_;
+    slots_[i] = {h, id};
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(std::max<size_t>(64, old.size() * 2), Slot{0, -1});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old)
+      if (s.id >= 0) place(s.hash, s.id);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+inline uint64_t mix64(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 33);
+}
+inline uint64_t frame_hash(const Frame& f) {
+  return mix64((static_cast<uint64_t>(static_cast<uint32_t>(f.r)) << 32 | static_cast<uint32_t>(f.p)) ^
+               mix64(static_cast<uint64_t>(f.s)));
+}
+
 // One rule of the pushdown automaton: a DFA, or a counter (virtual states 0..top that read no
 // byte: state k calls the item and returns to k + 1, and may end once k >= lo).
 struct Rule {
@@ -194,6 +251,14 @@ struct Rule {
   int32_t body = -1;
   int64_t lo = 0, hi = -1;  // counter; hi -1: unbounded
   int64_t item_min = kUnreachable;
+};
+
+// A partition of the 256 bytes into classes that every state involved maps alike; classes are
+// numbered in the order of their smallest byte (rep), so that going through the classes in
+// order meets the distinct targets in the order the bytes 0..255 would.
+struct ByteClasses {
+  uint8_t of[256];
+  std::vector<uint8_t> rep;
 };
 
 // A vocabulary trie in preorder (token_index.TokenTrie): per node its last byte, token (-1:
@@ -219,7 +284,25 @@ struct Trie {
     depth = d.data();
     end = e.data();
     for (int64_t i = 0; i < nodes; ++i) max_depth = std::max(max_depth, depth[i]);
+    packed.resize(static_cast<size_t>(nodes));
+    for (int64_t i = 0; i < nodes; ++i) {
+      if (i > 0 && (depth[i] < 1 || end[i] <= i || end[i] > nodes || depth[i] > 0xFFFF))
+        throw std::invalid_argument("malformed trie");
+      packed[i] = {tok[i], end[i], static_cast<uint16_t>(depth[i]), byte[i]};
+      max_tok = std::max(max_tok, tok[i]);
+    }
   }
+
+  // The walk reads every field of a node it visits and jumps to end when it skips a subtree:
+  // one 12-byte record per node is one cache line touched per step instead of four.
+  struct Node {
+    int32_t tok;
+    int32_t end;
+    uint16_t depth;
+    uint8_t byte;
+  };
+  std::vector<Node> packed;
+  int32_t max_tok = -1;
 };
 
 struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
@@ -227,6 +310,19 @@ struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
   const int64_t* ids = nullptr;
   const int64_t* offsets = nullptr;
   int64_t groups = 0;
+  // the bitmask of every id of every group, when no id is in two groups (else empty): a mask
+  // taking most groups is that less the few groups left out
+  std::vector<uint32_t> all;
+
+  void build_union(int64_t words) {
+    std::vector<uint32_t> u(static_cast<size_t>(words), 0);
+    for (int64_t k = 0; k < offsets[groups]; ++k) {
+      const int64_t id = ids[k];
+      if (id < 0 || id >= words * 32 || (u[id >> 5] >> (id & 31) & 1u)) return;
+      u[id >> 5] |= 1u << (id & 31);
+    }
+    all.swap(u);
+  }
 
   void load(const py::object& id_arr, const py::object& off_arr) {
     i64 i = id_arr.cast<i64>(), o = off_arr.cast<i64>();
@@ -314,6 +410,8 @@ struct Vocab {
         if (runs->offsets[g] < 0 || runs->offsets[g] > runs->offsets[g + 1]) throw std::invalid_argument("bad offsets");
       note_ids(runs->ids, runs->offsets[runs->groups]);
     }
+    plain->by_first.build_union(plain_words);
+    plain->text_by_first.build_union(plain_words);
     for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie})
       if (sub->max_depth > trie.max_depth) throw std::invalid_argument("a split trie deeper than the vocabulary's");
   }
@@ -646,22 +744,29 @@ class ConfigIndex final : public structgen::IndexView {
   // -- interning (under the lock) -----------------------------------------------------
 
   int32_t stack_id(const Frame& f) {
-    auto it = stack_ids_.find(f);
-    if (it != stack_ids_.end()) return it->second;
+    const uint64_t h = frame_hash(f);
+    const int32_t hit = stack_ids_.find(h, [&](int32_t sid) { return stacks_[sid] == f; });
+    if (hit >= 0) return hit;
     // the parent frame is always interned first, so its distance is known
     int64_t d = dist_at(f.r, f.s) + (f.p >= 0 ? stack_dist_[f.p] : 0);
     const auto sid = static_cast<int32_t>(stacks_.size());
     stacks_.push_back(f);
     stack_dist_.push_back(std::min(d, kUnreachable));
-    stack_ids_.emplace(f, sid);
+    stack_ids_.insert(h, sid);
     return sid;
   }
 
+  static uint64_t config_hash(const std::vector<int32_t>& stacks, bool accepting) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (stacks.size() << 1 | (accepting ? 1 : 0));
+    for (int32_t x : stacks) h = mix64(h ^ static_cast<uint32_t>(x));
+    return h;
+  }
+
   int32_t intern_config(std::vector<int32_t> stacks, bool accepting) {
-    std::vector<int32_t> key = stacks;
-    key.push_back(accepting ? 1 : 0);
-    auto it = config_ids_.find(key);
-    if (it != config_ids_.end()) return it->second;
+    const uint64_t h = config_hash(stacks, accepting);
+    const int32_t hit = config_ids_.find(
+        h, [&](int32_t c) { return (accepting_[c] != 0) == accepting && configs_[c] == stacks; });
+    if (hit >= 0) return hit;
     const auto cid = static_cast<int32_t>(configs_.size());
     int64_t d = kUnreachable;
     if (accepting)
@@ -673,21 +778,48 @@ class ConfigIndex final : public structgen::IndexView {
     configs_.push_back(std::move(stacks));
     accepting_.push_back(accepting ? 1 : 0);
     config_dist_.push_back(d);
-    config_ids_.emplace(std::move(key), cid);
+    config_ids_.insert(h, cid);
     num_configs_.store(cid + 1, std::memory_order_release);  // published last
     return cid;
   }
 
+  // Frames a closure has met: a short list searched in place while small (nearly every
+  // closure: a value's few calls and returns), a hash set past that.
+  struct SeenFrames {
+    std::vector<Frame> few;
+    std::unordered_set<Frame, FrameHash> many;
+    bool big = false;
+    void clear() {
+      few.clear();
+      if (big) many.clear();
+      big = false;
+    }
+    bool insert(const Frame& f) {
+      if (big) return many.insert(f).second;
+      for (const Frame& g : few)
+        if (g == f) return false;
+      few.push_back(f);
+      if (few.size() > 32) {
+        many.insert(few.begin(), few.end());
+        big = true;
+      }
+      return true;
+    }
+  };
+
   // Expand calls and returns until every stack top can read a byte (or has ended).
   int32_t close(const std::vector<Frame>& raw) {
-    std::unordered_set<Frame, FrameHash> seen;
+    // scratch kept across calls (under the lock; close() never re-enters itself)
+    SeenFrames& seen = close_seen_;
+    seen.clear();
+    std::vector<Frame>& work = close_work_;
+    work.assign(raw.begin(), raw.end());
     std::vector<int32_t> tops;
     bool accepting = false;
-    std::vector<Frame> work(raw);
     while (!work.empty()) {
       const Frame f = work.back();
       work.pop_back();
-      if (!seen.insert(f).second) continue;
+      if (!seen.insert(f)) continue;
       const Rule& R = rules_[f.r];
       if (!R.counter && R.has_bytes[f.s]) tops.push_back(stack_id(f));
       if (final_at(f.r, f.s)) {
@@ -716,19 +848,22 @@ class ConfigIndex final : public structgen::IndexView {
     return intern_config(std::move(tops), accepting);
   }
 
-  // The same raw frames always close to the same configuration.
+  // The same raw frames always close to the same configuration. Memo entries keep their raw
+  // frames in one flat array: entry k's are closed_frames_[closed_off_[k] .. closed_off_[k + 1]].
   int32_t close_memo(const std::vector<Frame>& raw) {
-    std::vector<int64_t> key;
-    key.reserve(raw.size() * 3);
-    for (const Frame& f : raw) {
-      key.push_back(f.r);
-      key.push_back(f.s);
-      key.push_back(f.p);
-    }
-    auto it = closed_.find(key);
-    if (it != closed_.end()) return it->second;
+    uint64_t h = 0x2545F4914F6CDD1Dull ^ raw.size();
+    for (const Frame& f : raw) h = mix64(h ^ frame_hash(f));
+    const int32_t e = closed_.find(h, [&](int32_t k) {
+      const int64_t lo = closed_off_[k], n = closed_off_[k + 1] - lo;
+      return n == static_cast<int64_t>(raw.size()) && std::equal(raw.begin(), raw.end(), closed_frames_.begin() + lo);
+    });
+    if (e >= 0) return closed_cid_[e];
     const int32_t cid = close(raw);
-    closed_.emplace(std::move(key), cid);
+    const auto k = static_cast<int32_t>(closed_cid_.size());
+    closed_frames_.insert(closed_frames_.end(), raw.begin(), raw.end());
+    closed_off_.push_back(static_cast<int64_t>(closed_frames_.size()));
+    closed_cid_.push_back(cid);
+    closed_.insert(h, k);
     return cid;
   }
 
@@ -788,42 +923,114 @@ class ConfigIndex final : public structgen::IndexView {
     return frame_tables_.emplace(key, std::move(table)).first->second.data();
   }
 
+  // The byte classes of DFA rule r: bytes with the same target in every state (computed on
+  // first use: rules never stepped through cost nothing).
+  const ByteClasses& rule_classes(int32_t r) {
+    auto it = rule_classes_.find(r);
+    if (it != rule_classes_.end()) return *it->second;
+    const Rule& R = rules_[r];
+    const int64_t n = R.num_states;
+    uint64_t h[256];
+    for (int b = 0; b < 256; ++b) h[b] = 0xCBF29CE484222325ull;
+    for (int64_t st = 0; st < n; ++st) {  // row by row: the table is read in order
+      const int32_t* t = R.trans + st * 256;
+      for (int b = 0; b < 256; ++b) h[b] = (h[b] ^ static_cast<uint32_t>(t[b])) * 0x100000001B3ull;
+    }
+    auto bc = std::make_unique<ByteClasses>();
+    for (int b = 0; b < 256; ++b) {
+      size_t c = 0;
+      for (; c < bc->rep.size(); ++c) {
+        const int x = bc->rep[c];
+        if (h[x] != h[b]) continue;
+        int64_t st = 0;
+        while (st < n && R.trans[st * 256 + x] == R.trans[st * 256 + b]) ++st;
+        if (st == n) break;
+      }
+      if (c == bc->rep.size()) bc->rep.push_back(static_cast<uint8_t>(b));
+      bc->of[b] = static_cast<uint8_t>(c);
+    }
+    return *rule_classes_.emplace(r, std::move(bc)).first->second;
+  }
+
+  // The classes of several rules together: bytes alike in every one of them (memoised per set
+  // of rules; a configuration's stacks mostly sit in a few rules).
+  const ByteClasses& meet_classes(const std::vector<int32_t>& rules) {
+    if (rules.size() == 1) return rule_classes(rules[0]);
+    auto it = meet_classes_.find(rules);
+    if (it != meet_classes_.end()) return *it->second;
+    std::vector<const ByteClasses*> parts;
+    for (int32_t r : rules) parts.push_back(&rule_classes(r));
+    auto bc = std::make_unique<ByteClasses>();
+    for (int b = 0; b < 256; ++b) {
+      size_t c = 0;
+      for (; c < bc->rep.size(); ++c) {
+        const int x = bc->rep[c];
+        size_t j = 0;
+        while (j < parts.size() && parts[j]->of[x] == parts[j]->of[b]) ++j;
+        if (j == parts.size()) break;
+      }
+      if (c == bc->rep.size()) bc->rep.push_back(static_cast<uint8_t>(b));
+      bc->of[b] = static_cast<uint8_t>(c);
+    }
+    return *meet_classes_.emplace(rules, std::move(bc)).first->second;
+  }
+
+  // The row goes class by class (a grammar's DFAs tell few bytes apart: a JSON string body has
+  // a handful of classes) and is then spread over the bytes. Classes run in the order of their
+  // smallest byte, so new configurations are closed and interned in the same order as a walk
+  // over the bytes 0..255 would.
   int32_t compute_row_locked(int32_t cid) {
     int32_t row[256] = {0};
+    int32_t val[256];
     const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
     if (stacks.size() == 1) {
       const Frame f = stacks_[stacks[0]];
       const Rule& R = rules_[f.r];
+      const ByteClasses& bc = rule_classes(f.r);
       const int32_t* targets = R.trans + f.s * 256;
+      const size_t nc = bc.rep.size();
       int32_t* table = frame_table(f.r, f.p);
       if (table != nullptr) {
         // the row is the DFA row mapped through "state t of this rule under this parent ->
         // configuration", filled on demand
         const int32_t dead_at = R.num_states;
-        for (int b = 0; b < 256; ++b) {
-          const int32_t t = targets[b] < 0 ? dead_at : targets[b];
+        for (size_t c = 0; c < nc; ++c) {
+          const int32_t t = targets[bc.rep[c]] < 0 ? dead_at : targets[bc.rep[c]];
           if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
-          row[b] = table[t];
+          val[c] = table[t];
         }
       } else {  // past the tables' budget: close each distinct target once
         std::unordered_map<int32_t, int32_t> done;
-        for (int b = 0; b < 256; ++b) {
-          const int32_t t = targets[b];
-          if (t < 0) continue;
+        for (size_t c = 0; c < nc; ++c) {
+          const int32_t t = targets[bc.rep[c]];
+          if (t < 0) {
+            val[c] = kDead;
+            continue;
+          }
           auto it = done.find(t);
-          row[b] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
+          val[c] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
         }
       }
+      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     } else if (!stacks.empty()) {
-      // group the 256 bytes by the tuple of per-frame targets (usually a handful of groups),
+      // group the classes by the tuple of per-frame targets (usually a handful of groups),
       // then close each group once
       const size_t k = stacks.size();
       std::vector<Frame> frames;
-      for (int32_t sid : stacks) frames.push_back(stacks_[sid]);
+      std::vector<int32_t> rules;
+      for (int32_t sid : stacks) {
+        frames.push_back(stacks_[sid]);
+        rules.push_back(frames.back().r);
+      }
+      std::sort(rules.begin(), rules.end());
+      rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
+      const ByteClasses& bc = meet_classes(rules);
+      const size_t nc = bc.rep.size();
       std::vector<int32_t> reps;  // g * k targets
       std::vector<int32_t> after;
       std::vector<int32_t> col(k);
-      for (int b = 0; b < 256; ++b) {
+      for (size_t c = 0; c < nc; ++c) {
+        const int b = bc.rep[c];
         for (size_t j = 0; j < k; ++j) col[j] = rules_[frames[j].r].trans[frames[j].s * 256 + b];
         size_t g = 0;
         const size_t groups = after.size();
@@ -836,8 +1043,9 @@ class ConfigIndex final : public structgen::IndexView {
             if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
           after.push_back(raw.empty() ? kDead : close_memo(raw));
         }
-        row[b] = after[g];
+        val[c] = after[g];
       }
+      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     }
     const auto slot = static_cast<int32_t>(rows_.append(row));
     slot_.store(cid, slot);  // published last: a reader finding it sees the row
@@ -892,40 +1100,72 @@ class ConfigIndex final : public structgen::IndexView {
 
   // -- the walk -----------------------------------------------------------------------
 
+  // Row pointers of the configurations one walk meets, direct-mapped by id. The walk needs the
+  // row of the configuration at every inner trie node it enters (most of them: 69% of
+  // SmolLM2's nodes), nearly always one of a few configurations, and row() itself costs two
+  // segment lookups and a call.
+  struct RowCache {
+    static constexpr int kSlots = 256;
+    int32_t id[kSlots];
+    const int32_t* row[kSlots];
+    RowCache() { std::fill(id, id + kSlots, kDead); }  // DEAD is never looked up
+  };
+  const int32_t* cached_row(RowCache& c, int32_t cid) {
+    const int h = cid & (RowCache::kSlots - 1);
+    if (c.id[h] == cid) return c.row[h];
+    const int32_t* r = row(cid);
+    c.id[h] = cid;
+    c.row[h] = r;
+    return r;
+  }
+
   // Walk trie `t` from `cid`: set the bit of every allowed token in `mask` (canonical ids) and
   // record (token, configuration after it) when asked. `first` (256 flags, or nullptr) limits
   // the walk to tokens whose first byte is flagged. Rows missing on the way are computed here.
   void walk(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
             std::vector<int32_t>* cfgs) {
     if (cid == kDead || t.nodes <= 1) return;
-    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 1);
-    row_at[0] = row(cid);
-    const uint8_t* B = t.byte;
-    const int32_t* T = t.tok;
-    const int32_t* D = t.depth;
-    const int32_t* E = t.end;
-    const int64_t bits = words_ * 32;
+    if (mask != nullptr && t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
+    if (toks != nullptr)
+      walk_nodes<false, true>(cid, t, first, mask, toks, cfgs);
+    else
+      walk_nodes<true, false>(cid, t, first, mask, toks, cfgs);
+  }
+
+  // The walk's loop, compiled apart for masks and for successor lists so that neither pays
+  // the other's branches on every node.
+  template <bool kMask, bool kCollect>
+  void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
+                  std::vector<int32_t>* cfgs) {
+    RowCache cache;
+    // row_at[d]: the row a node at depth d steps from (of the configuration after its first
+    // d - 1 bytes)
+    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 2);
+    int32_t root[256];
+    const int32_t* r0 = row(cid);
+    if (first != nullptr) {  // rejected first bytes act as DEAD transitions: no test per node
+      for (int b = 0; b < 256; ++b) root[b] = first[b] ? r0[b] : kDead;
+      r0 = root;
+    }
+    row_at[1] = r0;
+    const Trie::Node* N = t.packed.data();
     int64_t i = 1;
-    const int64_t stop = E[0];
+    const int64_t stop = N[0].end;
     while (i < stop) {
-      const int32_t d = D[i];
-      const int32_t next = row_at[d - 1][B[i]];
-      if (next == kDead || (first != nullptr && d == 1 && !first[B[i]])) {
-        i = E[i];  // the whole subtree below a rejected byte
+      const Trie::Node& n = N[i];
+      const int32_t next = row_at[n.depth][n.byte];
+      if (next == kDead) {
+        i = n.end;  // the whole subtree below a rejected byte
         continue;
       }
-      const int32_t tk = T[i];
-      if (tk >= 0) {
-        if (mask != nullptr) {
-          if (tk >= bits) throw std::invalid_argument("token id beyond the mask");
-          mask[tk >> 5] |= 1u << (tk & 31);
-        }
-        if (toks != nullptr) {
-          toks->push_back(tk);
+      if (n.tok >= 0) {
+        if (kMask) mask[n.tok >> 5] |= 1u << (n.tok & 31);
+        if (kCollect) {
+          toks->push_back(n.tok);
           cfgs->push_back(next);
         }
       }
-      if (E[i] > i + 1) row_at[d] = row(next);  // children below
+      if (n.end > i + 1) row_at[n.depth + 1] = cached_row(cache, next);  // children below
       ++i;
     }
   }
@@ -933,7 +1173,21 @@ class ConfigIndex final : public structgen::IndexView {
   static void set_ids(uint32_t* mask, const int64_t* ids, int64_t n) {
     for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
   }
-  static void set_runs(uint32_t* mask, const IdRuns& runs, const uint8_t* flags) {
+  // Set the ids of the flagged groups of `runs` (256 groups, one per byte).
+  void set_runs(uint32_t* mask, const IdRuns& runs, const uint8_t* flags) {
+    int64_t on = 0, off = 0;
+    for (int b = 0; b < 256; ++b) (flags[b] ? on : off) += runs.offsets[b + 1] - runs.offsets[b];
+    // A property name's first character takes nearly every plain byte: tens of thousands of
+    // ids one bit at a time, where the union less the few groups left out costs two passes
+    // over the mask's words.
+    if (!runs.all.empty() && static_cast<int64_t>(runs.all.size()) == words_ && on > off + 2 * words_) {
+      std::unique_ptr<uint32_t[]> left(new uint32_t[words_]());
+      for (int b = 0; b < 256; ++b)
+        if (!flags[b]) set_ids(left.get(), runs.ids + runs.offsets[b], runs.offsets[b + 1] - runs.offsets[b]);
+      const uint32_t* all = runs.all.data();
+      for (int64_t w = 0; w < words_; ++w) mask[w] |= all[w] & ~left[w];
+      return;
+    }
     for (int b = 0; b < 256; ++b)
       if (flags[b]) set_ids(mask, runs.ids + runs.offsets[b], runs.offsets[b + 1] - runs.offsets[b]);
   }
@@ -984,7 +1238,10 @@ class ConfigIndex final : public structgen::IndexView {
     }
     std::vector<uint8_t> good(plain.size());
     int count = 0;
-    for (size_t k = 0; k < plain.size(); ++k) count += good[k] = loops_plain(into[k]);
+    // most plain bytes lead to one configuration: ask the memo (a lock and a hash lookup) once
+    // per run of equal successors
+    for (size_t k = 0; k < plain.size(); ++k)
+      count += good[k] = k > 0 && into[k] == into[k - 1] ? good[k - 1] : loops_plain(into[k]);
     if (count < kMinLoopingFirstBytes) {
       walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
       return;
@@ -1002,7 +1259,7 @@ class ConfigIndex final : public structgen::IndexView {
     walk(cid, P.only, walk_plain, mask, nullptr, nullptr);
     bool all_text = true;
     for (size_t k = 0; k < plain.size() && all_text; ++k)
-      if (good[k]) all_text = text_loop(into[k]);
+      if (good[k] && !(k > 0 && good[k - 1] && into[k] == into[k - 1])) all_text = text_loop(into[k]);
     if (all_text) {
       uint8_t other_first[256], whole[256];
       for (int b = 0; b < 256; ++b) {
@@ -1068,16 +1325,19 @@ class ConfigIndex final : public structgen::IndexView {
       auto it = mb_targets_.find(cid);
       if (it != mb_targets_.end()) return it->second;
     }
-    std::vector<int32_t> found;
+    std::vector<int32_t> found, states, after;
     bool stop = false;
     for (const auto& seq : V.mb_seqs) {
-      std::vector<int32_t> states{cid};
+      states.assign(1, cid);
       for (const auto& rg : seq) {
-        std::vector<int32_t> after;
+        after.clear();
         for (int32_t c : states) {
           const int32_t* r = row(c);
+          // runs of bytes with one successor are the rule (a continuation-byte range mostly
+          // leads to one configuration): pushing each run once keeps the sort below short
+          int64_t prev = -1;
           for (int b = rg.first; b < rg.second; ++b)
-            if (V.used[b]) after.push_back(r[b]);
+            if (V.used[b] && r[b] != prev) after.push_back(prev = r[b]);
         }
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
@@ -1129,14 +1389,21 @@ class ConfigIndex final : public structgen::IndexView {
   // stacks and configurations (under mu_)
   std::vector<Frame> stacks_;
   std::vector<int64_t> stack_dist_;
-  std::unordered_map<Frame, int32_t, FrameHash> stack_ids_;
+  IdTable stack_ids_;
   std::vector<std::vector<int32_t>> configs_;
   std::vector<uint8_t> accepting_;
   std::vector<int64_t> config_dist_;
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;
+  IdTable config_ids_;
   std::atomic<int64_t> num_configs_{0};
-  std::unordered_map<std::vector<int64_t>, int32_t, VecHash> closed_;
+  IdTable closed_;  // memo entries of close_memo
+  std::vector<Frame> closed_frames_;
+  std::vector<int64_t> closed_off_{0};
+  std::vector<int32_t> closed_cid_;
+  SeenFrames close_seen_;
+  std::vector<Frame> close_work_;
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
+  std::unordered_map<int32_t, std::unique_ptr<ByteClasses>> rule_classes_;
+  std::unordered_map<std::vector<int32_t>, std::unique_ptr<ByteClasses>, VecHash> meet_classes_;
   int64_t table_cells_ = 0;
   std::unordered_map<int64_t, int32_t> single_;
   std::unordered_map<int32_t, int32_t> canon_stack_;
