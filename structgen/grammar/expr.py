@@ -155,20 +155,27 @@ def intersect_charsets(x: CharSet, y: CharSet) -> CharSet:
 
 def seq(*items: Expr) -> Expr:
     """A sequence, flattened; ``NOTHING`` anywhere makes the whole sequence ``NOTHING``."""
+    # exact type tests (no node class is subclassed): the converter calls this for nearly
+    # every node it builds, and ``it == NOTHING`` went through two dataclass __eq__ calls
     flat: list[Expr] = []
     for it in items:
-        if it == NOTHING:
-            return NOTHING
-        if isinstance(it, Seq):
+        if type(it) is Seq:
             flat.extend(it.items)
+        elif type(it) is Alt and not it.options:  # NOTHING
+            return NOTHING
         else:
             flat.append(it)
     merged: list[Expr] = []
+    last: Lit | None = None  # merged[-1] when it is a literal
     for it in flat:  # join adjacent literals so printed grammars stay readable
-        if isinstance(it, Lit) and merged and isinstance(merged[-1], Lit):
-            merged[-1] = Lit(merged[-1].text + it.text)
+        if type(it) is Lit:
+            if last is not None:
+                last = merged[-1] = Lit(last.text + it.text)
+                continue
+            last = it
         else:
-            merged.append(it)
+            last = None
+        merged.append(it)
     return merged[0] if len(merged) == 1 else Seq(tuple(merged))
 
 

@@ -90,10 +90,7 @@ def _determinise(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: i
         kind, reached = out
         raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
     trans, final, call_off, call_edge, nfa_states = out
-    pairs = call_edge.tolist()
-    bounds = call_off.tolist()
-    calls = [tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]])) for i in range(len(final))]
-    return (trans, final, calls), int(nfa_states)
+    return (trans, final, _calls_lists(call_off, call_edge)), int(nfa_states)
 
 
 def _located(exc: AutomatonSizeError, grammar: Grammar, ser: ExprArrays, rule: str, nfa_budget: int,
@@ -138,9 +135,20 @@ def _trim_and_minimise(trans, final, csr, productive: np.ndarray):
     """Drop dead states (calls only into ``productive`` rules), then unreachable ones, then
     merge equivalent ones (Hopcroft); all native, start stays 0."""
     m_trans, m_final, call_off, call_edge = _core.trim_minimise(trans, final, *csr, productive)
-    pairs = call_edge.tolist()
-    bounds = call_off.tolist()
-    return m_trans, m_final, tuple(tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]])) for i in range(len(m_final)))
+    return m_trans, m_final, tuple(_calls_lists(call_off, call_edge))
+
+
+def _calls_lists(call_off: np.ndarray, call_edge: np.ndarray) -> list[tuple[tuple[int, int], ...]]:
+    """CSR calls → per state a tuple of ``(callee, target)`` pairs. Most states call nothing:
+    only those that do are visited (a slice per state of every DFA was a visible share of
+    compiling)."""
+    calls: list[tuple[tuple[int, int], ...]] = [()] * (len(call_off) - 1)
+    if len(call_edge):
+        pairs = call_edge.tolist()
+        bounds = call_off.tolist()
+        for i in np.flatnonzero(call_off[1:] != call_off[:-1]).tolist():
+            calls[i] = tuple(map(tuple, pairs[bounds[i]:bounds[i + 1]]))
+    return calls
 
 
 # --------------------------------------------------------------------------- grammar analysis
@@ -410,6 +418,13 @@ def build_automaton(
             productive_item = called[item] in productive  # else lo == 0: only the empty match
             out.append(CounterRule(called_names[r], called[item], lo, hi if productive_item else 0))
             continue
+        call_edge = csr[r][1]
+        if mask[call_edge[:, 0]].all():
+            # every callee is productive: trimming against ``mask`` drops nothing from this
+            # already trimmed and minimal DFA, and its states keep their numbers (classes are
+            # numbered by first appearance), so the second pass would return it unchanged
+            out.append(RuleDFA(called_names[r], trans, final, tuple(calls)))
+            continue
         m_trans, m_final, m_calls = _trim_and_minimise(trans, final, csr[r], mask)
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
     return PushdownAutomaton(tuple(out), 0)
@@ -425,8 +440,8 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     """Per rule, per state: the fewest bytes from that state to the rule's end.
 
     A call costs its callee's shortest match. Computed at compile time as a fixed point over
-    the rules (each round is one Dijkstra per rule, backwards from the final states; rounds
-    stop when no rule's shortest match changes, at most ``len(rules) + 1``). Trimming keeps
+    the rules (one Dijkstra per rule, backwards from the final states, repeated for the rules
+    whose callees' shortest matches changed, until none changes). Trimming keeps
     only states that can reach an end, so every entry is finite for a compiled grammar: no
     state of any rule is a trap, and a configuration's shortest completion is the cheapest
     of its stacks (each frame's distance plus those of the return states below it).
@@ -434,21 +449,38 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
     """
     rules = pda.rules
+    n = len(rules)
     csr = [None if isinstance(rule, CounterRule) else _calls_csr(rule.calls) for rule in rules]
-    minlen = [UNREACHABLE] * len(rules)
-    dist: list = []
-    for _ in range(len(rules) + 1):
-        dist = []
+    # callers[c]: the rules whose distances depend on rule c's shortest match
+    callers: list[set[int]] = [set() for _ in rules]
+    for r, rule in enumerate(rules):
+        if isinstance(rule, CounterRule):
+            callers[rule.body].add(r)
+        else:
+            for c in csr[r][1][:, 0].tolist():
+                callers[c].add(r)
+    minlen = [UNREACHABLE] * n
+    dist: list = [None] * n
+    # A worklist instead of full rounds: a rule is computed again only when the shortest
+    # match of a rule it calls changed (full rounds recomputed every rule up to len(rules) + 1
+    # times). Shortest matches only decrease from UNREACHABLE, so both reach the same fixed
+    # point, and each rule's last computation used its callees' final shortest matches.
+    pending = set(range(n))
+    while pending:
         costs = np.array(minlen, np.int64)
-        for r, rule in enumerate(rules):
+        changed = []
+        for r in sorted(pending):
+            rule = rules[r]
             if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
-                dist.append(CounterDistances(rule.lo, minlen[rule.body], rule.num_states))
+                dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
             else:  # Dijkstra backwards from the final states (native)
-                dist.append(_core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE))
-        new = [int(d[0]) for d in dist]
-        if new == minlen:
-            break
-        minlen = new
+                dist[r] = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
+            if int(dist[r][0]) != minlen[r]:
+                changed.append(r)
+        pending = set()
+        for r in changed:
+            minlen[r] = int(dist[r][0])
+            pending |= callers[r]
     return tuple(dist)
 
 

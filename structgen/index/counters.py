@@ -180,7 +180,15 @@ def lift_counters(
         bound = e.max if e.max is not None else e.min
         return bound > threshold and not nullable(e.item, null)
 
+    large_at: dict[int, bool] = {}  # by node id: the converter shares subtrees between rules
+
     def has_large(e: Expr) -> bool:
+        found = large_at.get(id(e))
+        if found is None:
+            found = large_at[id(e)] = _has_large(e)
+        return found
+
+    def _has_large(e: Expr) -> bool:
         if isinstance(e, Regex):
             return "{" in e.pattern  # a counted quantifier: parse it (rare) to find out
         if isinstance(e, Repeat):

@@ -432,6 +432,12 @@ def _minus_codes(cs: CharSet, codes: tuple[int, ...]) -> CharSet:
     return cs.minus(CharSet.of([(o, o) for o in codes]))
 
 
+@lru_cache(maxsize=256)
+def _ascii_codes(plain: CharSet) -> frozenset[int]:
+    """The printable ASCII code points of ``plain`` (the same set for every object's names)."""
+    return frozenset(o for o in range(0x20, 0x7F) if o in plain)
+
+
 def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
     """``chars*`` minus a finite set of strings, straight from the trie of the strings.
 
@@ -449,7 +455,7 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
                 node = node.setdefault(c, {})
             node[None] = True
     plain, special = chars.minus(_NOT_PLAIN), intersect_charsets(chars, _NOT_PLAIN)
-    plain_codes = {o for o in range(0x20, 0x7F) if o in plain}  # plain is ASCII only
+    plain_codes = _ascii_codes(plain)  # plain is ASCII only
 
     def walk(node: dict) -> tuple[Expr, Expr, Expr]:
         """(leaving, shared_special, unfinished) of one trie node, children visited once:

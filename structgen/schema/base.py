@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
@@ -71,6 +72,14 @@ def _ptr(base: str, *parts: Any) -> str:
 MAX_GRAMMAR_RULES = 20_000
 """Rules one schema may generate (a schema of 200 properties needs about 400; the rules of an
 object counted with ``minProperties``/``maxProperties`` grow with properties x counts)."""
+
+
+@lru_cache(maxsize=None)  # one per dialect: jsonschema builds a new class (attrs) at each extend
+def _extended_validator(cls: type) -> type:
+    """``cls`` (a jsonschema validator class) that also enforces the internal keywords
+    negations write (merged into schemas whose literals are then checked by jsonschema)."""
+    return jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings,
+                                              NOT_PATTERNS: _check_not_patterns, CONTAINS_ALL: _check_contains_all})
 
 
 class _Rules(dict):
@@ -197,11 +206,7 @@ class ConverterBase(ABC):
     def validator(self, subschema: Any):
         if self._validator is None:
             cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
-            # the internal keywords negations write (merged into schemas whose literals are
-            # then checked by jsonschema) must be enforced there too
-            cls = jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings,
-                                                     NOT_PATTERNS: _check_not_patterns, CONTAINS_ALL: _check_contains_all})
-            self._validator = cls(self.root)
+            self._validator = _extended_validator(cls)(self.root)
         if isinstance(subschema, dict) and "$schema" in subschema:
             # a $schema would make jsonschema switch to its own class of that dialect, which
             # does not know the internal keywords above

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ..errors import AutomatonSizeError
-from ..grammar import EMPTY, NOTHING, Expr, Lit, Ref, Repeat, alt, opt, seq
+from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Repeat, alt, opt, seq
 from ..regex.formats import FORMAT_PATTERNS
 from ..regex.parser import ANY_CHAR, agreeing_chars, parse_regex
 from ..regex.regular import difference, intersect
@@ -137,7 +137,14 @@ class ObjectsMixin(ConverterBase):
             if lang is None:
                 return None
             any_name = intersect(any_name, lang)
-        if declared:
+        # Without patterns the names are needed only if the value schema of the undeclared
+        # members is satisfiable: with additionalProperties false (most tool schemas) the
+        # difference, the costliest step of converting such an object, was built for nothing.
+        # Deferred only where it cannot fail (the star minus literals case of difference);
+        # it has no effect on the converter, so the order of the two steps is not observable.
+        deferred = (declared and not patterns and isinstance(any_name, Repeat)
+                    and isinstance(any_name.item, CharSet) and any_name.min == 0 and any_name.max is None)
+        if declared and not deferred:
             any_name = difference(any_name, alt(*(Lit(n) for n in declared)))
         pats = list(patterns)
         langs = {p: self.pattern_expr(p, _ptr(ptr, "patternProperties", p)) for p in pats}
@@ -168,6 +175,8 @@ class ObjectsMixin(ConverterBase):
             v = self.node(value, _ptr(ptr, "patternProperties", chosen[0]) if chosen else _ptr(ptr, "additionalProperties"))
             if v == NOTHING:
                 continue
+            if deferred:
+                names = difference(names, alt(*(Lit(n) for n in declared)))
             out.append((seq(Lit('"'), _json_encode_expr(names), Lit('"')), v))
         if out:
             self.free_names = True
