@@ -111,6 +111,7 @@ def fill_next_token_bitmasks(
     states: list[Any] = []
     stops: list[np.ndarray | None] = []  # a terminated matcher's stop-token mask
     indexes: dict[int, tuple[Any, Any]] = {}  # view -> (TokenIndex, its background task)
+    stop_masks: dict[int, np.ndarray] = {}  # id(TokenizerInfo) -> its stop mask (the lookup is a weak dict's)
     for m, r in zip(matchers, rows):
         if m is None:
             continue
@@ -128,7 +129,11 @@ def fill_next_token_bitmasks(
             if index._counted:  # first visits and name clears may create configurations
                 index._sync_limit()
         if m._terminated:
-            stops.append(stop_mask(m.compiled.tokenizer_info, index.words))
+            info = m.compiled.tokenizer_info
+            stop = stop_masks.get(id(info))
+            if stop is None:
+                stop = stop_masks[id(info)] = stop_mask(info, index.words)
+            stops.append(stop)
             cids.append(0)
             names.append(None)
             states.append(None)
