@@ -1,11 +1,12 @@
 """Filling the rows of a batch bitmask from many matchers in one call.
 
 :func:`fill_next_token_bitmasks` is what a serving loop calls once per decoding step, with
-one matcher per row (distinct grammars welcome). Rows whose masks are memoised cost one
-lookup each in Python and are filled by the native core in one call with the GIL released:
-mask copy, zero tail and, for matchers that track member names (structgen.runtime.names),
-the name clears. Masks not computed yet are computed by a small thread pool meanwhile, each
-task filling the rows that wait for its mask. The result is bit for bit what
+one matcher per row (distinct grammars welcome). Python reads each matcher's position (a
+few attribute reads per row); one native call with the GIL released then fills every row
+whose mask is memoised (mask copy, zero tail and, for matchers that track member names,
+structgen.runtime.names, the name clears) and hands back the rows whose masks are missing.
+Those are filled by one more native call per thread, each computing its share of the
+missing masks without the GIL. The result is bit for bit what
 :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
 
 Threads help where the work releases the GIL: the mask computation and the name clears are
