@@ -307,3 +307,29 @@ def test_background_limit_and_explicit_cancel():
     assert m.accept_string('{"a": [1, 2]}') and m.is_completed()
     with pytest.raises(ValueError, match="precompute"):
         GrammarCompiler(info, precompute="sometimes")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_fill_limit_error_from_any_thread(monkeypatch, threads):
+    """A limit crossed while a pool thread computes a missing mask is the call's LimitError;
+    the rows fill once the limit allows it, as the matchers fill them one by one."""
+    import structgen.index.counters
+    from structgen import LimitError
+
+    info = toy_info([b'"', b"a", b"aa", b"aaaa", b"aaaaaaaa"])
+    words = bitmask_words(info.vocab_size)
+    compiler = GrammarCompiler(info)
+    matchers = []
+    for k in range(6):  # distinct grammars: one missing mask each, shared between the threads
+        m = compiler.compile_json_schema({"type": "string", "pattern": f"^(a|aa){{{100 + k}}}$"}).matcher()
+        assert m.accept_string('"a')
+        matchers.append(m)
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 3)
+    with pytest.raises(LimitError) as err:
+        fill_next_token_bitmasks(matchers, np.zeros((6, words), np.int32), threads=threads)
+    assert err.value.limit_name == "MAX_CONFIG_STACKS"
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 512)
+    got = np.zeros((6, words), np.int32)
+    fill_next_token_bitmasks(matchers, got, threads=threads)
+    np.testing.assert_array_equal(got, _one_by_one(matchers, 6, words, range(6)))
+    assert (got[:, 0] != 0).all()

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "index_view.hpp"
+#include "pool.hpp"
 
 namespace py = pybind11;
 
@@ -1081,13 +1082,15 @@ void register_names(py::module_& m) {
   // either stops[k] (a terminated matcher's stop-token mask) or the mask of configuration
   // cids[k] of the index at address views[k] (ConfigIndex.view), zero words after it, less the
   // name clears of states[k] where names[k] is a NameIndex. A mask not computed yet is
-  // computed here when `compute` is true; else its entry is skipped and returned, for the
-  // caller to hand to its threads. The arguments are read under the GIL; the copies, masks
-  // and clears run without it, so several threads filling shares of a batch run side by side.
+  // computed here when `compute` is true, by up to `threads` threads of the native pool (one
+  // item per distinct configuration); else its entry is skipped and returned (the caller first
+  // serves the grammars whose background precompute is running, whose protocol is in Python).
+  // The arguments are read under the GIL; the copies, masks and clears run without it.
   m.def(
       "fill_batch",
       [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& rows, const py::list& views,
-         const py::list& cids, const py::list& names, const py::list& states, const py::list& stops, bool compute) {
+         const py::list& cids, const py::list& names, const py::list& states, const py::list& stops, bool compute,
+         int threads) {
         if (bitmask.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
         if (!bitmask.writeable()) throw std::invalid_argument("bitmask must be writable");
         const size_t n = rows.size();
@@ -1142,25 +1145,39 @@ void register_names(py::module_& m) {
             throw std::invalid_argument("row " + std::to_string(r) + " needs " + std::to_string(j.n) +
                                         " words but the bitmask rows have " + std::to_string(words));
         }
-        std::vector<int64_t> skipped;
+        std::vector<int64_t> skipped, pending;
         {
           py::gil_scoped_release release;
-          for (size_t k = 0; k < n; ++k) {
-            const Job& j = jobs[k];
-            const uint32_t* mask = j.stop;
-            if (mask == nullptr) {
-              mask = j.ix->mask_if_ready(j.cid);
-              if (mask == nullptr) {
-                if (!compute) {
-                  skipped.push_back(static_cast<int64_t>(k));
-                  continue;
-                }
-                mask = j.ix->mask(j.cid);
-              }
-            }
+          auto write = [&](const Job& j, const uint32_t* mask) {
             std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
             if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
             if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
+          };
+          for (size_t k = 0; k < n; ++k) {
+            const Job& j = jobs[k];
+            const uint32_t* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
+            if (mask != nullptr)
+              write(j, mask);
+            else
+              (compute ? pending : skipped).push_back(static_cast<int64_t>(k));
+          }
+          if (!pending.empty()) {
+            // rows of one configuration of one index make one item: its mask is computed once
+            std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
+              return std::make_pair(jobs[a].ix, jobs[a].cid) < std::make_pair(jobs[b].ix, jobs[b].cid);
+            });
+            std::vector<size_t> starts;
+            for (size_t k = 0; k < pending.size(); ++k)
+              if (k == 0 || jobs[pending[k]].ix != jobs[pending[k - 1]].ix ||
+                  jobs[pending[k]].cid != jobs[pending[k - 1]].cid)
+                starts.push_back(k);
+            starts.push_back(pending.size());
+            structgen::Pool::get().parallel_for(
+                static_cast<int64_t>(starts.size()) - 1, threads, [&](int64_t item) {
+                  const Job& first = jobs[pending[starts[item]]];
+                  const uint32_t* mask = first.ix->mask(first.cid);
+                  for (size_t k = starts[item]; k < starts[item + 1]; ++k) write(jobs[pending[k]], mask);
+                });
           }
         }
         py::list out;
@@ -1168,5 +1185,5 @@ void register_names(py::module_& m) {
         return out;
       },
       py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("views"), py::arg("cids"), py::arg("names"),
-      py::arg("states"), py::arg("stops"), py::arg("compute"));
+      py::arg("states"), py::arg("stops"), py::arg("compute"), py::arg("threads") = 1);
 }

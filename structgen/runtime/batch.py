@@ -5,20 +5,19 @@ one matcher per row (distinct grammars welcome). Python reads each matcher's pos
 few attribute reads per row); one native call with the GIL released then fills every row
 whose mask is memoised (mask copy, zero tail and, for matchers that track member names,
 structgen.runtime.names, the name clears) and hands back the rows whose masks are missing.
-Those are filled by one more native call per thread, each computing its share of the
-missing masks without the GIL. The result is bit for bit what
-:meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
+A second native call fills those: a pool of native threads computes the missing masks
+without the GIL, each thread taking the next missing configuration from a shared counter.
+The result is bit for bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row
+by row.
 
-Threads help where the work releases the GIL: the mask computation and the name clears are
-native; what stays in Python is the bookkeeping around them (see docs/performance.md for the
-measured speedup of two threads). Memoised rows gain nothing from threads and are never
-sent to the pool.
+Threads help where the work is native: the mask computation and the name clears. What
+stays in Python is reading each matcher's position (see docs/performance.md for the
+measured speedup of two threads). Memoised rows gain nothing from threads and are copied
+by the calling thread alone.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -33,18 +32,6 @@ __all__ = ["DEFAULT_THREADS", "fill_next_token_bitmasks"]
 
 DEFAULT_THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads computing a batch's missing masks when ``threads`` is not given."""
-
-_pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
-
-
-def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
-    with _pools_lock:
-        pool = _pools.get(threads)
-        if pool is None:
-            pool = _pools[threads] = concurrent.futures.ThreadPoolExecutor(
-                max_workers=threads, thread_name_prefix="structgen-fill")
-        return pool
 
 
 def _as_matrix(bitmask: Any) -> np.ndarray:
@@ -164,36 +151,16 @@ def fill_next_token_bitmasks(
 
 def _fill_missing(arr: np.ndarray, args: tuple[list, ...], missing: list[int],
                   indexes: dict[int, tuple[Any, Any]], threads: int) -> None:
-    """Fill the rows whose masks are not computed yet: the masks are computed by the native
-    fill itself, GIL released, in shares of one per thread (the calling thread takes the first)."""
+    """Fill the rows whose masks are not computed yet, in one native call whose pool of
+    ``threads`` threads computes the missing masks without the GIL, taking one configuration
+    at a time from a shared counter (a few large masks do not leave a thread idle)."""
     rows, views, cids, names, states, stops = args
-    by_key: dict[tuple[int, int], list[int]] = {}
+    waited: set[tuple[int, int]] = set()
     for k in missing:
-        by_key.setdefault((views[k], cids[k]), []).append(k)
-
-    def fill(keys: list[tuple[int, int]]) -> None:
-        ks = []
-        for key in keys:
-            index, task = indexes[key[0]]
-            if task is not None and not task.finished.is_set():
-                compute_mask(index, key[1], task)  # the background task's workers wait for it meanwhile
-            ks.extend(by_key[key])
-        _guarded(_core.fill_batch, arr, [rows[k] for k in ks], [views[k] for k in ks], [cids[k] for k in ks],
-                 [names[k] for k in ks], [states[k] for k in ks], [stops[k] for k in ks], True)
-
-    keys = list(by_key)
-    if threads == 1 or len(keys) == 1:
-        fill(keys)
-        return
-    # One task per thread, each computing a share of the missing masks, the calling thread
-    # taking the first share: a task per mask cost more in submitting, futures and GIL
-    # hand-offs than a first-visit mask of a small grammar takes.
-    shares = [keys[i::threads] for i in range(min(threads, len(keys)))]
-    pool = _pool(threads - 1)
-    futures = [pool.submit(fill, share) for share in shares[1:]]
-    try:
-        fill(shares[0])
-    finally:
-        concurrent.futures.wait(futures)  # no thread writes to the bitmask after the call
-    for fut in futures:
-        fut.result()  # a task's error (a LimitError, say) is the call's
+        index, task = indexes[views[k]]
+        if task is not None and not task.finished.is_set() and (views[k], cids[k]) not in waited:
+            waited.add((views[k], cids[k]))
+            compute_mask(index, cids[k], task)  # the background task's workers wait for it meanwhile
+    _guarded(_core.fill_batch, arr, [rows[k] for k in missing], [views[k] for k in missing],
+             [cids[k] for k in missing], [names[k] for k in missing], [states[k] for k in missing],
+             [stops[k] for k in missing], True, threads)

@@ -1,0 +1,124 @@
+// A process-wide pool of worker threads for GIL-free parallel loops (structgen.runtime.batch's
+// fill of the masks a batch is missing).
+//
+// Why native, and not Python's ThreadPoolExecutor: a batch step misses a dozen masks or so,
+// each a first visit of tens of microseconds up to milliseconds. A Python pool paid a submit,
+// a future and GIL hand-offs per task, and static shares left one thread idle while the other
+// computed a large mask. Here the caller and the woken workers take items from one atomic
+// counter, so the load balances itself, and waking a parked worker costs a futex.
+//
+// One loop runs at a time: a caller finding the pool busy (another Python thread filling its
+// own batch) runs its loop alone rather than wait. Workers are detached and never joined: the
+// pool lives until the process ends, and a forked child (which has none of the parent's
+// threads) builds a pool of its own.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace structgen {
+
+class Pool {
+ public:
+  // The pool of this process (made on first use; a forked child makes its own).
+  static Pool& get() {
+    static std::atomic<Pool*> pool{nullptr};
+    static std::mutex made;
+    std::lock_guard<std::mutex> g(made);
+    Pool* p = pool.load();
+    if (p == nullptr || p->pid_ != getpid()) {
+      p = new Pool();  // a parent's pool, copied by fork, is left alone: its threads are not here
+      pool.store(p);
+    }
+    return *p;
+  }
+
+  // body(i) for every i in [0, n), on up to `threads` threads counting the caller; returns
+  // when every call has returned. The first exception a call throws is rethrown here, and
+  // the items nobody had started by then are skipped.
+  void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& body) {
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    if (threads <= 1 || n <= 1 || !busy.owns_lock()) {
+      for (int64_t i = 0; i < n; ++i) body(i);
+      return;
+    }
+    Loop loop{body, n};
+    const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, n - 1));
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      while (workers_ < helpers) {
+        std::thread([this] { work(); }).detach();
+        ++workers_;
+      }
+      loop.wanted = helpers;
+      loop_ = &loop;
+      ++generation_;
+    }
+    wake_.notify_all();
+    run(loop);
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      loop_ = nullptr;  // workers that wake from now on find nothing to join
+      done_.wait(g, [&] { return loop.running == 0; });
+    }
+    if (loop.error) std::rethrow_exception(loop.error);
+  }
+
+ private:
+  struct Loop {
+    const std::function<void(int64_t)>& body;
+    int64_t n;
+    std::atomic<int64_t> next{0};
+    int wanted = 0;   // workers that may join (under mu_)
+    int running = 0;  // workers inside run() (under mu_)
+    std::exception_ptr error;  // the first one (under mu_)
+  };
+
+  Pool() : pid_(getpid()) {}
+
+  void run(Loop& loop) {
+    for (int64_t i; (i = loop.next.fetch_add(1, std::memory_order_relaxed)) < loop.n;) {
+      try {
+        loop.body(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!loop.error) loop.error = std::current_exception();
+        loop.next.store(loop.n, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  void work() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> g(mu_);
+    for (;;) {
+      wake_.wait(g, [&] { return generation_ != seen; });
+      seen = generation_;
+      Loop* loop = loop_;
+      if (loop == nullptr || loop->wanted == 0) continue;
+      --loop->wanted;
+      ++loop->running;
+      g.unlock();
+      run(*loop);
+      g.lock();
+      if (--loop->running == 0) done_.notify_all();
+    }
+  }
+
+  const pid_t pid_;
+  std::mutex busy_;  // held by the caller of the loop in progress
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  Loop* loop_ = nullptr;
+  uint64_t generation_ = 0;
+  int workers_ = 0;
+};
+
+}  // namespace structgen
