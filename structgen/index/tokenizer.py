@@ -85,14 +85,13 @@ class TokenizerInfo:
     def fingerprint(self) -> str:
         """SHA-256 over the token bytes, stop tokens and vocabulary size (cache key)."""
         if not self._fingerprint:
+            # the lengths (-1: no bytes) then every token's bytes in one piece: three hash
+            # updates where one per token cost 0.1 s at 128K tokens
+            lengths = np.fromiter((-1 if b is None else len(b) for b in self.token_bytes), "<i4", len(self.token_bytes))
             h = hashlib.sha256()
-            h.update(f"v1|{self.vocab_size}|{sorted(self.stop_token_ids)}|{self.vocab_type}|".encode())
-            for b in self.token_bytes:
-                if b is None:
-                    h.update(b"\xff\x00")
-                else:
-                    h.update(len(b).to_bytes(4, "little"))
-                    h.update(b)
+            h.update(f"v2|{self.vocab_size}|{sorted(self.stop_token_ids)}|{self.vocab_type}|".encode())
+            h.update(lengths.tobytes())
+            h.update(b"".join(b for b in self.token_bytes if b is not None))
             self._fingerprint.append(h.hexdigest())
         return self._fingerprint[0]
 
@@ -174,7 +173,10 @@ class TokenizerInfo:
             stop_token_ids = stops
         stops_t = tuple(dict.fromkeys(int(t) for t in stop_token_ids))
         specials |= set(stops_t)
-        token_bytes = [None if i in specials else b for i, b in enumerate(token_bytes)]
+        token_bytes = list(token_bytes)
+        for i in specials:
+            if 0 <= i < len(token_bytes):
+                token_bytes[i] = None
         return cls(tuple(token_bytes), vocab_size or n, stops_t, frozenset(specials), vtype)
 
     @classmethod
@@ -222,10 +224,11 @@ def _byte_level_bulk(strings: list[str | None], specials: set[int], added: dict[
     if len(values) and int(values.min()) < 0:
         return None
     data = values.astype(np.uint8).tobytes()
-    ends = np.cumsum(np.fromiter(map(len, keep), np.int64, len(keep))).tolist()
+    lengths = np.fromiter(map(len, keep), np.int64, len(keep))
+    ends = np.cumsum(lengths).tolist()
     out: list[bytes | None] = [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
-    for i, s in enumerate(strings):  # the rare tokens that are not plain byte-level text
-        if s is None or i in specials:
+    for i in np.flatnonzero(lengths == 0).tolist():  # the rare tokens that are not plain byte-level text
+        if strings[i] is None or i in specials:
             out[i] = None
     for i, text in added.items():
         if 0 <= i < len(out) and strings[i] is not None and i not in specials:
