@@ -15,12 +15,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace structgen {
@@ -53,11 +55,15 @@ class Pool {
     const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, n - 1));
     {
       std::lock_guard<std::mutex> g(mu_);
-      while (workers_ < helpers) {
-        std::thread([this] { work(); }).detach();
-        ++workers_;
+      try {
+        while (workers_ < helpers) {
+          std::thread([this] { work(); }).detach();
+          ++workers_;
+        }
+      } catch (const std::system_error&) {
+        // no thread to be had (a process or memory limit): the workers there are do the loop
       }
-      loop.wanted = helpers;
+      loop.wanted = std::min(helpers, workers_);
       loop_ = &loop;
       ++generation_;
     }
