@@ -975,43 +975,42 @@ class ConfigIndex final : public structgen::IndexView {
     return *meet_classes_.emplace(rules, std::move(bc)).first->second;
   }
 
-  // The row goes class by class (a grammar's DFAs tell few bytes apart: a JSON string body has
-  // a handful of classes) and is then spread over the bytes. Classes run in the order of their
-  // smallest byte, so new configurations are closed and interned in the same order as a walk
-  // over the bytes 0..255 would.
+  // New configurations are closed and interned in the order a walk over the bytes 0..255
+  // meets them. Several stacks: the row goes class by class (a grammar's DFAs tell few bytes
+  // apart: a JSON string body has a handful of classes) and is then spread over the bytes;
+  // classes run in the order of their smallest byte.
   int32_t compute_row_locked(int32_t cid) {
     int32_t row[256] = {0};
     int32_t val[256];
     const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
     if (stacks.size() == 1) {
+      // One stack: the row is its DFA row mapped through "state t of this rule under this
+      // parent -> configuration". Read byte by byte, with runs of one target (most of a DFA
+      // row) taken at once: the rule's byte classes would cost a pass over its whole table,
+      // which for a large rule met in a few rows only is most of the work. New targets are
+      // still closed in the order of their first byte.
       const Frame f = stacks_[stacks[0]];
       const Rule& R = rules_[f.r];
-      const ByteClasses& bc = rule_classes(f.r);
       const int32_t* targets = R.trans + f.s * 256;
-      const size_t nc = bc.rep.size();
       int32_t* table = frame_table(f.r, f.p);
-      if (table != nullptr) {
-        // the row is the DFA row mapped through "state t of this rule under this parent ->
-        // configuration", filled on demand
-        const int32_t dead_at = R.num_states;
-        for (size_t c = 0; c < nc; ++c) {
-          const int32_t t = targets[bc.rep[c]] < 0 ? dead_at : targets[bc.rep[c]];
-          if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
-          val[c] = table[t];
-        }
-      } else {  // past the tables' budget: close each distinct target once
-        std::unordered_map<int32_t, int32_t> done;
-        for (size_t c = 0; c < nc; ++c) {
-          const int32_t t = targets[bc.rep[c]];
+      std::unordered_map<int32_t, int32_t> done;  // past the tables' budget: each target closed once
+      int32_t last = -2, v = kDead;
+      for (int b = 0; b < 256; ++b) {
+        const int32_t t = targets[b];
+        if (t != last) {
+          last = t;
           if (t < 0) {
-            val[c] = kDead;
-            continue;
+            v = kDead;
+          } else if (table != nullptr) {
+            if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
+            v = table[t];
+          } else {
+            auto it = done.find(t);
+            v = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
           }
-          auto it = done.find(t);
-          val[c] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
         }
+        row[b] = v;
       }
-      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     } else if (!stacks.empty()) {
       // group the classes by the tuple of per-frame targets (usually a handful of groups),
       // then close each group once
