@@ -939,19 +939,19 @@ class ConfigIndex final : public structgen::IndexView {
           if (t < 0) {
             v = kDead;
           } else if (table != nullptr) {
-            if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
+            if (table[t] < 0) table[t] = close_one({f.r, t, f.p});
             v = table[t];
           } else {
             auto it = done.find(t);
-            v = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
+            v = it != done.end() ? it->second : (done[t] = close_one({f.r, t, f.p}));
           }
         }
         row[b] = v;
       }
     } else if (!stacks.empty()) {
       // group the bytes by the tuple of per-frame targets (usually a handful of groups), then
-      // close each group once; a byte with the same tuple as the byte before (most of them)
-      // takes its configuration without a search
+      // close each group once. Most bytes have the tuple of the byte before: those are found
+      // frame by frame first (a tight loop per frame), and only the others are grouped.
       const size_t k = stacks.size();
       std::vector<Frame> frames;
       std::vector<const int32_t*> targets;
@@ -959,33 +959,42 @@ class ConfigIndex final : public structgen::IndexView {
         frames.push_back(stacks_[sid]);
         targets.push_back(rules_[frames.back().r].trans + frames.back().s * 256);
       }
+      uint8_t change[256] = {1};
+      for (const int32_t* t : targets)
+        for (int b = 1; b < 256; ++b) change[b] |= t[b] != t[b - 1];
       std::vector<int32_t> reps;  // g * k targets
       std::vector<int32_t> after;
-      std::vector<int32_t> col(k), prev(k);
+      std::vector<int32_t> col(k);
       for (int b = 0; b < 256; ++b) {
-        for (size_t j = 0; j < k; ++j) col[j] = targets[j][b];
-        if (b > 0 && col == prev) {
+        if (!change[b]) {
           row[b] = row[b - 1];
           continue;
         }
+        for (size_t j = 0; j < k; ++j) col[j] = targets[j][b];
         size_t g = 0;
         const size_t groups = after.size();
         for (; g < groups; ++g)
           if (std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
         if (g == groups) {
           reps.insert(reps.end(), col.begin(), col.end());
-          std::vector<Frame> raw;
+          std::vector<Frame>& raw = row_raw_;
+          raw.clear();
           for (size_t j = 0; j < k; ++j)
             if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
           after.push_back(raw.empty() ? kDead : close_memo(raw));
         }
         row[b] = after[g];
-        col.swap(prev);
       }
     }
     const auto slot = static_cast<int32_t>(rows_.append(row));
     slot_.store(cid, slot);  // published last: a reader finding it sees the row
     return slot;
+  }
+
+  // close_memo of one frame, without a vector allocated per call (most of a walk's closes)
+  int32_t close_one(const Frame& f) {
+    row_raw_.assign(1, f);
+    return close_memo(row_raw_);
   }
 
   // -- counters -----------------------------------------------------------------------
@@ -1337,6 +1346,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<int32_t> closed_cid_;
   SeenFrames close_seen_;
   std::vector<Frame> close_work_;
+  std::vector<Frame> row_raw_;  // compute_row_locked's frames to close (never re-entered: close() computes no row)
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
   int64_t table_cells_ = 0;
   std::unordered_map<int64_t, int32_t> single_;
