@@ -253,14 +253,6 @@ struct Rule {
   int64_t item_min = kUnreachable;
 };
 
-// A partition of the 256 bytes into classes that every state involved maps alike; classes are
-// numbered in the order of their smallest byte (rep), so that going through the classes in
-// order meets the distinct targets in the order the bytes 0..255 would.
-struct ByteClasses {
-  uint8_t of[256];
-  std::vector<uint8_t> rep;
-};
-
 // A vocabulary trie in preorder (token_index.TokenTrie): per node its last byte, token (-1:
 // none), depth and end (one past its subtree).
 struct Trie {
@@ -923,133 +915,86 @@ class ConfigIndex final : public structgen::IndexView {
     return frame_tables_.emplace(key, std::move(table)).first->second.data();
   }
 
-  // The byte classes of DFA rule r: bytes with the same target in every state (computed on
-  // first use: rules never stepped through cost nothing).
-  const ByteClasses& rule_classes(int32_t r) {
-    auto it = rule_classes_.find(r);
-    if (it != rule_classes_.end()) return *it->second;
-    const Rule& R = rules_[r];
-    const int64_t n = R.num_states;
-    uint64_t h[256];
-    for (int b = 0; b < 256; ++b) h[b] = 0xCBF29CE484222325ull;
-    for (int64_t st = 0; st < n; ++st) {  // row by row: the table is read in order
-      const int32_t* t = R.trans + st * 256;
-      for (int b = 0; b < 256; ++b) h[b] = (h[b] ^ static_cast<uint32_t>(t[b])) * 0x100000001B3ull;
-    }
-    auto bc = std::make_unique<ByteClasses>();
-    for (int b = 0; b < 256; ++b) {
-      size_t c = 0;
-      for (; c < bc->rep.size(); ++c) {
-        const int x = bc->rep[c];
-        if (h[x] != h[b]) continue;
-        int64_t st = 0;
-        while (st < n && R.trans[st * 256 + x] == R.trans[st * 256 + b]) ++st;
-        if (st == n) break;
-      }
-      if (c == bc->rep.size()) bc->rep.push_back(static_cast<uint8_t>(b));
-      bc->of[b] = static_cast<uint8_t>(c);
-    }
-    return *rule_classes_.emplace(r, std::move(bc)).first->second;
-  }
-
-  // The classes of several rules together: bytes alike in every one of them (memoised per set
-  // of rules; a configuration's stacks mostly sit in a few rules).
-  const ByteClasses& meet_classes(const std::vector<int32_t>& rules) {
-    if (rules.size() == 1) return rule_classes(rules[0]);
-    auto it = meet_classes_.find(rules);
-    if (it != meet_classes_.end()) return *it->second;
-    std::vector<const ByteClasses*> parts;
-    for (int32_t r : rules) parts.push_back(&rule_classes(r));
-    auto bc = std::make_unique<ByteClasses>();
-    for (int b = 0; b < 256; ++b) {
-      size_t c = 0;
-      for (; c < bc->rep.size(); ++c) {
-        const int x = bc->rep[c];
-        size_t j = 0;
-        while (j < parts.size() && parts[j]->of[x] == parts[j]->of[b]) ++j;
-        if (j == parts.size()) break;
-      }
-      if (c == bc->rep.size()) bc->rep.push_back(static_cast<uint8_t>(b));
-      bc->of[b] = static_cast<uint8_t>(c);
-    }
-    return *meet_classes_.emplace(rules, std::move(bc)).first->second;
-  }
-
-  // The row goes class by class (a grammar's DFAs tell few bytes apart: a JSON string body has
-  // a handful of classes) and is then spread over the bytes. Classes run in the order of their
-  // smallest byte, so new configurations are closed and interned in the same order as a walk
-  // over the bytes 0..255 would.
+  // New configurations are closed and interned in the order a walk over the bytes 0..255
+  // meets them. The row is read byte by byte: byte classes per rule (bytes alike in every
+  // state) would cost a pass over the rule's whole table, which for a large rule met in a few
+  // rows only (the member-name DFA of a big object) was most of the work.
   int32_t compute_row_locked(int32_t cid) {
     int32_t row[256] = {0};
-    int32_t val[256];
     const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
     if (stacks.size() == 1) {
+      // one stack: the row is its DFA row mapped through "state t of this rule under this
+      // parent -> configuration", filled on demand; runs of one target (most of a DFA row)
+      // take one lookup
       const Frame f = stacks_[stacks[0]];
       const Rule& R = rules_[f.r];
-      const ByteClasses& bc = rule_classes(f.r);
       const int32_t* targets = R.trans + f.s * 256;
-      const size_t nc = bc.rep.size();
       int32_t* table = frame_table(f.r, f.p);
-      if (table != nullptr) {
-        // the row is the DFA row mapped through "state t of this rule under this parent ->
-        // configuration", filled on demand
-        const int32_t dead_at = R.num_states;
-        for (size_t c = 0; c < nc; ++c) {
-          const int32_t t = targets[bc.rep[c]] < 0 ? dead_at : targets[bc.rep[c]];
-          if (table[t] < 0) table[t] = close_memo({{f.r, t, f.p}});
-          val[c] = table[t];
-        }
-      } else {  // past the tables' budget: close each distinct target once
-        std::unordered_map<int32_t, int32_t> done;
-        for (size_t c = 0; c < nc; ++c) {
-          const int32_t t = targets[bc.rep[c]];
+      std::unordered_map<int32_t, int32_t> done;  // past the tables' budget: each target closed once
+      int32_t last = -2, v = kDead;
+      for (int b = 0; b < 256; ++b) {
+        const int32_t t = targets[b];
+        if (t != last) {
+          last = t;
           if (t < 0) {
-            val[c] = kDead;
-            continue;
+            v = kDead;
+          } else if (table != nullptr) {
+            if (table[t] < 0) table[t] = close_one({f.r, t, f.p});
+            v = table[t];
+          } else {
+            auto it = done.find(t);
+            v = it != done.end() ? it->second : (done[t] = close_one({f.r, t, f.p}));
           }
-          auto it = done.find(t);
-          val[c] = it != done.end() ? it->second : (done[t] = close_memo({{f.r, t, f.p}}));
         }
+        row[b] = v;
       }
-      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     } else if (!stacks.empty()) {
-      // group the classes by the tuple of per-frame targets (usually a handful of groups),
-      // then close each group once
+      // group the bytes by the tuple of per-frame targets (usually a handful of groups), then
+      // close each group once. Most bytes have the tuple of the byte before: those are found
+      // frame by frame first (a tight loop per frame), and only the others are grouped.
       const size_t k = stacks.size();
       std::vector<Frame> frames;
-      std::vector<int32_t> rules;
+      std::vector<const int32_t*> targets;
       for (int32_t sid : stacks) {
         frames.push_back(stacks_[sid]);
-        rules.push_back(frames.back().r);
+        targets.push_back(rules_[frames.back().r].trans + frames.back().s * 256);
       }
-      std::sort(rules.begin(), rules.end());
-      rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
-      const ByteClasses& bc = meet_classes(rules);
-      const size_t nc = bc.rep.size();
+      uint8_t change[256] = {1};
+      for (const int32_t* t : targets)
+        for (int b = 1; b < 256; ++b) change[b] |= t[b] != t[b - 1];
       std::vector<int32_t> reps;  // g * k targets
       std::vector<int32_t> after;
       std::vector<int32_t> col(k);
-      for (size_t c = 0; c < nc; ++c) {
-        const int b = bc.rep[c];
-        for (size_t j = 0; j < k; ++j) col[j] = rules_[frames[j].r].trans[frames[j].s * 256 + b];
+      for (int b = 0; b < 256; ++b) {
+        if (!change[b]) {
+          row[b] = row[b - 1];
+          continue;
+        }
+        for (size_t j = 0; j < k; ++j) col[j] = targets[j][b];
         size_t g = 0;
         const size_t groups = after.size();
         for (; g < groups; ++g)
           if (std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
         if (g == groups) {
           reps.insert(reps.end(), col.begin(), col.end());
-          std::vector<Frame> raw;
+          std::vector<Frame>& raw = row_raw_;
+          raw.clear();
           for (size_t j = 0; j < k; ++j)
             if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
           after.push_back(raw.empty() ? kDead : close_memo(raw));
         }
-        val[c] = after[g];
+        row[b] = after[g];
       }
-      for (int b = 0; b < 256; ++b) row[b] = val[bc.of[b]];
     }
     const auto slot = static_cast<int32_t>(rows_.append(row));
     slot_.store(cid, slot);  // published last: a reader finding it sees the row
     return slot;
+  }
+
+  // close_memo of one frame, without a vector allocated per call (most of a walk's closes)
+  int32_t close_one(const Frame& f) {
+    row_raw_.assign(1, f);
+    return close_memo(row_raw_);
   }
 
   // -- counters -----------------------------------------------------------------------
@@ -1401,9 +1346,8 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<int32_t> closed_cid_;
   SeenFrames close_seen_;
   std::vector<Frame> close_work_;
+  std::vector<Frame> row_raw_;  // compute_row_locked's frames to close (never re-entered: close() computes no row)
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
-  std::unordered_map<int32_t, std::unique_ptr<ByteClasses>> rule_classes_;
-  std::unordered_map<std::vector<int32_t>, std::unique_ptr<ByteClasses>, VecHash> meet_classes_;
   int64_t table_cells_ = 0;
   std::unordered_map<int64_t, int32_t> single_;
   std::unordered_map<int32_t, int32_t> canon_stack_;
