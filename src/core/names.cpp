@@ -179,6 +179,10 @@ struct Level {
   LevelPtr parent;
   bool object = false;
   std::shared_ptr<const Names> names;  // object: nullptr while no name is written
+  // memo-key pieces made on first use (put_names of names; put_levels from here out), since
+  // every clear of a fresh state writes them, object names and all (levels are shared
+  // between threads: read and set atomically)
+  mutable std::shared_ptr<const std::string> names_key, chain_key;
   size_t count() const { return names ? names->size() : 0; }
 };
 
@@ -337,22 +341,52 @@ void put_names(std::string& k, const Names* names) {
     for (const Name& nm : *names) put_name(k, nm);
 }
 
-// A key naming a state by content (equal keys, equal states): memo keys.
-void put_state(std::string& k, const NameState& s) {
-  for (const Level* l = s.top.get(); l != nullptr; l = l->parent.get()) {
-    if (l->object) {
-      k.push_back('O');
-      put_names(k, l->names.get());
-    } else {
-      k.push_back('A');
-    }
+// A string made once per level and kept in `slot`.
+template <class Make>
+const std::string& level_key(const std::shared_ptr<const std::string>& slot, Make make) {
+  std::shared_ptr<const std::string> k = std::atomic_load(&slot);
+  if (k == nullptr) {
+    auto made = std::make_shared<std::string>();
+    make(*made);
+    k = made;
+    std::atomic_store(const_cast<std::shared_ptr<const std::string>*>(&slot), k);
   }
+  return *k;  // the level holds it for as long as the caller holds the level
+}
+
+// put_names of a level's names.
+const std::string& names_key(const Level& l) {
+  return level_key(l.names_key, [&](std::string& k) { put_names(k, l.names.get()); });
+}
+
+// put_state's first part: the open containers, innermost first, with each object's names.
+void put_levels(std::string& k, const Level* top) {
+  if (top == nullptr) return;
+  k += level_key(top->chain_key, [&](std::string& out) {
+    if (top->object) {
+      out.push_back('O');
+      out += names_key(*top);
+    } else {
+      out.push_back('A');
+    }
+    put_levels(out, top->parent.get());
+  });
+}
+
+// put_state's second part: the lexer's position and the name being written.
+void put_position(std::string& k, const NameState& s) {
   k.push_back('|');
   k.push_back(static_cast<char>(s.expect_key));
   k.push_back(static_cast<char>(s.mode));
   k.push_back(static_cast<char>(s.esc));
   put_u32(k, s.key.size());
   k += s.key;
+}
+
+// A key naming a state by content (equal keys, equal states): memo keys.
+void put_state(std::string& k, const NameState& s) {
+  put_levels(k, s.top.get());
+  put_position(k, s);
 }
 
 // put_state's key, made once per state
@@ -703,7 +737,10 @@ class NameIndex {
     std::string key;
     key.push_back(static_cast<char>(st.mode));
     put_name(key, prefix);
-    put_names(key, names);
+    if (names != nullptr)
+      key += names_key(*st.top);  // names is st's innermost object's
+    else
+      put_names(key, nullptr);
     {
       std::lock_guard<std::mutex> g(mu_);
       auto it = candidates_.find(key);
@@ -784,6 +821,12 @@ class NameIndex {
       if (t < limit && bit_at(row, t)) live.push_back(t);
     const NameTables& T = *tables_;
     NameState after;
+    // The states after the candidates nearly all share st's containers (the token only goes
+    // on with the name): their part of each memo key is written once per container chain,
+    // which the reference keeps alive so that its address names it.
+    LevelPtr levels_of;
+    std::string levels;
+    bool have_levels = false;
     for (int32_t t : live) {
       const std::string& bytes = T.tb[t];
       const Fed fed = feed(st, bytes, after);
@@ -793,9 +836,17 @@ class NameIndex {
       const int32_t succ =
           ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
       if (succ == 0) continue;
+      if (!have_levels || a.top != levels_of) {
+        levels.clear();
+        put_levels(levels, a.top.get());
+        levels_of = a.top;
+        have_levels = true;
+      }
       std::string key;
+      key.reserve(4 + levels.size() + 8 + a.key.size());
       put_u32(key, static_cast<uint32_t>(succ));
-      put_state(key, a);
+      key += levels;
+      put_position(key, a);
       int cached = -1;
       {
         std::lock_guard<std::mutex> g(mu_);
