@@ -13,6 +13,7 @@ construction and minimisation run in the native core (structgen._core).
 """
 from __future__ import annotations
 
+import heapq
 from itertools import chain
 from dataclasses import dataclass
 from typing import Mapping
@@ -460,28 +461,61 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
             for c in csr[r][1][:, 0].tolist():
                 callers[c].add(r)
     minlen = [UNREACHABLE] * n
+    costs = np.full(n, UNREACHABLE, np.int64)
     dist: list = [None] * n
-    # A worklist instead of full rounds: a rule is computed again only when the shortest
-    # match of a rule it calls changed (full rounds recomputed every rule up to len(rules) + 1
-    # times). Shortest matches only decrease from UNREACHABLE, so both reach the same fixed
-    # point, and each rule's last computation used its callees' final shortest matches.
-    pending = set(range(n))
+    # A worklist, callees first: a rule is computed again only when the shortest match of a
+    # rule it calls changed, and changes are seen at once. Without recursion every rule is
+    # then computed once (rounds in index order computed the start rule, which calls every
+    # other, before its callees: about three Dijkstras per rule on large schemas). Shortest
+    # matches only decrease from UNREACHABLE, so any order reaches the same fixed point, and
+    # each rule's last computation used its callees' final shortest matches.
+    rank = _callees_first(callers)
+    pending = [(rank[r], r) for r in range(n)]
+    heapq.heapify(pending)
+    queued = [True] * n
     while pending:
-        costs = np.array(minlen, np.int64)
-        changed = []
-        for r in sorted(pending):
-            rule = rules[r]
-            if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
-                dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
-            else:  # Dijkstra backwards from the final states (native)
-                dist[r] = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
-            if int(dist[r][0]) != minlen[r]:
-                changed.append(r)
-        pending = set()
-        for r in changed:
+        _, r = heapq.heappop(pending)
+        queued[r] = False
+        rule = rules[r]
+        if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
+            dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
+        else:  # Dijkstra backwards from the final states (native)
+            dist[r] = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
+        if int(dist[r][0]) != minlen[r]:
             minlen[r] = int(dist[r][0])
-            pending |= callers[r]
+            costs[r] = minlen[r]
+            for c in callers[r]:
+                if not queued[c]:
+                    queued[c] = True
+                    heapq.heappush(pending, (rank[c], c))
     return tuple(dist)
+
+
+def _callees_first(callers: list[set[int]]) -> list[int]:
+    """A rank per rule, lower for callees than for their callers outside reference cycles
+    (the finishing order of a depth-first walk along the "is called by" edges, reversed)."""
+    n = len(callers)
+    seen = [False] * n
+    finish: list[int] = []
+    for root in range(n):
+        if seen[root]:
+            continue
+        seen[root] = True
+        stack = [(root, iter(sorted(callers[root])))]
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append((w, iter(sorted(callers[w]))))
+                    break
+            else:
+                stack.pop()
+                finish.append(v)
+    rank = [0] * n
+    for i, v in enumerate(reversed(finish)):
+        rank[v] = i
+    return rank
 
 
 class CounterDistances:
