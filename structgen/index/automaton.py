@@ -79,19 +79,21 @@ def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
     )
 
 
-def _determinise(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int, used: int = 0,
-                 nfa_used: int = 0):
-    """Thompson NFA of node ``root`` of the serialized expressions, then subset construction
-    (both native). Returns ``((trans (n,256) int32, final bool[n], calls per state), NFA states)``.
+def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int, used: int,
+              alphabet: np.ndarray, n_rules: int):
+    """The trimmed minimal DFA of node ``root`` of the serialized expressions, in one native
+    call: Thompson NFA, subset construction, bytes outside ``alphabet`` (bool ``(256,)``)
+    removed, then :func:`_trim_and_minimise` with each of the ``n_rules`` callees taken as
+    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge)`` (see
+    :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing.
 
-    ``used`` DFA states and ``nfa_used`` NFA states of other rules already count against
-    ``max_states``; both automata are checked while they grow."""
-    out = _core.build_dfa(arrays[0], arrays[1], root, True, max_states, nfa_used, max_states, used)
+    ``used`` DFA states of other rules already count against ``max_states``; the rule's NFA
+    and DFA are checked while they grow (the NFA against ``max_states`` alone)."""
+    out = _core.build_rule(arrays[0], arrays[1], root, max_states, 0, max_states, used, alphabet, n_rules)
     if len(out) == 2:
         kind, reached = out
         raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
-    trans, final, call_off, call_edge, nfa_states = out
-    return (trans, final, _calls_lists(call_off, call_edge)), int(nfa_states)
+    return out[:4]
 
 
 def _located(exc: AutomatonSizeError, grammar: Grammar, ser: ExprArrays, rule: str, nfa_budget: int,
@@ -364,36 +366,37 @@ def build_automaton(
     roots = {name: ser.add(rules[name]) for name in called_names if name not in counters}
     arrays = ser.arrays()
     raw = []
+    csr: list[tuple[np.ndarray, np.ndarray]] = []  # calls of each rule of ``raw`` as CSR arrays
     total = 0
-    every_rule = np.ones(len(called_names), bool)
+    alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
     for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
             # calls: "call the item once, then end" (lo == 0: may also end at once)
             item, lo, _ = counters[name]
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
+            csr.append(_calls_csr(raw[-1][2]))
             total += 2
             continue
-        # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all
+        # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all.
+        # Bytes no token contains can never be produced: they are dropped before trimming, so
+        # no state is kept whose only way forward needs one (no dead ends in the masks). The
+        # DFA is minimal before it is counted and kept (every callee taken as productive
+        # here: exact, merging only states with the same future; trimming comes below).
         try:
-            dfa, _ = _determinise(arrays, roots[name], max_states, total, 0)
+            m_trans, m_final, call_off, call_edge = _rule_dfa(arrays, roots[name], max_states, total, alphabet,
+                                                              len(called_names))
         except AutomatonSizeError as exc:
             raise _located(exc, grammar, ser, name, max_states, max(max_states - total, 1)) from None
-        if byte_alphabet is not None:
-            # bytes no token contains can never be produced: drop them before trimming, so
-            # no state is kept whose only way forward needs one (no dead ends in the masks)
-            dfa[0][:, ~byte_alphabet] = -1
-        # minimal before it is counted and kept (every callee taken as productive here:
-        # exact, merging only states with the same future; trimming comes below)
-        m_trans, m_final, m_calls = _trim_and_minimise(dfa[0], dfa[1], _calls_csr(dfa[2]), every_rule)
         if len(m_final):
-            dfa = (m_trans, m_final, list(m_calls))
+            dfa = (m_trans, m_final, _calls_lists(call_off, call_edge))
+            csr.append((call_off, call_edge))
         else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
             dfa = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
+            csr.append(_calls_csr(dfa[2]))
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)
-    csr = [_calls_csr(calls) for _, _, calls in raw]
     # productive rules: fixpoint over "start state can reach a final state"
     productive: set[int] = set()
     mask = np.zeros(len(raw), bool)
