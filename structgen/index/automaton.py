@@ -397,15 +397,25 @@ def build_automaton(
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)
-    # productive rules: fixpoint over "start state can reach a final state"
+    # productive rules: fixpoint over "start state can reach a final state", callees first
+    # (in index order the start rule, which calls every other, came first: one round per
+    # level of calls, each testing every rule not yet productive); any order reaches the
+    # same least fixed point
+    callers: list[set[int]] = [set() for _ in raw]
+    for r, (_, call_edge) in enumerate(csr):
+        for c in call_edge[:, 0].tolist():
+            callers[c].add(r)
+    rank = _callees_first(callers)
+    order = sorted(range(len(raw)), key=rank.__getitem__)
     productive: set[int] = set()
     mask = np.zeros(len(raw), bool)
     changed = True
     while changed:
         changed = False
-        for r, (trans, final, calls) in enumerate(raw):
+        for r in order:
             if r in productive:
                 continue
+            trans, final, _ = raw[r]
             if _core.coaccessible(trans, final, *csr[r], mask)[0]:
                 productive.add(r)
                 mask[r] = True
