@@ -2,7 +2,7 @@
 serialized expression nodes (structgen/regex/expr_arrays.py), subset construction over Python sets
 and Moore refinement in numpy rounds, the way structgen built rule DFAs before the native core.
 
-tests/test_native_automaton.py swaps them in for the native ``_determinise`` and
+tests/test_native_automaton.py swaps them in for the native ``_rule_dfa`` and
 ``_trim_and_minimise`` of structgen.index.automaton and checks that every rule DFA comes out equal,
 array for array.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from structgen.index.automaton import UNREACHABLE, CounterDistances, _too_large
+from structgen.index.automaton import UNREACHABLE, CounterDistances, _calls_csr, _too_large
 from structgen.index.counters import CounterRule
 from structgen.regex.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REP, SEQ, SET
 from structgen.regex.utf8 import utf8_sequences
@@ -145,8 +145,8 @@ class _Builder:
 
 
 def determinise(arrays, root: int, max_states: int, used: int = 0, nfa_used: int = 0):
-    """Thompson NFA of node ``root`` and subset construction, in Python: the contract of
-    structgen.index.automaton._determinise."""
+    """Thompson NFA of node ``root`` and subset construction, in Python. Returns ``((trans
+    (n, 256) int32, final, calls per state), NFA states)``."""
     nfa = _NFA(max_states, nfa_used)
     s, t = nfa.new(), nfa.new()
     _Builder(arrays[0], arrays[1], nfa).build(root, s, t)
@@ -359,6 +359,15 @@ def _trim_and_minimise_lists(trans, final, calls, keep: np.ndarray, productive: 
     m_final = final[rep]
     m_calls = tuple(tuple((c, int(block[t])) for c, t in calls[r]) for r in rep)
     return m_trans, m_final, m_calls
+
+
+def rule_dfa(arrays, root: int, max_states: int, used: int, alphabet: np.ndarray, n_rules: int):
+    """The contract of structgen.index.automaton._rule_dfa: :func:`determinise`, the bytes
+    outside ``alphabet`` removed, then :func:`trim_and_minimise` with every callee productive."""
+    (trans, final, calls), _ = determinise(arrays, root, max_states, used, 0)
+    trans[:, ~alphabet] = -1
+    m_trans, m_final, m_calls = trim_and_minimise(trans, final, _calls_csr(calls), np.ones(n_rules, bool))
+    return (m_trans, m_final, *_calls_csr(m_calls))
 
 
 def trim_and_minimise(trans, final, csr, productive: np.ndarray):

@@ -39,7 +39,7 @@ _ALPHABET[[0xC0, 0xC1] + list(range(0xF5, 0x100))] = False  # as a byte-level vo
 def _build(grammar, reference: bool, monkeypatch, **kw):
     with monkeypatch.context() as m:
         if reference:
-            m.setattr(automaton, "_determinise", reference_automaton.determinise)
+            m.setattr(automaton, "_rule_dfa", reference_automaton.rule_dfa)
             m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
         return build_automaton(grammar, **kw)
 

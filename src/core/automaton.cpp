@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,17 @@ using i64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 using b8 = py::array_t<bool, py::array::c_style | py::array::forcecast>;
 
 
+// Every entry of a (n, 256) table is -1 or a state: a branch-free min/max pass (the compiler
+// vectorises it; a test and throw per entry was a tenth of building a large schema's rules).
+void check_targets(const int32_t* T, int64_t n) {
+  int32_t lo = -1, hi = -1;
+  for (int64_t k = 0; k < n * 256; ++k) {
+    lo = std::min(lo, T[k]);
+    hi = std::max(hi, T[k]);
+  }
+  if (lo < -1 || hi >= n) throw std::invalid_argument("transition target out of range");
+}
+
 // Hopcroft minimisation of a trimmed byte DFA: trans (n, 256) int32 (-1: rejected), final bool[n],
 // calls as CSR (call_off[n + 1], call_edge (k, 2): (callee, target)). Calls are letters like
 // bytes; -1 and a missing call go to the sink, which joins the non-final states. Returns (block
@@ -39,8 +51,7 @@ py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, cons
   const int64_t* CO = call_off.data();
   const int32_t* CE = call_edge.data();
   if (CO[0] != 0 || CO[n] != (call_edge.size() ? call_edge.shape(0) : 0)) throw std::invalid_argument("bad call offsets");
-  for (int64_t k = 0; k < n * 256; ++k)
-    if (T[k] < -1 || T[k] >= n) throw std::invalid_argument("transition target out of range");
+  check_targets(T, n);
   for (int64_t k = 0; k < CO[n]; ++k)
     if (CE[2 * k + 1] < 0 || CE[2 * k + 1] >= n) throw std::invalid_argument("call target out of range");
   std::vector<int32_t> blocks;
@@ -188,42 +199,56 @@ ByteDFA byte_dfa_in(const i32& trans, const b8& final_, const i64& call_off, con
   if (final_.shape(0) != n || call_off.shape(0) != n + 1) throw std::invalid_argument("final/call_off size mismatch");
   ByteDFA d{n, trans.data(), final_.data(), call_off.data(), call_edge.data()};
   if (d.CO[0] != 0 || d.CO[n] != (call_edge.size() ? call_edge.shape(0) : 0)) throw std::invalid_argument("bad call offsets");
-  for (int64_t k = 0; k < n * 256; ++k)
-    if (d.T[k] < -1 || d.T[k] >= n) throw std::invalid_argument("transition target out of range");
+  check_targets(d.T, n);
   for (int64_t k = 0; k < d.CO[n]; ++k)
     if (d.CE[2 * k + 1] < 0 || d.CE[2 * k + 1] >= n) throw std::invalid_argument("call target out of range");
   return d;
 }
 
-// States from which a final state is reachable by bytes and calls into productive rules.
-std::vector<char> coaccessible_states(const ByteDFA& d, const bool* productive, int64_t n_rules) {
-  const int64_t n = d.n;
-  std::vector<int64_t> off(n + 1, 0);
-  std::vector<int32_t> src;
-  // predecessor lists (deduplicated per state and target)
-  std::vector<std::pair<int32_t, int32_t>> pairs;  // (target, source)
-  for (int64_t s = 0; s < n; ++s) {
+// A byte table as interval rows (runs of one target; -1 is no row), calls as they are.
+fa::DFA byte_rows(const ByteDFA& d) {
+  fa::DFA r;
+  r.rows.reserve(static_cast<size_t>(d.n) * 6);
+  for (int64_t s = 0; s < d.n; ++s) {
     const int32_t* row = d.T + s * 256;
-    int32_t last = -2;
-    for (int b = 0; b < 256; ++b)
-      if (row[b] >= 0 && row[b] != last) {
-        pairs.emplace_back(row[b], static_cast<int32_t>(s));
-        last = row[b];
-      }
-    for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
-      const int32_t c = d.CE[2 * k];
-      if (c >= 0 && c < n_rules && productive[c]) pairs.emplace_back(d.CE[2 * k + 1], static_cast<int32_t>(s));
+    for (int b = 0; b < 256;) {
+      int e = b;
+      while (e + 1 < 256 && row[e + 1] == row[b]) ++e;
+      if (row[b] >= 0) r.rows.insert(r.rows.end(), {b, e, row[b]});
+      b = e + 1;
     }
+    r.row_off.push_back(static_cast<int64_t>(r.rows.size() / 3));
+    r.final.push_back(d.F[s]);
   }
-  for (auto& p : pairs) ++off[p.first + 1];
+  r.call_off.assign(d.CO, d.CO + d.n + 1);
+  r.calls.assign(d.CE, d.CE + 2 * d.CO[d.n]);
+  return r;
+}
+
+// States from which a final state is reachable by bytes and calls into productive rules.
+std::vector<char> coaccessible_states(const fa::DFA& d, const bool* productive, int64_t n_rules) {
+  const int64_t n = d.size();
+  // predecessor lists, CSR by target
+  std::vector<int64_t> off(n + 1, 0);
+  auto ok_call = [&](int64_t k) {
+    const int32_t c = d.calls[2 * k];
+    return c >= 0 && c < n_rules && productive[c];
+  };
+  for (size_t k = 0; k < d.rows.size(); k += 3) ++off[d.rows[k + 2] + 1];
+  for (size_t k = 0; k < d.calls.size() / 2; ++k)
+    if (ok_call(static_cast<int64_t>(k))) ++off[d.calls[2 * k + 1] + 1];
   for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
-  src.resize(pairs.size());
+  std::vector<int32_t> src(off[n]);
   std::vector<int64_t> fill(off.begin(), off.end() - 1);
-  for (auto& p : pairs) src[fill[p.first]++] = p.second;
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) src[fill[d.rows[3 * k + 2]]++] = static_cast<int32_t>(s);
+    for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k)
+      if (ok_call(k)) src[fill[d.calls[2 * k + 1]]++] = static_cast<int32_t>(s);
+  }
   std::vector<char> seen(n, 0);
   std::vector<int32_t> stack;
   for (int64_t s = 0; s < n; ++s)
-    if (d.F[s]) {
+    if (d.final[s]) {
       seen[s] = 1;
       stack.push_back(static_cast<int32_t>(s));
     }
@@ -245,107 +270,103 @@ py::array_t<bool> coaccessible(const i32& trans, const b8& final_, const i64& ca
   std::vector<char> seen;
   {
     py::gil_scoped_release release;
-    seen = coaccessible_states(d, productive.data(), productive.shape(0));
+    seen = coaccessible_states(byte_rows(d), productive.data(), productive.shape(0));
   }
   py::array_t<bool> out(static_cast<py::ssize_t>(d.n));
   std::copy(seen.begin(), seen.end(), out.mutable_data());
   return out;
 }
 
-// Drop the states that cannot reach a final state (calls only into productive rules), then
-// those no longer reachable from the start, then merge equivalent states (Hopcroft). The
-// start state stays 0; states are numbered by first appearance of their class. Returns
-// (trans (m, 256), final, call_off, call_edge).
-py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
-                        const b8& productive) {
-  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
-  const bool* P = productive.data();
-  const int64_t R = productive.shape(0);
-  const int64_t n = d.n;
+// Drop the states of `d` that cannot reach a final state (calls only into productive rules),
+// then those no longer reachable from the start, then merge equivalent states (Hopcroft).
+// The start state stays 0; states are numbered by first appearance of their class.
+fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
+  const int64_t n = d.size();
   auto ok_callee = [&](int32_t c) { return c >= 0 && c < R && P[c]; };
-  fa::DFA m;
-  std::vector<int32_t> blocks, live;
-  int32_t nb = 0;
-  {
-    py::gil_scoped_release release;
-    const std::vector<char> keep = coaccessible_states(d, P, R);
-    bool dropped_call = false;
-    for (int64_t s = 0; s < n && !dropped_call; ++s)
-      if (keep[s])
-        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k)
-          if (!ok_callee(d.CE[2 * k])) dropped_call = true;
-    auto tgt = [&](int64_t s, int b) {
-      const int32_t t = d.T[s * 256 + b];
-      return t >= 0 && keep[t] ? t : -1;
-    };
-    std::vector<char> alive(keep.begin(), keep.end());
-    if (dropped_call) {
-      // a state reached only through a call into a rule that matches nothing is unreachable
-      // now; without such calls every kept state still is reachable
-      std::fill(alive.begin(), alive.end(), 0);
-      std::vector<int32_t> stack{0};
-      alive[0] = 1;
-      while (!stack.empty()) {
-        const int32_t s = stack.back();
-        stack.pop_back();
-        if (!keep[s]) continue;
-        for (int b = 0; b < 256; ++b) {
-          const int32_t t = tgt(s, b);
-          if (t >= 0 && !alive[t]) {
-            alive[t] = 1;
-            stack.push_back(t);
-          }
-        }
-        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
-          const int32_t t = d.CE[2 * k + 1];
-          if (ok_callee(d.CE[2 * k]) && keep[t] && !alive[t]) {
-            alive[t] = 1;
-            stack.push_back(t);
-          }
+  const std::vector<char> keep = coaccessible_states(d, P, R);
+  bool dropped_call = false;
+  for (int64_t s = 0; s < n && !dropped_call; ++s)
+    if (keep[s])
+      for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k)
+        if (!ok_callee(d.calls[2 * k])) dropped_call = true;
+  std::vector<char> alive(keep.begin(), keep.end());
+  if (dropped_call) {
+    // a state reached only through a call into a rule that matches nothing is unreachable
+    // now; without such calls every kept state still is reachable
+    std::fill(alive.begin(), alive.end(), 0);
+    std::vector<int32_t> stack{0};
+    alive[0] = 1;
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      if (!keep[s]) continue;
+      for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
+        const int32_t t = d.rows[3 * k + 2];
+        if (keep[t] && !alive[t]) {
+          alive[t] = 1;
+          stack.push_back(t);
         }
       }
-    }
-    std::vector<int32_t> remap(n, -1);
-    for (int64_t s = 0; s < n; ++s)
-      if (alive[s]) {
-        remap[s] = static_cast<int32_t>(live.size());
-        live.push_back(static_cast<int32_t>(s));
-      }
-    fa::DFA t;  // the trimmed DFA as interval rows
-    for (int32_t s : live) {
-      for (int b = 0; b < 256;) {
-        const int32_t x = tgt(s, b);
-        int e = b;
-        while (e + 1 < 256 && tgt(s, e + 1) == x) ++e;
-        if (x >= 0 && remap[x] >= 0) t.rows.insert(t.rows.end(), {b, e, remap[x]});
-        b = e + 1;
-      }
-      t.row_off.push_back(static_cast<int64_t>(t.rows.size() / 3));
-      t.final.push_back(d.F[s]);
-      if (keep[s])
-        for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
-          const int32_t c = d.CE[2 * k], x = d.CE[2 * k + 1];
-          if (ok_callee(c) && keep[x] && remap[x] >= 0) t.calls.insert(t.calls.end(), {c, remap[x]});
+      for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k) {
+        const int32_t t = d.calls[2 * k + 1];
+        if (ok_callee(d.calls[2 * k]) && keep[t] && !alive[t]) {
+          alive[t] = 1;
+          stack.push_back(t);
         }
-      t.call_off.push_back(static_cast<int64_t>(t.calls.size() / 2));
-    }
-    blocks = fa::hopcroft(t, true, &nb);
-    // the minimal DFA: each block's first state stands for it
-    std::vector<int32_t> rep(nb, -1);
-    for (size_t s = 0; s < live.size(); ++s)
-      if (rep[blocks[s]] < 0) rep[blocks[s]] = static_cast<int32_t>(s);
-    for (int32_t b = 0; b < nb; ++b) {
-      const int32_t s = rep[b];
-      for (int64_t k = t.row_off[s]; k < t.row_off[s + 1]; ++k)
-        m.rows.insert(m.rows.end(), {t.rows[3 * k], t.rows[3 * k + 1], blocks[t.rows[3 * k + 2]]});
-      m.row_off.push_back(static_cast<int64_t>(m.rows.size() / 3));
-      m.final.push_back(t.final[s]);
-      for (int64_t k = t.call_off[s]; k < t.call_off[s + 1]; ++k)
-        m.calls.insert(m.calls.end(), {t.calls[2 * k], blocks[t.calls[2 * k + 1]]});
-      m.call_off.push_back(static_cast<int64_t>(m.calls.size() / 2));
+      }
     }
   }
-  const auto N = static_cast<py::ssize_t>(nb);
+  std::vector<int32_t> remap(n, -1), live;
+  for (int64_t s = 0; s < n; ++s)
+    if (alive[s]) {
+      remap[s] = static_cast<int32_t>(live.size());
+      live.push_back(static_cast<int32_t>(s));
+    }
+  fa::DFA t;  // the trimmed DFA; adjacent rows with one target joined (fewer letters below)
+  for (int32_t s : live) {
+    const size_t row_start = t.rows.size();
+    for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
+      const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], x = d.rows[3 * k + 2];
+      if (!keep[x] || remap[x] < 0) continue;
+      const size_t m = t.rows.size();
+      if (m > row_start && t.rows[m - 1] == remap[x] && t.rows[m - 2] == lo - 1) {
+        t.rows[m - 2] = hi;
+      } else {
+        t.rows.insert(t.rows.end(), {lo, hi, remap[x]});
+      }
+    }
+    t.row_off.push_back(static_cast<int64_t>(t.rows.size() / 3));
+    t.final.push_back(d.final[s]);
+    if (keep[s])
+      for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k) {
+        const int32_t c = d.calls[2 * k], x = d.calls[2 * k + 1];
+        if (ok_callee(c) && keep[x] && remap[x] >= 0) t.calls.insert(t.calls.end(), {c, remap[x]});
+      }
+    t.call_off.push_back(static_cast<int64_t>(t.calls.size() / 2));
+  }
+  int32_t nb = 0;
+  const std::vector<int32_t> blocks = fa::hopcroft(t, true, &nb);
+  // the minimal DFA: each block's first state stands for it
+  std::vector<int32_t> rep(nb, -1);
+  for (size_t s = 0; s < live.size(); ++s)
+    if (rep[blocks[s]] < 0) rep[blocks[s]] = static_cast<int32_t>(s);
+  fa::DFA m;
+  for (int32_t b = 0; b < nb; ++b) {
+    const int32_t s = rep[b];
+    for (int64_t k = t.row_off[s]; k < t.row_off[s + 1]; ++k)
+      m.rows.insert(m.rows.end(), {t.rows[3 * k], t.rows[3 * k + 1], blocks[t.rows[3 * k + 2]]});
+    m.row_off.push_back(static_cast<int64_t>(m.rows.size() / 3));
+    m.final.push_back(t.final[s]);
+    for (int64_t k = t.call_off[s]; k < t.call_off[s + 1]; ++k)
+      m.calls.insert(m.calls.end(), {t.calls[2 * k], blocks[t.calls[2 * k + 1]]});
+    m.call_off.push_back(static_cast<int64_t>(m.calls.size() / 2));
+  }
+  return m;
+}
+
+// A byte DFA in row form as (trans (n, 256) int32, -1 where rejected; final; call_off; call_edge (k, 2)).
+py::tuple byte_table_out(const fa::DFA& m) {
+  const auto N = static_cast<py::ssize_t>(m.size());
   py::array_t<int32_t> out_t({N, static_cast<py::ssize_t>(256)});
   int32_t* OT = out_t.mutable_data();
   std::fill(OT, OT + N * 256, -1);
@@ -359,6 +380,72 @@ py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off,
   py::array_t<int32_t> ce({static_cast<py::ssize_t>(m.calls.size() / 2), static_cast<py::ssize_t>(2)});
   std::copy(m.calls.begin(), m.calls.end(), ce.mutable_data());
   return py::make_tuple(out_t, f, co, ce);
+}
+
+// trim_minimal() of a byte DFA table. Returns (trans (m, 256), final, call_off, call_edge).
+py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                        const b8& productive) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  fa::DFA m;
+  {
+    py::gil_scoped_release release;
+    m = trim_minimal(byte_rows(d), productive.data(), productive.shape(0));
+  }
+  return byte_table_out(m);
+}
+
+// One rule's automaton, all of it here: build_dfa() of node `root` (bytes, calls kept), bytes
+// outside `alphabet` (bool[256]) removed, then trim_minimal() with every one of the `n_rules`
+// callees taken as productive. The same result as those steps apart, without the (n, 256)
+// tables between them. Returns (trans, final, call_off, call_edge, nfa_states), or (kind,
+// reached) past a limit (as build_dfa).
+py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t max_nfa, int64_t nfa_used,
+                     int64_t max_dfa, int64_t dfa_used, const b8& alphabet, int64_t n_rules) {
+  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
+  if (alphabet.size() != 256) throw std::invalid_argument("alphabet must be bool[256]");
+  const fa::Expr e{nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size())};
+  const bool* A = alphabet.data();
+  fa::DFA m;
+  int64_t nfa_states = 0;
+  try {
+    py::gil_scoped_release release;
+    const fa::NFA nfa = fa::build_nfa(e, root, true, max_nfa, nfa_used);
+    nfa_states = nfa.n;
+    fa::DFA d = fa::determinise(nfa, 0, 1, max_dfa, dfa_used, true);
+    // bytes no token contains: each row keeps its runs of allowed bytes
+    fa::DFA cut;
+    cut.rows.reserve(d.rows.size());
+    cut.row_off.reserve(d.row_off.size());
+    for (int64_t s = 0; s < d.size(); ++s) {
+      for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
+        const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], x = d.rows[3 * k + 2];
+        for (int32_t b = lo; b <= hi;) {
+          if (!A[b]) {
+            ++b;
+            continue;
+          }
+          int32_t end = b;
+          while (end + 1 <= hi && A[end + 1]) ++end;
+          cut.rows.insert(cut.rows.end(), {b, end, x});
+          b = end + 1;
+        }
+      }
+      cut.row_off.push_back(static_cast<int64_t>(cut.rows.size() / 3));
+    }
+    cut.final = std::move(d.final);
+    cut.call_off = std::move(d.call_off);
+    cut.calls = std::move(d.calls);
+    const int64_t R = std::max<int64_t>(n_rules, 0);
+    std::unique_ptr<bool[]> productive(new bool[R + 1]);
+    std::fill(productive.get(), productive.get() + R + 1, true);
+    m = trim_minimal(cut, productive.get(), R);
+  } catch (const fa::LimitHit& hit) {
+    return py::make_tuple(hit.kind, hit.reached);
+  } catch (const fa::BadInput& err) {
+    throw std::invalid_argument(err.what());
+  }
+  py::tuple out = byte_table_out(m);
+  return py::make_tuple(out[0], out[1], out[2], out[3], nfa_states);
 }
 
 
@@ -436,6 +523,8 @@ void register_automaton(py::module_& m) {
         py::arg("b_rows"), py::arg("b_final"), py::arg("keep_b_final"), py::arg("max_states"));
   m.def("coaccessible", &coaccessible, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));
+  m.def("build_rule", &build_rule, py::arg("nodes"), py::arg("data"), py::arg("root"), py::arg("max_nfa"),
+        py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"), py::arg("alphabet"), py::arg("n_rules"));
   m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));
   m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),

@@ -13,6 +13,7 @@ construction and minimisation run in the native core (structgen._core).
 """
 from __future__ import annotations
 
+import heapq
 from itertools import chain
 from dataclasses import dataclass
 from typing import Mapping
@@ -78,19 +79,21 @@ def _too_large(kind: str, reached: int, limit: int) -> AutomatonSizeError:
     )
 
 
-def _determinise(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int, used: int = 0,
-                 nfa_used: int = 0):
-    """Thompson NFA of node ``root`` of the serialized expressions, then subset construction
-    (both native). Returns ``((trans (n,256) int32, final bool[n], calls per state), NFA states)``.
+def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int, used: int,
+              alphabet: np.ndarray, n_rules: int):
+    """The trimmed minimal DFA of node ``root`` of the serialized expressions, in one native
+    call: Thompson NFA, subset construction, bytes outside ``alphabet`` (bool ``(256,)``)
+    removed, then :func:`_trim_and_minimise` with each of the ``n_rules`` callees taken as
+    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge)`` (see
+    :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing.
 
-    ``used`` DFA states and ``nfa_used`` NFA states of other rules already count against
-    ``max_states``; both automata are checked while they grow."""
-    out = _core.build_dfa(arrays[0], arrays[1], root, True, max_states, nfa_used, max_states, used)
+    ``used`` DFA states of other rules already count against ``max_states``; the rule's NFA
+    and DFA are checked while they grow (the NFA against ``max_states`` alone)."""
+    out = _core.build_rule(arrays[0], arrays[1], root, max_states, 0, max_states, used, alphabet, n_rules)
     if len(out) == 2:
         kind, reached = out
         raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
-    trans, final, call_off, call_edge, nfa_states = out
-    return (trans, final, _calls_lists(call_off, call_edge)), int(nfa_states)
+    return out[:4]
 
 
 def _located(exc: AutomatonSizeError, grammar: Grammar, ser: ExprArrays, rule: str, nfa_budget: int,
@@ -363,45 +366,56 @@ def build_automaton(
     roots = {name: ser.add(rules[name]) for name in called_names if name not in counters}
     arrays = ser.arrays()
     raw = []
+    csr: list[tuple[np.ndarray, np.ndarray]] = []  # calls of each rule of ``raw`` as CSR arrays
     total = 0
-    every_rule = np.ones(len(called_names), bool)
+    alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
     for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
             # calls: "call the item once, then end" (lo == 0: may also end at once)
             item, lo, _ = counters[name]
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
+            csr.append(_calls_csr(raw[-1][2]))
             total += 2
             continue
-        # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all
+        # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all.
+        # Bytes no token contains can never be produced: they are dropped before trimming, so
+        # no state is kept whose only way forward needs one (no dead ends in the masks). The
+        # DFA is minimal before it is counted and kept (every callee taken as productive
+        # here: exact, merging only states with the same future; trimming comes below).
         try:
-            dfa, _ = _determinise(arrays, roots[name], max_states, total, 0)
+            m_trans, m_final, call_off, call_edge = _rule_dfa(arrays, roots[name], max_states, total, alphabet,
+                                                              len(called_names))
         except AutomatonSizeError as exc:
             raise _located(exc, grammar, ser, name, max_states, max(max_states - total, 1)) from None
-        if byte_alphabet is not None:
-            # bytes no token contains can never be produced: drop them before trimming, so
-            # no state is kept whose only way forward needs one (no dead ends in the masks)
-            dfa[0][:, ~byte_alphabet] = -1
-        # minimal before it is counted and kept (every callee taken as productive here:
-        # exact, merging only states with the same future; trimming comes below)
-        m_trans, m_final, m_calls = _trim_and_minimise(dfa[0], dfa[1], _calls_csr(dfa[2]), every_rule)
         if len(m_final):
-            dfa = (m_trans, m_final, list(m_calls))
+            dfa = (m_trans, m_final, _calls_lists(call_off, call_edge))
+            csr.append((call_off, call_edge))
         else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
             dfa = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
+            csr.append(_calls_csr(dfa[2]))
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)
-    csr = [_calls_csr(calls) for _, _, calls in raw]
-    # productive rules: fixpoint over "start state can reach a final state"
+    # productive rules: fixpoint over "start state can reach a final state", callees first
+    # (in index order the start rule, which calls every other, came first: one round per
+    # level of calls, each testing every rule not yet productive); any order reaches the
+    # same least fixed point
+    callers: list[set[int]] = [set() for _ in raw]
+    for r, (_, call_edge) in enumerate(csr):
+        for c in call_edge[:, 0].tolist():
+            callers[c].add(r)
+    rank = _callees_first(callers)
+    order = sorted(range(len(raw)), key=rank.__getitem__)
     productive: set[int] = set()
     mask = np.zeros(len(raw), bool)
     changed = True
     while changed:
         changed = False
-        for r, (trans, final, calls) in enumerate(raw):
+        for r in order:
             if r in productive:
                 continue
+            trans, final, _ = raw[r]
             if _core.coaccessible(trans, final, *csr[r], mask)[0]:
                 productive.add(r)
                 mask[r] = True
@@ -460,28 +474,61 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
             for c in csr[r][1][:, 0].tolist():
                 callers[c].add(r)
     minlen = [UNREACHABLE] * n
+    costs = np.full(n, UNREACHABLE, np.int64)
     dist: list = [None] * n
-    # A worklist instead of full rounds: a rule is computed again only when the shortest
-    # match of a rule it calls changed (full rounds recomputed every rule up to len(rules) + 1
-    # times). Shortest matches only decrease from UNREACHABLE, so both reach the same fixed
-    # point, and each rule's last computation used its callees' final shortest matches.
-    pending = set(range(n))
+    # A worklist, callees first: a rule is computed again only when the shortest match of a
+    # rule it calls changed, and changes are seen at once. Without recursion every rule is
+    # then computed once (rounds in index order computed the start rule, which calls every
+    # other, before its callees: about three Dijkstras per rule on large schemas). Shortest
+    # matches only decrease from UNREACHABLE, so any order reaches the same fixed point, and
+    # each rule's last computation used its callees' final shortest matches.
+    rank = _callees_first(callers)
+    pending = [(rank[r], r) for r in range(n)]
+    heapq.heapify(pending)
+    queued = [True] * n
     while pending:
-        costs = np.array(minlen, np.int64)
-        changed = []
-        for r in sorted(pending):
-            rule = rules[r]
-            if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
-                dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
-            else:  # Dijkstra backwards from the final states (native)
-                dist[r] = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
-            if int(dist[r][0]) != minlen[r]:
-                changed.append(r)
-        pending = set()
-        for r in changed:
+        _, r = heapq.heappop(pending)
+        queued[r] = False
+        rule = rules[r]
+        if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
+            dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
+        else:  # Dijkstra backwards from the final states (native)
+            dist[r] = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
+        if int(dist[r][0]) != minlen[r]:
             minlen[r] = int(dist[r][0])
-            pending |= callers[r]
+            costs[r] = minlen[r]
+            for c in callers[r]:
+                if not queued[c]:
+                    queued[c] = True
+                    heapq.heappush(pending, (rank[c], c))
     return tuple(dist)
+
+
+def _callees_first(callers: list[set[int]]) -> list[int]:
+    """A rank per rule, lower for callees than for their callers outside reference cycles
+    (the finishing order of a depth-first walk along the "is called by" edges, reversed)."""
+    n = len(callers)
+    seen = [False] * n
+    finish: list[int] = []
+    for root in range(n):
+        if seen[root]:
+            continue
+        seen[root] = True
+        stack = [(root, iter(sorted(callers[root])))]
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append((w, iter(sorted(callers[w]))))
+                    break
+            else:
+                stack.pop()
+                finish.append(v)
+    rank = [0] * n
+    for i, v in enumerate(reversed(finish)):
+        rank[v] = i
+    return rank
 
 
 class CounterDistances:

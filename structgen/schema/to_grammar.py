@@ -36,7 +36,6 @@ from .base import (
     VALIDATION_KEYWORDS,
     ConverterBase,
     _ptr,
-    _Rules,
 )
 from .combinators import CombinatorsMixin, _negate
 from .document import SCHEMA_LISTS as _SCHEMA_LISTS
@@ -93,9 +92,11 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         body = self.node(self.root, "")
         if body == NOTHING and self.empty_reasons:
             raise self.empty_reasons[0]
-        rules = _Rules(start=seq(self.ws, body, self.ws))
-        rules.owner = self
-        rules.update(self.rules)
+        # the grammar gets a plain dict, and the converter's rules let go of the converter:
+        # that cycle kept every expression of a grammar alive after its last use, until a
+        # collection of the oldest generation traversed them all
+        rules = {"start": seq(self.ws, body, self.ws), **self.rules}
+        self.rules.owner = None
         self.rules = rules
         self.origins["start"] = ""
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
