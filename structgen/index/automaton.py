@@ -260,7 +260,9 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
         body = rules[name]
         while size_of(name) > SPLIT_LIMIT:
             kids = {c for c in refs[name] if c not in called}
-            largest = max(kids, key=size_of, default=None)
+            # ties go to the first name in order: a set's order follows the string hash seed,
+            # and the compiled automata must not differ from one process to the next
+            largest = max(sorted(kids), key=size_of, default=None)
             if largest is None or size_of(largest) <= INLINE_LIMIT:
                 break
             called.add(largest)
