@@ -38,47 +38,6 @@ void check_targets(const int32_t* T, int64_t n) {
   if (lo < -1 || hi >= n) throw std::invalid_argument("transition target out of range");
 }
 
-// Hopcroft minimisation of a trimmed byte DFA: trans (n, 256) int32 (-1: rejected), final bool[n],
-// calls as CSR (call_off[n + 1], call_edge (k, 2): (callee, target)). Calls are letters like
-// bytes; -1 and a missing call go to the sink, which joins the non-final states. Returns (block
-// per state, numbered by first appearance from state 0, number of blocks).
-py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge) {
-  if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
-  const int64_t n = trans.shape(0);
-  if (final_.shape(0) != n || call_off.shape(0) != n + 1) throw std::invalid_argument("final/call_off size mismatch");
-  const int32_t* T = trans.data();
-  const bool* F = final_.data();
-  const int64_t* CO = call_off.data();
-  const int32_t* CE = call_edge.data();
-  if (CO[0] != 0 || CO[n] != (call_edge.size() ? call_edge.shape(0) : 0)) throw std::invalid_argument("bad call offsets");
-  check_targets(T, n);
-  for (int64_t k = 0; k < CO[n]; ++k)
-    if (CE[2 * k + 1] < 0 || CE[2 * k + 1] >= n) throw std::invalid_argument("call target out of range");
-  std::vector<int32_t> blocks;
-  int32_t count = 0;
-  {
-    py::gil_scoped_release release;
-    // the table as interval rows (runs of one target), calls as they are
-    fa::DFA d;
-    for (int64_t s = 0; s < n; ++s) {
-      const int32_t* row = T + s * 256;
-      for (int b = 0; b < 256;) {
-        int e = b;
-        while (e + 1 < 256 && row[e + 1] == row[b]) ++e;
-        if (row[b] >= 0) d.rows.insert(d.rows.end(), {b, e, row[b]});
-        b = e + 1;
-      }
-      d.row_off.push_back(static_cast<int64_t>(d.rows.size() / 3));
-      d.final.push_back(F[s]);
-    }
-    d.call_off.assign(CO, CO + n + 1);
-    d.calls.assign(CE, CE + 2 * CO[n]);
-    blocks = fa::hopcroft(d, true, &count);
-  }
-  py::array_t<int64_t> out(static_cast<py::ssize_t>(n));
-  std::copy(blocks.begin(), blocks.end(), out.mutable_data());
-  return py::make_tuple(out, static_cast<int64_t>(count));
-}
 
 // ---------------------------------------------------------------------------- conversions
 
@@ -112,6 +71,15 @@ py::tuple rows_out(const fa::DFA& d) {
   return py::make_tuple(ro, r, f);
 }
 
+// The DFA of node `root` through its NFA (fa::LimitHit or fa::BadInput past a limit or on bad
+// nodes); `nfa_states` gets the NFA's size. Called without the GIL.
+fa::DFA expr_dfa(const fa::Expr& e, int32_t root, bool bytes, int64_t max_nfa, int64_t nfa_used, int64_t max_dfa,
+                 int64_t dfa_used, int64_t& nfa_states) {
+  const fa::NFA nfa = fa::build_nfa(e, root, bytes, max_nfa, nfa_used);
+  nfa_states = nfa.n;
+  return fa::determinise(nfa, 0, 1, max_dfa, dfa_used, bytes);
+}
+
 // The DFA of a serialized expression (see fa.hpp for the node layout). bytes: code points lowered
 // to UTF-8, rule calls kept as call edges; returns (trans (N, 256) int32, final, call_off,
 // call_edge (K, 2), nfa_states). Otherwise code points: (row_off, rows (M, 3), final,
@@ -125,9 +93,7 @@ py::tuple build_dfa(const i32& nodes, const i32& data, int32_t root, bool bytes,
   int64_t nfa_states = 0;
   try {
     py::gil_scoped_release release;
-    const fa::NFA nfa = fa::build_nfa(e, root, bytes, max_nfa, nfa_used);
-    nfa_states = nfa.n;
-    d = fa::determinise(nfa, 0, 1, max_dfa, dfa_used, bytes);
+    d = expr_dfa(e, root, bytes, max_nfa, nfa_used, max_dfa, dfa_used, nfa_states);
   } catch (const fa::LimitHit& hit) {
     return py::make_tuple(hit.kind, hit.reached);
   } catch (const fa::BadInput& err) {
@@ -223,6 +189,23 @@ fa::DFA byte_rows(const ByteDFA& d) {
   r.call_off.assign(d.CO, d.CO + d.n + 1);
   r.calls.assign(d.CE, d.CE + 2 * d.CO[d.n]);
   return r;
+}
+
+// Hopcroft minimisation of a trimmed byte DFA: trans (n, 256) int32 (-1: rejected), final bool[n],
+// calls as CSR (call_off[n + 1], call_edge (k, 2): (callee, target)). Calls are letters like
+// bytes; -1 and a missing call go to the sink, which joins the non-final states. Returns (block
+// per state, numbered by first appearance from state 0, number of blocks).
+py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge) {
+  const ByteDFA in = byte_dfa_in(trans, final_, call_off, call_edge);
+  std::vector<int32_t> blocks;
+  int32_t count = 0;
+  {
+    py::gil_scoped_release release;
+    blocks = fa::hopcroft(byte_rows(in), true, &count);
+  }
+  py::array_t<int64_t> out(static_cast<py::ssize_t>(in.n));
+  std::copy(blocks.begin(), blocks.end(), out.mutable_data());
+  return py::make_tuple(out, static_cast<int64_t>(count));
 }
 
 // States from which a final state is reachable by bytes and calls into productive rules.
@@ -409,9 +392,7 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
   int64_t nfa_states = 0;
   try {
     py::gil_scoped_release release;
-    const fa::NFA nfa = fa::build_nfa(e, root, true, max_nfa, nfa_used);
-    nfa_states = nfa.n;
-    fa::DFA d = fa::determinise(nfa, 0, 1, max_dfa, dfa_used, true);
+    fa::DFA d = expr_dfa(e, root, true, max_nfa, nfa_used, max_dfa, dfa_used, nfa_states);
     // bytes no token contains: each row keeps its runs of allowed bytes
     fa::DFA cut;
     cut.rows.reserve(d.rows.size());
