@@ -753,29 +753,38 @@ class NameIndex {
       if (it != table.end()) ids.insert(ids.end(), it->second.begin(), it->second.end());
     };
     if (names != nullptr) {
-      if (st.mode == kKey) {
-        const std::string& p = *prefix;
-        std::vector<std::string> pieces;
-        for (const Name& name : *names)
-          if (name && starts_with(*name, p))
-            for (size_t k = 1; k + p.size() <= name->size(); ++k) pieces.push_back(name->substr(p.size(), k));
-        std::sort(pieces.begin(), pieces.end());
-        pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
-        for (const std::string& piece : pieces) {  // (no quote or backslash in plain)
-          auto it = T.plain.find(std::string_view(piece));
-          if (it == T.plain.end()) continue;
-          ids.push_back(it->second);
-          auto more = T.plain_more.find(it->first);
-          if (more != T.plain_more.end()) ids.insert(ids.end(), more->second.begin(), more->second.end());
+      // The pieces are prefixes of the names (inside a name: of what follows the name so far,
+      // in the names that start with it). Names are sorted, so a prefix that an earlier name
+      // shares is one the name just before shares too: each name's new prefixes are those
+      // longer than its common prefix with the previous one, and no list of pieces is built.
+      const bool in_key = st.mode == kKey;
+      const std::string& p = in_key ? *prefix : std::string();
+      const std::string* last = nullptr;
+      std::string piece;
+      for (const Name& name : *names) {
+        if (!name || !starts_with(*name, p)) continue;
+        size_t common = 0;  // of the tails after p, with the previous name's
+        if (last != nullptr) {
+          const size_t most = std::min(last->size(), name->size());
+          common = p.size();
+          while (common < most && (*last)[common] == (*name)[common]) ++common;
+          common -= p.size();
         }
-      } else {
-        std::vector<std::string> pieces;
-        for (const Name& name : *names)
-          if (name)
-            for (size_t k = 0; k <= name->size(); ++k) pieces.push_back(name->substr(0, k));
-        std::sort(pieces.begin(), pieces.end());
-        pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
-        for (const std::string& piece : pieces) add(T.by_tail, piece);
+        const size_t tail = name->size() - p.size();
+        // (outside a name the first name's pieces start with the empty one)
+        for (size_t k = last == nullptr && !in_key ? 0 : common + 1; k <= tail; ++k) {
+          piece.assign(*name, p.size(), k);
+          if (in_key) {  // (no quote or backslash in plain)
+            auto it = T.plain.find(std::string_view(piece));
+            if (it == T.plain.end()) continue;
+            ids.push_back(it->second);
+            auto more = T.plain_more.find(it->first);
+            if (more != T.plain_more.end()) ids.insert(ids.end(), more->second.begin(), more->second.end());
+          } else {
+            add(T.by_tail, piece);
+          }
+        }
+        last = &*name;
       }
     }
     std::sort(ids.begin(), ids.end());
