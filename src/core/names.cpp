@@ -559,14 +559,7 @@ class NameIndex {
   // that repeat a name, or trap one, from `st`. No GIL needed.
   void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
     std::string key;
-    put_u32(key, static_cast<uint32_t>(cid));
-    key += *state_key(st);
-    std::shared_ptr<const std::vector<std::pair<int32_t, uint32_t>>> hit;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      auto it = cleared_.find(key);
-      if (it != cleared_.end()) hit = it->second;
-    }
+    std::shared_ptr<const Diff> hit = memoised(st, cid, key);
     if (hit == nullptr) {
       const int64_t w = ix_->words();
       const uint32_t* mask = ix_->mask(cid);
@@ -574,7 +567,7 @@ class NameIndex {
       clear_duplicate_closers(st, cid, mask, cleared.data());
       clear_dead_names(st, cid, mask, cleared.data());
       clear_dead_separators(st, cid, mask, cleared.data());
-      auto diff = std::make_shared<std::vector<std::pair<int32_t, uint32_t>>>();
+      auto diff = std::make_shared<Diff>();
       for (int64_t k = 0; k < w; ++k)
         if (cleared[k] != mask[k]) diff->emplace_back(static_cast<int32_t>(k), cleared[k]);
       hit = diff;
@@ -584,6 +577,29 @@ class NameIndex {
     }
     for (const auto& [k, v] : *hit)
       if (k < row_words) row[k] &= v;
+  }
+
+  // clear() when its result is memoised (a lookup, no search); false, row untouched, if not
+  bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
+    std::string key;
+    std::shared_ptr<const Diff> hit = memoised(st, cid, key);
+    if (hit == nullptr) return false;
+    for (const auto& [k, v] : *hit)
+      if (k < row_words) row[k] &= v;
+    return true;
+  }
+
+  // words of a mask that the clears change, with their cleared values
+  using Diff = std::vector<std::pair<int32_t, uint32_t>>;
+
+  // the memoised clears of (`cid`, `st`), else nullptr; `key` becomes their memo key
+  std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, std::string& key) {
+    key.clear();
+    put_u32(key, static_cast<uint32_t>(cid));
+    key += *state_key(st);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cleared_.find(key);
+    return it == cleared_.end() ? nullptr : it->second;
   }
 
   // A short text completing `cid` without writing a name twice in an object, from `st`
@@ -986,7 +1002,7 @@ class NameIndex {
   std::shared_ptr<const NameTables> tables_;
   std::mutex mu_;
   std::unordered_map<int32_t, std::optional<std::string>> completions_;
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::pair<int32_t, uint32_t>>>> cleared_;
+  std::unordered_map<std::string, std::shared_ptr<const Diff>> cleared_;
   std::unordered_map<std::string, bool> ends_;
   std::unordered_map<std::string, std::shared_ptr<const Ids>> candidates_;
 };
@@ -1213,31 +1229,54 @@ void register_names(py::module_& m) {
             if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
             if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
           };
+          // Rows whose mask is memoised are copies, but a row with name clears from a lexer
+          // state not met before searches the grammar (as long as a first-visit mask takes):
+          // with more than one thread they are shared out with the missing masks, in one loop
+          // of the pool whose items are the missing masks first (the larger pieces of work:
+          // taken first, they leave the small ones to even out the threads' ends), then the
+          // ready rows with clears. Plain copies are made by the caller before.
+          std::vector<std::pair<int64_t, const uint32_t*>> ready;  // (job, mask): clears to compute
+          auto copy_or_defer = [&](const Job& j, int64_t k, const uint32_t* mask) {
+            std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
+            if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
+            if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words)) ready.emplace_back(k, mask);
+          };
           for (size_t k = 0; k < n; ++k) {
             const Job& j = jobs[k];
             const uint32_t* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
-            if (mask != nullptr)
-              write(j, mask);
-            else
+            if (mask == nullptr)
               (compute ? pending : skipped).push_back(static_cast<int64_t>(k));
+            else if (threads > 1 && j.ni != nullptr)
+              copy_or_defer(j, static_cast<int64_t>(k), mask);
+            else
+              write(j, mask);
           }
-          if (!pending.empty()) {
-            // rows of one configuration of one index make one item: its mask is computed once
-            std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
-              return std::make_pair(jobs[a].ix, jobs[a].cid) < std::make_pair(jobs[b].ix, jobs[b].cid);
+          // rows of one configuration of one index make one item: its mask is computed once
+          std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
+            return std::make_pair(jobs[a].ix, jobs[a].cid) < std::make_pair(jobs[b].ix, jobs[b].cid);
+          });
+          std::vector<size_t> starts;
+          for (size_t k = 0; k < pending.size(); ++k)
+            if (k == 0 || jobs[pending[k]].ix != jobs[pending[k - 1]].ix ||
+                jobs[pending[k]].cid != jobs[pending[k - 1]].cid)
+              starts.push_back(k);
+          starts.push_back(pending.size());
+          const int64_t masks = static_cast<int64_t>(starts.size()) - 1;
+          const int64_t items = masks + static_cast<int64_t>(ready.size());
+          if (items == 1 && masks == 0) {
+            const Job& j = jobs[ready[0].first];
+            j.ni->clear(*j.st, j.cid, j.row, words);
+          } else if (items > 0) {
+            structgen::Pool::get().parallel_for(items, threads, [&](int64_t item) {
+              if (item >= masks) {  // the row holds its mask already
+                const Job& j = jobs[ready[static_cast<size_t>(item - masks)].first];
+                j.ni->clear(*j.st, j.cid, j.row, words);
+                return;
+              }
+              const Job& first = jobs[pending[starts[item]]];
+              const uint32_t* mask = first.ix->mask(first.cid);
+              for (size_t k = starts[item]; k < starts[item + 1]; ++k) write(jobs[pending[k]], mask);
             });
-            std::vector<size_t> starts;
-            for (size_t k = 0; k < pending.size(); ++k)
-              if (k == 0 || jobs[pending[k]].ix != jobs[pending[k - 1]].ix ||
-                  jobs[pending[k]].cid != jobs[pending[k - 1]].cid)
-                starts.push_back(k);
-            starts.push_back(pending.size());
-            structgen::Pool::get().parallel_for(
-                static_cast<int64_t>(starts.size()) - 1, threads, [&](int64_t item) {
-                  const Job& first = jobs[pending[starts[item]]];
-                  const uint32_t* mask = first.ix->mask(first.cid);
-                  for (size_t k = starts[item]; k < starts[item + 1]; ++k) write(jobs[pending[k]], mask);
-                });
           }
         }
         py::list out;

@@ -65,9 +65,8 @@ def fill_next_token_bitmasks(
         bitmask: CPU int32 numpy array or torch tensor ``(batch, words)``.
         indices: the row of ``bitmask`` each matcher fills (default ``0, 1, ...``); rows
             not named are left as they are.
-        threads: threads computing the masks not memoised yet (default
-            :data:`DEFAULT_THREADS`; ``1``: in the calling thread). Memoised masks are
-            copied in the calling thread whatever this says.
+        threads: threads computing the masks not memoised yet and the member-name
+            clears (default :data:`DEFAULT_THREADS`; ``1``: in the calling thread).
 
     Raises:
         MatcherError: a bitmask of the wrong kind or too narrow for a vocabulary, a row
@@ -142,9 +141,13 @@ def fill_next_token_bitmasks(
     target = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
     args = (out_rows, views, cids, names, states, stops)
     # memoised masks first, in one GIL-free call; it hands back the rows whose masks are missing
-    missing = _guarded(_core.fill_batch, target, *args, False)
+    threads = DEFAULT_THREADS if threads is None else threads
+    # one GIL-free call; only while a grammar's background precompute runs are its missing
+    # masks handed back (its demand protocol is in Python), and every other missing mask too
+    compute = all(task is None or task.finished.is_set() for _, task in indexes.values())
+    missing = _guarded(_core.fill_batch, target, *args, compute, threads)
     if missing:
-        _fill_missing(target, args, missing, indexes, DEFAULT_THREADS if threads is None else threads)
+        _fill_missing(target, args, missing, indexes, threads)
     if target is not arr:
         arr[out_rows] = target[out_rows]
 
