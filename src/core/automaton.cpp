@@ -193,7 +193,7 @@ fa::DFA byte_rows(const ByteDFA& d) {
 
 // Hopcroft minimisation of a trimmed byte DFA: trans (n, 256) int32 (-1: rejected), final bool[n],
 // calls as CSR (call_off[n + 1], call_edge (k, 2): (callee, target)). Calls are letters like
-// bytes; -1 and a missing call go to the sink, which joins the non-final states. Returns (block
+// bytes; -1 and a missing call are no transition (for a trimmed DFA, language equivalence). Returns (block
 // per state, numbered by first appearance from state 0, number of blocks).
 py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge) {
   const ByteDFA in = byte_dfa_in(trans, final_, call_off, call_edge);
@@ -201,7 +201,7 @@ py::tuple minimise(const i32& trans, const b8& final_, const i64& call_off, cons
   int32_t count = 0;
   {
     py::gil_scoped_release release;
-    blocks = fa::hopcroft(byte_rows(in), true, &count);
+    blocks = fa::hopcroft(byte_rows(in), &count);
   }
   py::array_t<int64_t> out(static_cast<py::ssize_t>(in.n));
   std::copy(blocks.begin(), blocks.end(), out.mutable_data());
@@ -328,7 +328,7 @@ fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
     t.call_off.push_back(static_cast<int64_t>(t.calls.size() / 2));
   }
   int32_t nb = 0;
-  const std::vector<int32_t> blocks = fa::hopcroft(t, true, &nb);
+  const std::vector<int32_t> blocks = fa::hopcroft(t, &nb);
   // the minimal DFA: each block's first state stands for it
   std::vector<int32_t> rep(nb, -1);
   for (size_t s = 0; s < live.size(); ++s)

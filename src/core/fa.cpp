@@ -20,6 +20,59 @@ struct VecHash {
   }
 };
 
+// Sorted sets of NFA states, interned: flat storage and an open-addressing table of ids, so
+// that neither a lookup nor a new set allocates per entry (the subset construction looks one
+// up per elementary interval of every DFA state; a map keyed by vectors spent most of a small
+// rule's time in malloc).
+class SetTable {
+ public:
+  SetTable() : off_{0}, slots_(16, -1) {}
+  int32_t size() const { return static_cast<int32_t>(off_.size() - 1); }
+  const int32_t* data(int32_t id) const { return data_.data() + off_[id]; }
+  int64_t length(int32_t id) const { return off_[id + 1] - off_[id]; }
+  // id of the set `p[0..n)`, or -1
+  int32_t find(const int32_t* p, int64_t n, uint64_t h) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t k = h & mask;; k = (k + 1) & mask) {
+      const int32_t id = slots_[k];
+      if (id < 0) return -1;
+      if (hashes_[id] == h && length(id) == n && std::equal(p, p + n, data(id))) return id;
+    }
+  }
+  // adds a set not in the table; returns its id
+  int32_t add(const int32_t* p, int64_t n, uint64_t h) {
+    if (2 * (off_.size()) >= slots_.size()) grow();
+    const int32_t id = size();
+    data_.insert(data_.end(), p, p + n);
+    off_.push_back(static_cast<int64_t>(data_.size()));
+    hashes_.push_back(h);
+    place(id);
+    return id;
+  }
+  static uint64_t hash(const int32_t* p, int64_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n);
+    for (int64_t i = 0; i < n; ++i)
+      h ^= static_cast<uint64_t>(static_cast<uint32_t>(p[i])) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xBF58476D1CE4E5B9ull;
+  }
+
+ private:
+  void place(int32_t id) {
+    const size_t mask = slots_.size() - 1;
+    size_t k = hashes_[id] & mask;
+    while (slots_[k] >= 0) k = (k + 1) & mask;
+    slots_[k] = id;
+  }
+  void grow() {
+    slots_.assign(slots_.size() * 2, -1);
+    for (int32_t id = 0; id < size(); ++id) place(id);
+  }
+  std::vector<int32_t> data_;
+  std::vector<int64_t> off_;
+  std::vector<uint64_t> hashes_;
+  std::vector<int32_t> slots_;
+};
+
 constexpr int32_t MAX_CP = 0x10FFFF;
 
 // --------------------------------------------------------------------------- UTF-8 lowering
@@ -354,18 +407,21 @@ NFA build_nfa(const Expr& e, int32_t root, bool bytes, int64_t max_states, int64
 DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, int64_t used, bool bytes) {
   const int64_t n = nfa.n;
   if (start < 0 || start >= n) throw BadInput("start state out of range");
-  std::vector<std::vector<int32_t>> order;  // DFA state -> sorted NFA states
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids, by_targets;
+  SetTable order;  // DFA state -> its sorted NFA states (ids are the DFA's state numbers)
+  SetTable seen_targets;  // target sets looked up before, with their DFA state in `closure_of`
+  std::vector<int32_t> closure_of;
   std::vector<uint32_t> stamp(n, 0);
   uint32_t epoch = 0;
-  std::vector<int32_t> work;
+  std::vector<int32_t> work, set;
   DFA d;
   // id of the epsilon closure of `targets` (sorted, unique), created when new
   auto intern = [&](const std::vector<int32_t>& targets, bool limited) -> int32_t {
-    auto hit = by_targets.find(targets);
-    if (hit != by_targets.end()) return hit->second;
+    const int64_t nt = static_cast<int64_t>(targets.size());
+    const uint64_t ht = SetTable::hash(targets.data(), nt);
+    const int32_t seen = seen_targets.find(targets.data(), nt, ht);
+    if (seen >= 0) return closure_of[seen];
     ++epoch;
-    std::vector<int32_t> set;
+    set.clear();
     work.assign(targets.begin(), targets.end());
     for (int32_t t : targets) stamp[t] = epoch;
     while (!work.empty()) {
@@ -381,27 +437,28 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
       }
     }
     std::sort(set.begin(), set.end());
-    int32_t id;
-    auto it = ids.find(set);
-    if (it != ids.end()) {
-      id = it->second;
-    } else {
-      if (limited && used + static_cast<int64_t>(order.size()) >= max_states)
-        throw LimitHit{1, used + static_cast<int64_t>(order.size())};
-      id = static_cast<int32_t>(order.size());
-      ids.emplace(set, id);
-      order.push_back(std::move(set));
+    const int64_t ns = static_cast<int64_t>(set.size());
+    const uint64_t hs = SetTable::hash(set.data(), ns);
+    int32_t id = order.find(set.data(), ns, hs);
+    if (id < 0) {
+      if (limited && used + order.size() >= max_states) throw LimitHit{1, used + order.size()};
+      id = order.add(set.data(), ns, hs);
     }
-    by_targets.emplace(targets, id);
+    seen_targets.add(targets.data(), nt, ht);
+    closure_of.push_back(id);
     return id;
   };
   intern(std::vector<int32_t>{start}, false);
   std::vector<int32_t> targets;
   std::vector<std::pair<int32_t, int32_t>> events;  // (lo, target) and (hi + 1, ~target)
   std::vector<std::pair<int32_t, int32_t>> calls;
-  std::unordered_map<int32_t, int32_t> live;  // target -> open edges
-  for (size_t i = 0; i < order.size(); ++i) {
-    const std::vector<int32_t> cur = order[i];  // a copy: `order` grows below
+  // the sweep's live targets: open edges per NFA state (an array, not a map: a map's node
+  // per event made most of a small rule's construction time in malloc and free)
+  std::vector<int32_t> open(n, 0);
+  std::vector<int32_t> live;  // states whose count went above zero (stale ones dropped lazily)
+  std::vector<int32_t> cur;
+  for (int32_t i = 0; i < order.size(); ++i) {
+    cur.assign(order.data(i), order.data(i) + order.length(i));  // a copy: `order` grows below
     // sweep the interval end points: the live targets between two consecutive points are
     // one elementary interval's targets
     events.clear();
@@ -414,23 +471,34 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
     if (!events.empty()) {
       std::sort(events.begin(), events.end(), [](auto a, auto b) { return a.first < b.first; });
       live.clear();
+      int64_t live_count = 0;
       size_t e = 0;
       while (e < events.size()) {
         const int32_t p = events[e].first;
         while (e < events.size() && events[e].first == p) {
           const int32_t t = events[e].second;
           if (t >= 0) {
-            ++live[t];
-          } else if (--live[~t] == 0) {
-            live.erase(~t);
+            if (open[t]++ == 0) {
+              live.push_back(t);
+              ++live_count;
+            }
+          } else if (--open[~t] == 0) {
+            --live_count;
           }
           ++e;
         }
-        if (e == events.size() || live.empty()) continue;
+        if (e == events.size() || live_count == 0) continue;
         const int32_t q = events[e].first;
+        // drop the states closed since (a state reopened meanwhile is listed twice: once kept)
         targets.clear();
-        for (auto& kv : live) targets.push_back(kv.first);
+        size_t keep = 0;
+        for (int32_t t : live)
+          if (open[t] > 0) live[keep++] = t;
+        live.resize(keep);
+        targets.assign(live.begin(), live.end());
         std::sort(targets.begin(), targets.end());
+        targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+        live.assign(targets.begin(), targets.end());
         const int32_t id = intern(targets, true);
         const size_t m = d.rows.size();
         if (!bytes && static_cast<int64_t>(m / 3) > d.row_off.back() && d.rows[m - 1] == id && d.rows[m - 2] == p - 1) {
@@ -460,7 +528,8 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
     d.call_off.push_back(static_cast<int64_t>(d.calls.size() / 2));
   }
   d.final.resize(order.size());
-  for (size_t i = 0; i < order.size(); ++i) d.final[i] = std::binary_search(order[i].begin(), order[i].end(), end);
+  for (int32_t i = 0; i < order.size(); ++i)
+    d.final[i] = std::binary_search(order.data(i), order.data(i) + order.length(i), end);
   return d;
 }
 
@@ -521,57 +590,50 @@ DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states) {
 
 // --------------------------------------------------------------------------- Hopcroft
 
-std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t* nblocks) {
+std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
   const int64_t n = dfa.size();
-  const int64_t N = n + 1;  // + the sink
-  const int32_t sink = static_cast<int32_t>(n);
-  // letters: the elementary intervals of all rows (identical columns once), then the callees
-  std::vector<std::vector<int32_t>> delta;
-  {
-    std::vector<int32_t> points;
-    points.reserve(dfa.rows.size() / 3 * 2);
-    for (size_t k = 0; k < dfa.rows.size(); k += 3) {
-      points.push_back(dfa.rows[k]);
-      points.push_back(dfa.rows[k + 1] + 1);
-    }
-    std::sort(points.begin(), points.end());
-    points.erase(std::unique(points.begin(), points.end()), points.end());
-    const size_t L = points.empty() ? 0 : points.size() - 1;
-    std::vector<std::vector<int32_t>> cols(L, std::vector<int32_t>(N, sink));
-    for (int64_t s = 0; s < n; ++s)
+  const int64_t N = n;
+  // letters: the elementary intervals of all rows, then one per callee. Only the transitions
+  // there are get listed (a complete table through a sink state had letters x states entries,
+  // nearly all into the sink, and building it was most of a small rule's minimisation).
+  std::vector<int32_t> points;
+  points.reserve(dfa.rows.size() / 3 * 2);
+  for (size_t k = 0; k < dfa.rows.size(); k += 3) {
+    points.push_back(dfa.rows[k]);
+    points.push_back(dfa.rows[k + 1] + 1);
+  }
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  const int64_t byte_letters = points.empty() ? 0 : static_cast<int64_t>(points.size()) - 1;
+  std::vector<int32_t> callees;
+  for (size_t k = 0; k < dfa.calls.size(); k += 2) callees.push_back(dfa.calls[k]);
+  std::sort(callees.begin(), callees.end());
+  callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
+  const size_t L = static_cast<size_t>(byte_letters) + callees.size();
+  auto callee_letter = [&](int32_t c) {
+    return static_cast<int32_t>(byte_letters + (std::lower_bound(callees.begin(), callees.end(), c) - callees.begin()));
+  };
+  // incoming transitions per state as (letter, source): a splitter's predecessors are gathered
+  // from its states' lists, so one round costs the transitions into the splitter
+  std::vector<int64_t> in_off(N + 1, 0);
+  auto each = [&](auto&& visit) {  // visit(letter, source, target) for every transition
+    for (int64_t s = 0; s < n; ++s) {
       for (int64_t k = dfa.row_off[s]; k < dfa.row_off[s + 1]; ++k) {
         const int32_t* r = &dfa.rows[3 * k];
-        const size_t i0 = std::lower_bound(points.begin(), points.end(), r[0]) - points.begin();
-        for (size_t i = i0; i < L && points[i] <= r[1]; ++i) cols[i][s] = r[2];
+        const auto i0 = std::lower_bound(points.begin(), points.end(), r[0]) - points.begin();
+        for (int64_t i = i0; i < byte_letters && points[i] <= r[1]; ++i)
+          visit(static_cast<int32_t>(i), static_cast<int32_t>(s), r[2]);
       }
-    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> seen;
-    for (auto& c : cols)
-      if (seen.emplace(c, 0).second) delta.push_back(std::move(c));
-    std::vector<int32_t> callees;
-    for (size_t k = 0; k < dfa.calls.size(); k += 2) callees.push_back(dfa.calls[k]);
-    std::sort(callees.begin(), callees.end());
-    callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
-    for (int32_t c : callees) {
-      std::vector<int32_t> col(N, sink);
-      for (int64_t s = 0; s < n; ++s)
-        for (int64_t k = dfa.call_off[s]; k < dfa.call_off[s + 1]; ++k)
-          if (dfa.calls[2 * k] == c) col[s] = dfa.calls[2 * k + 1];
-      delta.push_back(std::move(col));
+      for (int64_t k = dfa.call_off[s]; k < dfa.call_off[s + 1]; ++k)
+        visit(callee_letter(dfa.calls[2 * k]), static_cast<int32_t>(s), dfa.calls[2 * k + 1]);
     }
-  }
-  const size_t L = delta.size();
-  // incoming transitions per state as (letter, source), ascending letters: a splitter's
-  // predecessors are gathered from its states' lists, so one round costs the transitions into
-  // the splitter, not letters x its states (most states have few incoming letters)
-  std::vector<int64_t> in_off(N + 1, 0);
-  for (size_t a = 0; a < L; ++a)
-    for (int64_t s = 0; s < N; ++s) ++in_off[delta[a][s] + 1];
+  };
+  each([&](int32_t, int32_t, int32_t t) { ++in_off[t + 1]; });
   for (int64_t t = 0; t < N; ++t) in_off[t + 1] += in_off[t];
   std::vector<std::pair<int32_t, int32_t>> incoming(in_off[N]);
   {
     std::vector<int64_t> fill(in_off.begin(), in_off.end() - 1);
-    for (size_t a = 0; a < L; ++a)
-      for (int64_t s = 0; s < N; ++s) incoming[fill[delta[a][s]]++] = {static_cast<int32_t>(a), static_cast<int32_t>(s)};
+    each([&](int32_t a, int32_t src, int32_t t) { incoming[fill[t]++] = {a, src}; });
   }
   // the refinable partition: elems grouped by block, [first, end) per block; marked states
   // of a block are moved to [first, mid)
@@ -581,12 +643,10 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
   std::vector<int32_t> work;
   {
     int64_t pos = 0;
-    const int passes = sink_joins_nonfinal ? 2 : 3;
-    for (int pass = 0; pass < passes; ++pass) {  // non-final (with the sink), final, [the sink]
+    for (int pass = 0; pass < 2; ++pass) {  // non-final, final
       const int64_t begin = pos;
       for (int64_t s = 0; s < N; ++s) {
-        int cls = s < n ? (dfa.final[s] ? 1 : 0) : (sink_joins_nonfinal ? 0 : 2);
-        if (cls == pass) {
+        if ((dfa.final[s] ? 1 : 0) == pass) {
           elems[pos] = static_cast<int32_t>(s);
           loc[s] = static_cast<int32_t>(pos);
           blk[s] = static_cast<int32_t>(first.size());
@@ -597,20 +657,12 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
         first.push_back(begin);
         bend.push_back(pos);
         mid.push_back(begin);
-        in_work.push_back(0);
+        in_work.push_back(1);
+        // every initial block splits: with a partial transition function, splitting by a
+        // block is not the same as splitting by the others (a state may have no transition)
+        work.push_back(static_cast<int32_t>(first.size() - 1));
       }
     }
-    // splitting by every initial block but one suffices (the automaton is complete: a state's
-    // successor is in the last block exactly when it is in none of the others); keep the
-    // largest out
-    size_t largest = 0;
-    for (size_t b = 1; b < first.size(); ++b)
-      if (bend[b] - first[b] > bend[largest] - first[largest]) largest = b;
-    for (size_t b = 0; b < first.size(); ++b)
-      if (b != largest) {
-        work.push_back(static_cast<int32_t>(b));
-        in_work[b] = 1;
-      }
   }
   std::vector<int32_t> touched, letters;
   std::vector<std::vector<int32_t>> by_letter(L);
@@ -618,8 +670,8 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
     const int32_t A = work.back();
     work.pop_back();
     in_work[A] = 0;
-    // the splitter's predecessors, bucketed by letter (no sort: a splitter holding the sink
-    // has most transitions of the automaton coming in)
+    // the splitter's predecessors, bucketed by letter (no sort: a large splitter can have
+    // most transitions of the automaton coming in)
     letters.clear();
     for (int64_t k = first[A]; k < bend[A]; ++k) {
       const int32_t t = elems[k];
@@ -680,7 +732,7 @@ std::vector<int32_t> hopcroft(const DFA& dfa, bool sink_joins_nonfinal, int32_t*
 
 DFA minimise_rows(const DFA& d) {
   int32_t nb = 0;
-  const std::vector<int32_t> cls = hopcroft(d, false, &nb);
+  const std::vector<int32_t> cls = hopcroft(d, &nb);
   std::vector<int64_t> rep(nb, -1);
   for (int64_t s = 0; s < d.size(); ++s)
     if (rep[cls[s]] < 0) rep[cls[s]] = s;

@@ -83,10 +83,12 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
 // keep_b_final) or is not (difference; b may then be "dead", -1). Throws LimitHit{1, states}.
 DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states);
 
-// The coarsest partition of states (plus an implicit rejecting sink, never merged with a
-// state unless sink_joins_nonfinal) compatible with finality and the interval rows and calls.
-// Returns block ids numbered by first appearance over the states 0..n-1.
-std::vector<int32_t> hopcroft(const DFA& d, bool sink_joins_nonfinal, int32_t* nblocks);
+// The coarsest partition of states compatible with finality and the interval rows and calls,
+// a missing transition being none (two states are merged when they have the same finality
+// and, letter by letter, both no transition or transitions into one block). For a trimmed
+// DFA (every state reaches a final one) that is language equivalence. Returns block ids
+// numbered by first appearance over the states 0..n-1.
+std::vector<int32_t> hopcroft(const DFA& d, int32_t* nblocks);
 
 // The minimal DFA of `d` (classes of hopcroft() without the sink joining; adjacent intervals
 // with the same target class merged). Unreachable and dead states stay, as classes.
