@@ -23,7 +23,7 @@ import numpy as np
 from .. import _core
 from .counters import CounterRule, lift_counters
 from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
-from ..grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq, iter_refs
+from ..grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq
 from ..regex.expr_arrays import CALL, INLINE, ExprArrays
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
@@ -157,6 +157,27 @@ def _calls_lists(call_off: np.ndarray, call_edge: np.ndarray) -> list[tuple[tupl
 # --------------------------------------------------------------------------- grammar analysis
 
 
+def _rule_refs(rules: Mapping[str, Expr]) -> dict[str, list[str]]:
+    """The names each rule references, once per occurrence (as ``grammar.iter_refs``), with the
+    references of a subtree shared between or within rules listed once per tree (by id: the
+    rules keep their trees alive) and reused wherever it occurs."""
+    memo: dict[int, tuple[str, ...]] = {}
+
+    def refs(e: Expr) -> tuple[str, ...]:
+        t = type(e)
+        if t is Ref:
+            return (e.name,)
+        if t is Seq or t is Alt or t is Repeat:
+            got = memo.get(id(e))
+            if got is None:
+                kids = e.items if t is Seq else e.options if t is Alt else (e.item,)
+                got = memo[id(e)] = tuple(name for x in kids for name in refs(x))
+            return got
+        return ()
+
+    return {name: list(refs(body)) for name, body in rules.items()}
+
+
 def _recursive_rules(refs: Mapping[str, list[str]]) -> set[str]:
     """Rules on a reference cycle (Tarjan's SCC, iterative); ``refs``: the names each rule's
     body references (once per occurrence)."""
@@ -225,23 +246,34 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
     called = set(recursive)
     sizes: dict[str, int] = {}
     weighed = False  # False: expression nodes; True: estimated NFA states
+    # per node (by id: the rules keep their trees alive), valid while `called` and the
+    # weighing stay as they are: the converter shares subtrees between and within rules
+    memo: dict[int, int] = {}
 
     def esize(e: Expr) -> int:
-        if isinstance(e, Ref):
+        t = type(e)
+        if t is Ref:
             return 1 if e.name in called else size_of(e.name)
-        if isinstance(e, Seq):
-            return 1 + sum(esize(x) for x in e.items)
-        if isinstance(e, Alt):
-            return (1 + 2 * weighed) + sum(esize(x) for x in e.options)
-        if isinstance(e, Repeat):
-            return 1 + esize(e.item) * max(1, e.max or e.min)
-        if weighed and isinstance(e, Lit):
+        if t is Seq or t is Alt or t is Repeat:
+            got = memo.get(id(e))
+            if got is None:
+                if t is Seq:
+                    got = 1 + sum(esize(x) for x in e.items)
+                elif t is Alt:
+                    got = (1 + 2 * weighed) + sum(esize(x) for x in e.options)
+                else:
+                    got = 1 + esize(e.item) * max(1, e.max or e.min)
+                memo[id(e)] = got
+            return got
+        if not weighed:
+            return 1
+        if t is Lit:
             return len(e.text.encode("utf-8"))
-        if weighed and isinstance(e, CharSet):
+        if t is CharSet:
             return 1 + 2 * len(e.ranges)
-        if weighed and isinstance(e, Dfa):
+        if t is Dfa:
             return len(e.trans)
-        if weighed and isinstance(e, Regex):
+        if t is Regex:
             return 2 * len(e.pattern)
         return 1
 
@@ -254,6 +286,7 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
     shared = {n for n, k in uses.items() if k > 1 and n not in recursive and size_of(n) > INLINE_LIMIT}
     called |= shared
     sizes.clear()
+    memo.clear()
     weighed = True
     split: set[str] = set()
     for name in rules:
@@ -267,6 +300,7 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
                 break
             called.add(largest)
             split.add(largest)
+            memo.clear()
             sizes[name] = esize(body)
     return shared | split
 
@@ -342,7 +376,7 @@ def build_automaton(
     rules, counters = lift_counters(grammar.rules)
     # for the analyses a counter is a rule that refers to its item
     shape = {**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}}
-    refs = {n: list(iter_refs(e)) for n, e in shape.items()}  # one walk, both analyses
+    refs = _rule_refs(shape)  # one walk, both analyses
     recursive = _recursive_rules(refs)
     shared = _large_shared_rules(shape, refs, recursive)
     lifted = set(counters) | {item for item, _, _ in counters.values()}

@@ -183,20 +183,24 @@ def lift_counters(
     large_at: dict[int, bool] = {}  # by node id: the converter shares subtrees between rules
 
     def has_large(e: Expr) -> bool:
+        t = type(e)
+        if t is not Seq and t is not Alt and t is not Repeat:  # leaves: no memo entry
+            return t is Regex and "{" in e.pattern
         found = large_at.get(id(e))
         if found is None:
             found = large_at[id(e)] = _has_large(e)
         return found
 
     def _has_large(e: Expr) -> bool:
-        if isinstance(e, Regex):
-            return "{" in e.pattern  # a counted quantifier: parse it (rare) to find out
-        if isinstance(e, Repeat):
-            return (e.max if e.max is not None else e.min) > threshold or has_large(e.item)
-        if isinstance(e, Seq):
+        t = type(e)  # (exact types: no node class is subclassed; one call per distinct node)
+        if t is Seq:
             return any(has_large(x) for x in e.items)
-        if isinstance(e, Alt):
+        if t is Alt:
             return any(has_large(x) for x in e.options)
+        if t is Repeat:
+            return (e.max if e.max is not None else e.min) > threshold or has_large(e.item)
+        if t is Regex:
+            return "{" in e.pattern  # a counted quantifier: parse it (rare) to find out
         return False
 
     def rewrite(e: Expr) -> Expr:

@@ -147,11 +147,9 @@ class GrammarCompiler:
 
     def _byte_alphabet(self):
         if self._alphabet is None:
-            alphabet = np.zeros(256, dtype=bool)
-            for b in self.tokenizer_info.token_bytes:
-                if b:
-                    alphabet[np.frombuffer(b, dtype=np.uint8)] = True
-            self._alphabet = alphabet
+            # one pass over all token bytes joined (a numpy assignment per token was ~50 ms at 49K)
+            joined = b"".join(b for b in self.tokenizer_info.token_bytes if b)
+            self._alphabet = np.bincount(np.frombuffer(joined, dtype=np.uint8), minlength=256) > 0
         return self._alphabet
 
     def compile_json_schema(

@@ -35,6 +35,18 @@ def _encode_json_charset(cs: CharSet) -> Expr:
     return alt(*options)
 
 
+@lru_cache(maxsize=64)  # a format's language, parsed once per process (formats recur across schemas)
+def _format_expr(fmt: str) -> Expr:
+    return parse_regex(FORMAT_PATTERNS[fmt])
+
+
+@lru_cache(maxsize=256)
+def _json_encoded(e: Expr) -> Expr:
+    """:func:`_json_encode_expr`, memoised: a format's expression is one object per process
+    (:func:`_format_expr`), so its lookup is an identity hit after the hash."""
+    return _json_encode_expr(e)
+
+
 def _json_encode_expr(e: Expr) -> Expr:
     """Map a regex over decoded characters to one over the JSON-encoded text."""
     if isinstance(e, CharSet):
@@ -117,12 +129,12 @@ class StringsMixin(ConverterBase):
             elif "pattern" in schema:
                 # both hold: the regular intersection of the two languages (exact)
                 try:
-                    pexpr = intersect(parse_regex(FORMAT_PATTERNS[fmt]),
+                    pexpr = intersect(_format_expr(fmt),
                                       self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
                 except AutomatonSizeError as exc:
                     self.unsupported("format", _ptr(ptr, "format"), f"format together with this pattern: {exc}")
             else:
-                pexpr = parse_regex(FORMAT_PATTERNS[fmt])
+                pexpr = _format_expr(fmt)
         if pexpr is None and "pattern" in schema:
             pexpr = self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern"))
         if NOT_STRINGS in schema:  # from a negated const/enum: the other strings
@@ -148,7 +160,7 @@ class StringsMixin(ConverterBase):
             except AutomatonSizeError as exc:
                 kw = "minLength" if lo > plo else "maxLength"
                 self.unsupported(kw, _ptr(ptr, kw), f"length bounds with this pattern: {exc}")
-        return seq(Lit('"'), _json_encode_expr(pexpr), Lit('"'))
+        return seq(Lit('"'), _json_encoded(pexpr), Lit('"'))
 
     def pattern_expr(self, pattern: Any, ptr: str) -> Expr:
         """A schema pattern as a search expression; a pattern structgen cannot compile raises
