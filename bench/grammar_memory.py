@@ -100,7 +100,11 @@ def arm(name: str, tok_name: str, shared: Path, n: int) -> dict:
            "rss_per_grammar_mb": (rss1 - rss0) / len(kept) / 2**20,
            "peak_growth_per_grammar_mb": (peak1 - peak0) / len(kept) / 2**20}
     if name.startswith("structgen"):
-        masks = sum(len(g.index._masks) for g, _ in kept)
+        # configurations with a mask, and the distinct masks stored for them (equal masks
+        # of one grammar are stored once)
+        stats = [g.index.stats() for g, _ in kept]
+        masks = sum(s["masks"] for s in stats)
+        out["mask_configs_per_grammar"] = sum(s["mask_configs"] for s in stats) / len(kept)
         out["masks_per_grammar"] = masks / len(kept)
         out["mask_mb_per_grammar"] = masks * (info.vocab_size + 31) // 32 * 4 / len(kept) / 2**20
     else:
