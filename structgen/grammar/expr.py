@@ -294,12 +294,37 @@ def iter_nodes(e: Expr):
     while stack:
         x = stack.pop()
         yield x
-        if isinstance(x, Seq):
+        t = type(x)  # (exact types: no node class is subclassed)
+        if t is Seq:
             stack.extend(x.items)
-        elif isinstance(x, Alt):
+        elif t is Alt:
             stack.extend(x.options)
-        elif isinstance(x, Repeat):
+        elif t is Repeat:
             stack.append(x.item)
+
+
+def ref_names(e: Expr) -> set[str]:
+    """The rule names referenced in ``e`` (as :func:`referenced_names`), each subtree visited
+    once however often the tree shares it (the schema converter shares subtrees)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is Ref:
+            names.add(x.name)
+        elif t is Seq or t is Alt or t is Repeat:
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            if t is Seq:
+                stack.extend(x.items)
+            elif t is Alt:
+                stack.extend(x.options)
+            else:
+                stack.append(x.item)
+    return names
 
 
 def iter_refs(e: Expr):
@@ -323,4 +348,4 @@ def referenced_names(e: Expr) -> set[str]:
 
 
 # re-exported for error construction by readers
-__all__ += ["referenced_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]
+__all__ += ["referenced_names", "ref_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]

@@ -246,36 +246,44 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
     called = set(recursive)
     sizes: dict[str, int] = {}
     weighed = False  # False: expression nodes; True: estimated NFA states
-    # per node (by id: the rules keep their trees alive), valid while `called` and the
-    # weighing stay as they are: the converter shares subtrees between and within rules
+    # sizes of subtrees without references, by node id (the rules keep their trees alive):
+    # they depend on nothing but the weighing, and the converter shares them between rules
     memo: dict[int, int] = {}
 
     def esize(e: Expr) -> int:
+        return _esize(e)[0]
+
+    def _esize(e: Expr) -> tuple[int, bool]:  # (size, holds a reference)
         t = type(e)
         if t is Ref:
-            return 1 if e.name in called else size_of(e.name)
+            return (1 if e.name in called else size_of(e.name)), True
         if t is Seq or t is Alt or t is Repeat:
             got = memo.get(id(e))
-            if got is None:
-                if t is Seq:
-                    got = 1 + sum(esize(x) for x in e.items)
-                elif t is Alt:
-                    got = (1 + 2 * weighed) + sum(esize(x) for x in e.options)
-                else:
-                    got = 1 + esize(e.item) * max(1, e.max or e.min)
-                memo[id(e)] = got
-            return got
+            if got is not None:
+                return got, False
+            if t is Repeat:
+                n, refs = _esize(e.item)
+                n = 1 + n * max(1, e.max or e.min)
+            else:
+                n, refs = (1 + 2 * weighed) if t is Alt else 1, False
+                for x in (e.items if t is Seq else e.options):
+                    k, r = _esize(x)
+                    n += k
+                    refs = refs or r
+            if not refs:
+                memo[id(e)] = n
+            return n, refs
         if not weighed:
-            return 1
+            return 1, False
         if t is Lit:
-            return len(e.text.encode("utf-8"))
+            return len(e.text.encode("utf-8")), False
         if t is CharSet:
-            return 1 + 2 * len(e.ranges)
+            return 1 + 2 * len(e.ranges), False
         if t is Dfa:
-            return len(e.trans)
+            return len(e.trans), False
         if t is Regex:
-            return 2 * len(e.pattern)
-        return 1
+            return 2 * len(e.pattern), False
+        return 1, False
 
     def size_of(name: str) -> int:
         if name not in sizes:
@@ -300,7 +308,6 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
                 break
             called.add(largest)
             split.add(largest)
-            memo.clear()
             sizes[name] = esize(body)
     return shared | split
 
