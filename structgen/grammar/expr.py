@@ -294,12 +294,11 @@ def iter_nodes(e: Expr):
     while stack:
         x = stack.pop()
         yield x
-        t = type(x)  # (exact types: no node class is subclassed)
-        if t is Seq:
+        if isinstance(x, Seq):
             stack.extend(x.items)
-        elif t is Alt:
+        elif isinstance(x, Alt):
             stack.extend(x.options)
-        elif t is Repeat:
+        elif isinstance(x, Repeat):
             stack.append(x.item)
 
 
@@ -311,16 +310,15 @@ def ref_names(e: Expr) -> set[str]:
     stack = [e]
     while stack:
         x = stack.pop()
-        t = type(x)
-        if t is Ref:
+        if isinstance(x, Ref):
             names.add(x.name)
-        elif t is Seq or t is Alt or t is Repeat:
+        elif isinstance(x, (Seq, Alt, Repeat)):
             if id(x) in seen:
                 continue
             seen.add(id(x))
-            if t is Seq:
+            if isinstance(x, Seq):
                 stack.extend(x.items)
-            elif t is Alt:
+            elif isinstance(x, Alt):
                 stack.extend(x.options)
             else:
                 stack.append(x.item)
