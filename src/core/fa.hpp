@@ -90,8 +90,9 @@ DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states);
 // numbered by first appearance over the states 0..n-1.
 std::vector<int32_t> hopcroft(const DFA& d, int32_t* nblocks);
 
-// The minimal DFA of `d` (classes of hopcroft() without the sink joining; adjacent intervals
-// with the same target class merged). Unreachable and dead states stay, as classes.
+// The minimal DFA of `d` (classes of hopcroft(): a missing transition is none, so a dead
+// state is not merged with it; adjacent intervals with the same target class merged).
+// Unreachable and dead states stay, as classes.
 DFA minimise_rows(const DFA& d);
 
 }  // namespace fa
