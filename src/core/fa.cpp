@@ -12,11 +12,16 @@ namespace fa {
 
 namespace {
 
+uint64_t hash_ints(const int32_t* p, int64_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n);
+  for (int64_t i = 0; i < n; ++i)
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(p[i])) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
 struct VecHash {
   size_t operator()(const std::vector<int32_t>& v) const noexcept {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
-    for (int32_t x : v) h ^= static_cast<uint64_t>(static_cast<uint32_t>(x)) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return static_cast<size_t>(h);
+    return static_cast<size_t>(hash_ints(v.data(), static_cast<int64_t>(v.size())));
   }
 };
 
@@ -49,12 +54,8 @@ class SetTable {
     place(id);
     return id;
   }
-  static uint64_t hash(const int32_t* p, int64_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n);
-    for (int64_t i = 0; i < n; ++i)
-      h ^= static_cast<uint64_t>(static_cast<uint32_t>(p[i])) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return h * 0xBF58476D1CE4E5B9ull;
-  }
+  // (the final multiply spreads the low bits the probe uses)
+  static uint64_t hash(const int32_t* p, int64_t n) { return hash_ints(p, n) * 0xBF58476D1CE4E5B9ull; }
 
  private:
   void place(int32_t id) {
@@ -490,15 +491,13 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
         if (e == events.size() || live_count == 0) continue;
         const int32_t q = events[e].first;
         // drop the states closed since (a state reopened meanwhile is listed twice: once kept)
-        targets.clear();
         size_t keep = 0;
         for (int32_t t : live)
           if (open[t] > 0) live[keep++] = t;
         live.resize(keep);
+        std::sort(live.begin(), live.end());
+        live.erase(std::unique(live.begin(), live.end()), live.end());
         targets.assign(live.begin(), live.end());
-        std::sort(targets.begin(), targets.end());
-        targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-        live.assign(targets.begin(), targets.end());
         const int32_t id = intern(targets, true);
         const size_t m = d.rows.size();
         if (!bytes && static_cast<int64_t>(m / 3) > d.row_off.back() && d.rows[m - 1] == id && d.rows[m - 2] == p - 1) {
@@ -592,7 +591,6 @@ DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states) {
 
 std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
   const int64_t n = dfa.size();
-  const int64_t N = n;
   // letters: the elementary intervals of all rows, then one per callee. Only the transitions
   // there are get listed (a complete table through a sink state had letters x states entries,
   // nearly all into the sink, and building it was most of a small rule's minimisation).
@@ -615,7 +613,7 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
   };
   // incoming transitions per state as (letter, source): a splitter's predecessors are gathered
   // from its states' lists, so one round costs the transitions into the splitter
-  std::vector<int64_t> in_off(N + 1, 0);
+  std::vector<int64_t> in_off(n + 1, 0);
   auto each = [&](auto&& visit) {  // visit(letter, source, target) for every transition
     for (int64_t s = 0; s < n; ++s) {
       for (int64_t k = dfa.row_off[s]; k < dfa.row_off[s + 1]; ++k) {
@@ -629,15 +627,15 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
     }
   };
   each([&](int32_t, int32_t, int32_t t) { ++in_off[t + 1]; });
-  for (int64_t t = 0; t < N; ++t) in_off[t + 1] += in_off[t];
-  std::vector<std::pair<int32_t, int32_t>> incoming(in_off[N]);
+  for (int64_t t = 0; t < n; ++t) in_off[t + 1] += in_off[t];
+  std::vector<std::pair<int32_t, int32_t>> incoming(in_off[n]);
   {
     std::vector<int64_t> fill(in_off.begin(), in_off.end() - 1);
     each([&](int32_t a, int32_t src, int32_t t) { incoming[fill[t]++] = {a, src}; });
   }
   // the refinable partition: elems grouped by block, [first, end) per block; marked states
   // of a block are moved to [first, mid)
-  std::vector<int32_t> elems(N), loc(N), blk(N);
+  std::vector<int32_t> elems(n), loc(n), blk(n);
   std::vector<int64_t> first, bend, mid;
   std::vector<char> in_work;
   std::vector<int32_t> work;
@@ -645,7 +643,7 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
     int64_t pos = 0;
     for (int pass = 0; pass < 2; ++pass) {  // non-final, final
       const int64_t begin = pos;
-      for (int64_t s = 0; s < N; ++s) {
+      for (int64_t s = 0; s < n; ++s) {
         if ((dfa.final[s] ? 1 : 0) == pass) {
           elems[pos] = static_cast<int32_t>(s);
           loc[s] = static_cast<int32_t>(pos);

@@ -1224,9 +1224,12 @@ void register_names(py::module_& m) {
         std::vector<int64_t> skipped, pending;
         {
           py::gil_scoped_release release;
-          auto write = [&](const Job& j, const uint32_t* mask) {
+          auto copy = [&](const Job& j, const uint32_t* mask) {
             std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
             if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
+          };
+          auto write = [&](const Job& j, const uint32_t* mask) {
+            copy(j, mask);
             if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
           };
           // Rows whose mask is memoised are copies, but a row with name clears from a lexer
@@ -1235,11 +1238,10 @@ void register_names(py::module_& m) {
           // of the pool whose items are the missing masks first (the larger pieces of work:
           // taken first, they leave the small ones to even out the threads' ends), then the
           // ready rows with clears. Plain copies are made by the caller before.
-          std::vector<std::pair<int64_t, const uint32_t*>> ready;  // (job, mask): clears to compute
+          std::vector<int64_t> ready;  // jobs whose row holds its mask, with clears to compute
           auto copy_or_defer = [&](const Job& j, int64_t k, const uint32_t* mask) {
-            std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
-            if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
-            if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words)) ready.emplace_back(k, mask);
+            copy(j, mask);
+            if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words)) ready.push_back(k);
           };
           for (size_t k = 0; k < n; ++k) {
             const Job& j = jobs[k];
@@ -1263,13 +1265,10 @@ void register_names(py::module_& m) {
           starts.push_back(pending.size());
           const int64_t masks = static_cast<int64_t>(starts.size()) - 1;
           const int64_t items = masks + static_cast<int64_t>(ready.size());
-          if (items == 1 && masks == 0) {
-            const Job& j = jobs[ready[0].first];
-            j.ni->clear(*j.st, j.cid, j.row, words);
-          } else if (items > 0) {
+          if (items > 0) {  // (one item runs in the caller: the pool wakes nobody for it)
             structgen::Pool::get().parallel_for(items, threads, [&](int64_t item) {
               if (item >= masks) {  // the row holds its mask already
-                const Job& j = jobs[ready[static_cast<size_t>(item - masks)].first];
+                const Job& j = jobs[ready[static_cast<size_t>(item - masks)]];
                 j.ni->clear(*j.st, j.cid, j.row, words);
                 return;
               }

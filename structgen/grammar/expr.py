@@ -302,9 +302,25 @@ def iter_nodes(e: Expr):
             stack.append(x.item)
 
 
-def ref_names(e: Expr) -> set[str]:
-    """The rule names referenced in ``e`` (as :func:`referenced_names`), each subtree visited
-    once however often the tree shares it (the schema converter shares subtrees)."""
+def iter_refs(e: Expr):
+    """Every rule name referenced in ``e``, once per occurrence."""
+    return (x.name for x in iter_nodes(e) if isinstance(x, Ref))
+
+
+def expr_size(e: Expr, cap: int | None = None) -> int:
+    """Nodes of an expression tree, a bounded repeat counted once per copy it will be
+    unrolled into; stops counting at ``cap`` (to test "is it small?" cheaply)."""
+    n = 0
+    for x in iter_nodes(e):
+        if cap is not None and n >= cap:
+            break
+        n += 1 + (x.max or x.min if isinstance(x, Repeat) else len(x.trans) if isinstance(x, Dfa) else 0)
+    return n
+
+
+def referenced_names(e: Expr) -> set[str]:
+    """The rule names referenced in ``e``, each subtree visited once however often the tree
+    shares it (the schema converter shares subtrees between and within rules)."""
     names: set[str] = set()
     seen: set[int] = set()
     stack = [e]
@@ -325,25 +341,5 @@ def ref_names(e: Expr) -> set[str]:
     return names
 
 
-def iter_refs(e: Expr):
-    """Every rule name referenced in ``e``, once per occurrence."""
-    return (x.name for x in iter_nodes(e) if isinstance(x, Ref))
-
-
-def expr_size(e: Expr, cap: int | None = None) -> int:
-    """Nodes of an expression tree, a bounded repeat counted once per copy it will be
-    unrolled into; stops counting at ``cap`` (to test "is it small?" cheaply)."""
-    n = 0
-    for x in iter_nodes(e):
-        if cap is not None and n >= cap:
-            break
-        n += 1 + (x.max or x.min if isinstance(x, Repeat) else len(x.trans) if isinstance(x, Dfa) else 0)
-    return n
-
-
-def referenced_names(e: Expr) -> set[str]:
-    return set(iter_refs(e))
-
-
 # re-exported for error construction by readers
-__all__ += ["referenced_names", "ref_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]
+__all__ += ["referenced_names", "iter_refs", "expr_to_lark", "expr_size", "iter_nodes"]

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import GrammarError
-from .expr import Expr, expr_to_lark, ref_names
+from .expr import Expr, expr_to_lark, referenced_names
 from .lark_reader import read_lark_rules
 
 __all__ = ["Grammar"]
@@ -38,7 +38,7 @@ class Grammar:
         if self.start not in self.rules:
             raise GrammarError(f"start rule {self.start!r} is not defined")
         for name, body in self.rules.items():
-            for ref in sorted(ref_names(body)):
+            for ref in sorted(referenced_names(body)):
                 if ref not in self.rules:
                     raise GrammarError(f"rule {name!r} references undefined symbol {ref!r}")
 

@@ -140,7 +140,6 @@ def fill_next_token_bitmasks(
     # the native fill writes whole C-ordered rows: a strided view is filled through a copy
     target = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
     args = (out_rows, views, cids, names, states, stops)
-    # memoised masks first, in one GIL-free call; it hands back the rows whose masks are missing
     threads = DEFAULT_THREADS if threads is None else threads
     # one GIL-free call; only while a grammar's background precompute runs are its missing
     # masks handed back (its demand protocol is in Python), and every other missing mask too

@@ -35,16 +35,11 @@ def _encode_json_charset(cs: CharSet) -> Expr:
     return alt(*options)
 
 
-@lru_cache(maxsize=64)  # a format's language, parsed once per process (formats recur across schemas)
-def _format_expr(fmt: str) -> Expr:
-    return parse_regex(FORMAT_PATTERNS[fmt])
-
-
-@lru_cache(maxsize=256)
-def _json_encoded(e: Expr) -> Expr:
-    """:func:`_json_encode_expr`, memoised: a format's expression is one object per process
-    (:func:`_format_expr`), so its lookup is an identity hit after the hash."""
-    return _json_encode_expr(e)
+@lru_cache(maxsize=64)  # formats recur across schemas: parsed and encoded once per process
+def _format_language(fmt: str) -> tuple[Expr, Expr]:
+    """A format's strings over decoded characters, and the same language as JSON-string text."""
+    decoded = parse_regex(FORMAT_PATTERNS[fmt])
+    return decoded, _json_encode_expr(decoded)
 
 
 def _json_encode_expr(e: Expr) -> Expr:
@@ -122,6 +117,7 @@ class StringsMixin(ConverterBase):
         if hi is not None and lo > hi:
             return self.empty(f"minLength {lo} > maxLength {hi}", _ptr(ptr, "minLength"), "minLength")
         pexpr: Expr | None = None
+        encoded: Expr | None = None  # pexpr as JSON-string text, when known already
         if "format" in schema:
             fmt = schema["format"]
             if fmt not in FORMAT_PATTERNS:
@@ -129,38 +125,44 @@ class StringsMixin(ConverterBase):
             elif "pattern" in schema:
                 # both hold: the regular intersection of the two languages (exact)
                 try:
-                    pexpr = intersect(_format_expr(fmt),
+                    pexpr = intersect(_format_language(fmt)[0],
                                       self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
                 except AutomatonSizeError as exc:
                     self.unsupported("format", _ptr(ptr, "format"), f"format together with this pattern: {exc}")
             else:
-                pexpr = _format_expr(fmt)
+                pexpr, encoded = _format_language(fmt)
         if pexpr is None and "pattern" in schema:
             pexpr = self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern"))
         if NOT_STRINGS in schema:  # from a negated const/enum: the other strings
             excluded = alt(*(Lit(w) for w in schema[NOT_STRINGS]))
             pexpr = difference(Repeat(ANY_CHAR, 0, None) if pexpr is None else pexpr, excluded)
+            encoded = None
         if NOT_PATTERNS in schema:  # from a negated pattern: strings none of them matches
             try:
                 excluded = alt(*(self.pattern_expr(p, _ptr(ptr, "not", "pattern")) for p in schema[NOT_PATTERNS]))
                 pexpr = difference(Repeat(ANY_CHAR, 0, None) if pexpr is None else pexpr, excluded)
+                encoded = None
             except AutomatonSizeError as exc:
                 self.unsupported("not", _ptr(ptr, "not"), f"the complement of this pattern is too large: {exc}")
         if pexpr is not None:
-            return self._string_pattern(pexpr, lo, hi, ptr)
+            return self._string_pattern(pexpr, lo, hi, ptr, encoded)
         return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
 
-    def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str) -> Expr:
+    def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str, encoded: Expr | None = None) -> Expr:
+        """``encoded``: ``pexpr`` as JSON-string text when already known (a format's)."""
         plo, phi = _length_range(pexpr)
         if lo > plo or (hi is not None and hi < phi):  # the lengths constrain the pattern further
             if _universal(pexpr):  # a pattern every string matches ("(x+)?" unanchored): counted
                 return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
             try:
                 pexpr = bound_length(pexpr, lo, hi)
+                encoded = None
             except AutomatonSizeError as exc:
                 kw = "minLength" if lo > plo else "maxLength"
                 self.unsupported(kw, _ptr(ptr, kw), f"length bounds with this pattern: {exc}")
-        return seq(Lit('"'), _json_encoded(pexpr), Lit('"'))
+        if encoded is None:
+            encoded = _json_encode_expr(pexpr)
+        return seq(Lit('"'), encoded, Lit('"'))
 
     def pattern_expr(self, pattern: Any, ptr: str) -> Expr:
         """A schema pattern as a search expression; a pattern structgen cannot compile raises
