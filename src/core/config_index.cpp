@@ -315,6 +315,19 @@ struct Trie {
   };
   std::vector<Node> packed;
   int32_t max_tok = -1;
+
+  // The tokens of the trie in preorder (index_tokens()): the tokens of node i's subtree,
+  // node i itself included, are toks[tok_before[i] .. tok_before[end[i]]).
+  std::vector<int32_t> toks, tok_before;
+  void index_tokens() {
+    toks.clear();
+    tok_before.assign(static_cast<size_t>(nodes) + 1, 0);
+    for (int64_t i = 0; i < nodes; ++i) {
+      tok_before[i] = static_cast<int32_t>(toks.size());
+      if (tok[i] >= 0) toks.push_back(tok[i]);
+    }
+    tok_before[nodes] = static_cast<int32_t>(toks.size());
+  }
 };
 
 struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
@@ -409,6 +422,7 @@ struct Vocab {
     plain->text = words_of(p.attr("text"));
     plain->rest.load(p.attr("rest"));
     plain->only.load(p.attr("only"));
+    plain->only.index_tokens();
     plain->other.load(p.attr("other"));
     plain->text_trie.load(p.attr("text_trie"));
     plain->by_first.load(p.attr("by_first"), p.attr("offsets"));
@@ -1089,6 +1103,7 @@ class ConfigIndex final : public structgen::IndexView {
     static constexpr int kSlots = 256;
     int32_t id[kSlots];
     const int32_t* row[kSlots];
+    int8_t loops[kSlots];  // loops on every plain byte: 1 yes, 0 no, -1 not asked yet
     RowCache() { std::fill(id, id + kSlots, kDead); }  // DEAD is never looked up
   };
   const int32_t* cached_row(RowCache& c, int32_t cid) {
@@ -1097,7 +1112,22 @@ class ConfigIndex final : public structgen::IndexView {
     const int32_t* r = row(cid);
     c.id[h] = cid;
     c.row[h] = r;
+    c.loops[h] = -1;
     return r;
+  }
+  // whether every plain byte leads from `cid` back to itself (cid is not DEAD)
+  bool cached_loops(RowCache& c, int32_t cid) {
+    const int32_t* r = cached_row(c, cid);
+    int8_t& known = c.loops[cid & (RowCache::kSlots - 1)];
+    if (known < 0) {
+      known = 1;
+      for (uint8_t b : plain_bytes())
+        if (r[b] != cid) {
+          known = 0;
+          break;
+        }
+    }
+    return known != 0;
   }
 
   // Walk trie `t` from `cid`: set the bit of every allowed token in `mask` (canonical ids) and
@@ -1113,9 +1143,22 @@ class ConfigIndex final : public structgen::IndexView {
       walk_nodes<true, false>(cid, t, first, mask, toks, cfgs);
   }
 
+  // The walk of the plain tokens' trie (Plain::only) into `mask`. Below a node whose
+  // configuration goes back to itself on every plain byte, every token of the subtree is
+  // allowed (they are plain bytes throughout): their ids are set from the preorder list and
+  // the subtree is not walked. Where a property name's first characters take the declared
+  // names' prefixes, the walk leaves the declared names after a byte or two and the rest of
+  // each first byte's subtree (thousands of tokens) is a free name.
+  void walk_plain_only(int32_t cid, const uint8_t* first, uint32_t* mask) {
+    const Trie& t = V.plain->only;
+    if (cid == kDead || t.nodes <= 1) return;
+    if (t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
+    walk_nodes<true, false, true>(cid, t, first, mask, nullptr, nullptr);
+  }
+
   // The walk's loop, compiled apart for masks and for successor lists so that neither pays
   // the other's branches on every node.
-  template <bool kMask, bool kCollect>
+  template <bool kMask, bool kCollect, bool kPlainLoops = false>
   void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
                   std::vector<int32_t>* cfgs) {
     RowCache cache;
@@ -1146,12 +1189,25 @@ class ConfigIndex final : public structgen::IndexView {
           cfgs->push_back(next);
         }
       }
-      if (n.end > i + 1) row_at[n.depth + 1] = cached_row(cache, next);  // children below
+      if (n.end > i + 1) {  // children below
+        if constexpr (kPlainLoops) {
+          if (cached_loops(cache, next)) {
+            const int32_t* id = t.toks.data();
+            set_ids32(mask, id + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
+            i = n.end;
+            continue;
+          }
+        }
+        row_at[n.depth + 1] = cached_row(cache, next);
+      }
       ++i;
     }
   }
 
   static void set_ids(uint32_t* mask, const int64_t* ids, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
+  }
+  static void set_ids32(uint32_t* mask, const int32_t* ids, int64_t n) {
     for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
   }
   // Set the ids of the flagged groups of `runs` (256 groups, one per byte).
@@ -1237,7 +1293,7 @@ class ConfigIndex final : public structgen::IndexView {
         walk_plain[plain[k]] = 1;
     }
     set_runs(mask, P.by_first, flags);
-    walk(cid, P.only, walk_plain, mask, nullptr, nullptr);
+    walk_plain_only(cid, walk_plain, mask);
     bool all_text = true;
     for (size_t k = 0; k < plain.size() && all_text; ++k)
       if (good[k] && !(k > 0 && good[k - 1] && into[k] == into[k - 1])) all_text = text_loop(into[k]);

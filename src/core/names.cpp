@@ -525,7 +525,20 @@ const std::vector<uint8_t>& byte_order() {
 }
 
 inline bool bit_at(const uint32_t* bits, int32_t t) { return (bits[t >> 5] >> (t & 31)) & 1u; }
-inline void clear_bit(uint32_t* bits, int32_t t) { bits[t >> 5] &= ~(uint32_t(1) << (t & 31)); }
+
+// The row the clears work on, with the words they change listed: the memo's record of the
+// changes is read from those words alone. (Diffing the whole row against its mask cost more
+// than the clears themselves on most first visits, which change nothing.)
+struct ClearedRow {
+  uint32_t* w;
+  int64_t words;                 // of the grammar's masks: tokens past them are never allowed
+  std::vector<int32_t> touched;  // word indexes, repeats allowed
+  void clear(int32_t t) {
+    if ((t >> 5) >= words) return;
+    w[t >> 5] &= ~(uint32_t(1) << (t & 31));
+    touched.push_back(t >> 5);
+  }
+};
 
 constexpr size_t kMemoCap = size_t(1) << 16;  // entries per memo of a grammar before it restarts
 constexpr int64_t kNearNodes = 64;            // the dead-end check's first, short search
@@ -560,23 +573,31 @@ class NameIndex {
   void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
     std::string key;
     std::shared_ptr<const Diff> hit = memoised(st, cid, key);
-    if (hit == nullptr) {
-      const int64_t w = ix_->words();
-      const uint32_t* mask = ix_->mask(cid);
-      std::vector<uint32_t> cleared(mask, mask + w);
-      clear_duplicate_closers(st, cid, mask, cleared.data());
-      clear_dead_names(st, cid, mask, cleared.data());
-      clear_dead_separators(st, cid, mask, cleared.data());
-      auto diff = std::make_shared<Diff>();
-      for (int64_t k = 0; k < w; ++k)
-        if (cleared[k] != mask[k]) diff->emplace_back(static_cast<int32_t>(k), cleared[k]);
-      hit = diff;
-      std::lock_guard<std::mutex> g(mu_);
-      if (cleared_.size() >= kMemoCap) cleared_.clear();
-      cleared_.emplace(std::move(key), std::move(diff));
+    if (hit != nullptr) {
+      for (const auto& [k, v] : *hit)
+        if (k < row_words) row[k] &= v;
+      return;
     }
-    for (const auto& [k, v] : *hit)
-      if (k < row_words) row[k] &= v;
+    const int64_t w = ix_->words();
+    const uint32_t* mask = ix_->mask(cid);
+    // a row as wide as the mask is worked on in place; a narrower one through a copy
+    std::vector<uint32_t> copy;
+    if (row_words < w) copy.assign(mask, mask + w);
+    ClearedRow out{row_words < w ? copy.data() : row, w, {}};
+    clear_duplicate_closers(st, cid, mask, out);
+    clear_dead_names(st, cid, mask, out);
+    clear_dead_separators(st, cid, mask, out);
+    std::sort(out.touched.begin(), out.touched.end());
+    out.touched.erase(std::unique(out.touched.begin(), out.touched.end()), out.touched.end());
+    auto diff = std::make_shared<Diff>();
+    for (int32_t k : out.touched)
+      if (out.w[k] != mask[k]) diff->emplace_back(k, out.w[k]);
+    if (row_words < w)
+      for (const auto& [k, v] : *diff)
+        if (k < row_words) row[k] &= v;
+    std::lock_guard<std::mutex> g(mu_);
+    if (cleared_.size() >= kMemoCap) cleared_.clear();
+    cleared_.emplace(std::move(key), std::move(diff));
   }
 
   // clear() when its result is memoised (a lookup, no search); false, row untouched, if not
@@ -702,7 +723,7 @@ class NameIndex {
   // (open and close a name: 2, from a value string 3), and a second name of one object within
   // one token needs 3: those few tokens are fed to the lexer one by one. Nothing written yet
   // in any open object: only the latter.
-  void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
+  void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     const NameTables& T = *tables_;
     const Bits* simulate = &T.at_least[3];
     bool outside = false;
@@ -718,7 +739,7 @@ class NameIndex {
             if (!name || !starts_with(*name, *prefix)) continue;
             auto it = T.by_prefix.find(name->substr(prefix->size()));
             if (it != T.by_prefix.end())
-              for (int32_t t : it->second) clear_bit(row, t);
+              for (int32_t t : it->second) row.clear(t);
           }
         simulate = &T.closers_or_escaped;
       }
@@ -741,7 +762,7 @@ class NameIndex {
         auto it = T.between.find(t);
         if (it != T.between.end() && !std::binary_search(written.begin(), written.end(), it->second)) continue;
       }
-      if (bit_at(row, t) && feed(st, T.tb[t], after) == kDuplicate) clear_bit(row, t);
+      if (bit_at(row.w, t) && feed(st, T.tb[t], after) == kDuplicate) row.clear(t);
     }
   }
 
@@ -819,7 +840,7 @@ class NameIndex {
   // The allowed tokens that leave a name half written such that every way to end it repeats
   // a name of its object (with propertyNames {"maxLength": 1} and `{"a":1,` written, `"a`),
   // each candidate checked by a bounded search.
-  void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
+  void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     if (st.mode == kKey && st.esc) return;
     const Names* names = st.top_names();
     const bool any = names != nullptr && !names->empty();
@@ -843,7 +864,7 @@ class NameIndex {
     const int64_t limit = ix_->words() * 32;
     Ids live;
     for (int32_t t : ids)
-      if (t < limit && bit_at(row, t)) live.push_back(t);
+      if (t < limit && bit_at(row.w, t)) live.push_back(t);
     const NameTables& T = *tables_;
     NameState after;
     // The states after the candidates nearly all share st's containers (the token only goes
@@ -884,7 +905,7 @@ class NameIndex {
         if (ends_.size() >= kMemoCap) ends_.clear();
         ends_.emplace(std::move(key), cached != 0);
       }
-      if (!cached) clear_bit(row, t);
+      if (!cached) row.clear(t);
     }
   }
 
@@ -894,14 +915,14 @@ class NameIndex {
   // additional members, the token `,`): the next name would be a dead end. Checked when the
   // grammar takes the opening quote right after the token (else kept: the check is a clear,
   // never needed for soundness of the output, only against dead ends).
-  void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, uint32_t* row) {
+  void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     if (st.named == 0 && st.mode != kKey) return;
     const NameTables& T = *tables_;
     const uint8_t quote = '"';
     NameState after;
     // only comma tokens can end after a separator: visited through their table, not the
     // whole mask (in a string value that is most of the vocabulary)
-    for (int32_t t : allowed_of(row, T.commas)) {
+    for (int32_t t : allowed_of(row.w, T.commas)) {
       const std::string& bytes = T.tb[t];
       const Fed fed = feed(st, bytes, after);
       if (fed == kDuplicate) continue;
@@ -930,7 +951,7 @@ class NameIndex {
         if (ends_.size() >= kMemoCap) ends_.clear();
         ends_.emplace(std::move(key), cached != 0);
       }
-      if (!cached) clear_bit(row, t);
+      if (!cached) row.clear(t);
     }
   }
 
