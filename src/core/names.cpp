@@ -1264,16 +1264,28 @@ void register_names(py::module_& m) {
             copy(j, mask);
             if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words)) ready.push_back(k);
           };
+          std::vector<std::pair<int64_t, const uint32_t*>> memoised;  // jobs whose mask is ready
           for (size_t k = 0; k < n; ++k) {
             const Job& j = jobs[k];
             const uint32_t* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
             if (mask == nullptr)
               (compute ? pending : skipped).push_back(static_cast<int64_t>(k));
-            else if (threads > 1 && j.ni != nullptr)
-              copy_or_defer(j, static_cast<int64_t>(k), mask);
             else
-              write(j, mask);
+              memoised.emplace_back(static_cast<int64_t>(k), mask);
           }
+          // With masks to compute and threads to share them, the ready rows are items of the
+          // same loop, after the masks (their copies and memo lookups were the caller's
+          // serial part of a step, about a tenth of a first-visit step at batch 64); else the
+          // caller copies them, and only the clears not memoised are shared out.
+          const bool share_copies = threads > 1 && !pending.empty();
+          if (!share_copies)
+            for (const auto& [k, mask] : memoised) {
+              const Job& j = jobs[k];
+              if (threads > 1 && j.ni != nullptr)
+                copy_or_defer(j, k, mask);
+              else
+                write(j, mask);
+            }
           // rows of one configuration of one index make one item: its mask is computed once
           std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
             return std::make_pair(jobs[a].ix, jobs[a].cid) < std::make_pair(jobs[b].ix, jobs[b].cid);
@@ -1285,12 +1297,18 @@ void register_names(py::module_& m) {
               starts.push_back(k);
           starts.push_back(pending.size());
           const int64_t masks = static_cast<int64_t>(starts.size()) - 1;
-          const int64_t items = masks + static_cast<int64_t>(ready.size());
+          const int64_t copies = share_copies ? static_cast<int64_t>(memoised.size()) : 0;
+          const int64_t items = masks + copies + static_cast<int64_t>(ready.size());
           if (items > 0) {  // (one item runs in the caller: the pool wakes nobody for it)
             structgen::Pool::get().parallel_for(items, threads, [&](int64_t item) {
-              if (item >= masks) {  // the row holds its mask already
-                const Job& j = jobs[ready[static_cast<size_t>(item - masks)]];
+              if (item >= masks + copies) {  // the row holds its mask already
+                const Job& j = jobs[ready[static_cast<size_t>(item - masks - copies)]];
                 j.ni->clear(*j.st, j.cid, j.row, words);
+                return;
+              }
+              if (item >= masks) {  // a memoised mask: its copy and clears
+                const auto& [k, mask] = memoised[static_cast<size_t>(item - masks)];
+                write(jobs[k], mask);
                 return;
               }
               const Job& first = jobs[pending[starts[item]]];
