@@ -605,9 +605,15 @@ class ConfigIndex final : public structgen::IndexView {
         return it->second;
       }
     }
-    std::unique_ptr<uint32_t[]> buf(new uint32_t[words_]());
-    compute_mask(cid, buf.get());  // no lock held: other threads walk meanwhile
-    const uint64_t h = hash_words(buf.get(), words_);
+    // Computed in a per-thread buffer and copied out only when new: about four in five masks
+    // repeat one already stored, and a fresh allocation per mask (6 KB at 49K tokens, 16 KB at
+    // 128K) cost a malloc, a free and first-touch page faults each time.
+    thread_local std::vector<uint32_t> scratch;
+    if (scratch.size() < static_cast<size_t>(words_)) scratch.resize(static_cast<size_t>(words_));
+    uint32_t* const buf = scratch.data();
+    std::memset(buf, 0, static_cast<size_t>(words_) * 4);
+    compute_mask(cid, buf);  // no lock held: other threads walk meanwhile
+    const uint64_t h = hash_words(buf, words_);
     std::lock_guard<std::recursive_mutex> g(mu_);
     hit = masks_.load(cid);
     if (hit != nullptr) return hit;  // another thread finished first: same bits
@@ -623,12 +629,14 @@ class ConfigIndex final : public structgen::IndexView {
     // four in five on MaskBench, and a mask is 6 KB at 49K tokens, 16 KB at 128K.
     const uint32_t* out = nullptr;
     for (auto [it, end] = mask_by_content_.equal_range(h); it != end; ++it)
-      if (std::memcmp(it->second, buf.get(), static_cast<size_t>(words_) * 4) == 0) {
+      if (std::memcmp(it->second, buf, static_cast<size_t>(words_) * 4) == 0) {
         out = it->second;
         break;
       }
     if (out == nullptr) {
-      mask_store_.push_back(std::move(buf));
+      std::unique_ptr<uint32_t[]> stored(new uint32_t[words_]);
+      std::memcpy(stored.get(), buf, static_cast<size_t>(words_) * 4);
+      mask_store_.push_back(std::move(stored));
       out = mask_store_.back().get();
       mask_by_content_.emplace(h, out);
     }
@@ -1163,8 +1171,13 @@ class ConfigIndex final : public structgen::IndexView {
                   std::vector<int32_t>* cfgs) {
     RowCache cache;
     // row_at[d]: the row a node at depth d steps from (of the configuration after its first
-    // d - 1 bytes)
-    std::vector<const int32_t*> row_at(static_cast<size_t>(V.trie.max_depth) + 2);
+    // d - 1 bytes). Kept per thread and reused: every entry a node reads is written first, on
+    // the way down. (Read through a local pointer: a thread-local read in the loop costs a
+    // call per node in a shared library.)
+    thread_local std::vector<const int32_t*> row_at_buf;
+    if (row_at_buf.size() < static_cast<size_t>(V.trie.max_depth) + 2)
+      row_at_buf.resize(static_cast<size_t>(V.trie.max_depth) + 2);
+    const int32_t** const row_at = row_at_buf.data();
     int32_t root[256];
     const int32_t* r0 = row(cid);
     if (first != nullptr) {  // rejected first bytes act as DEAD transitions: no test per node
