@@ -193,7 +193,9 @@ class PlainSplit:
     plain tokens up to the length left are allowed (``by_len``). Where only some plain first bytes
     lead into such a loop (the first character of a property name, beside the declared
     names' own prefixes), the plain tokens are taken per first byte (``by_first``) and only
-    the other first bytes' subtrees of ``only`` are walked. Where every character from U+0080
+    the other first bytes' subtrees of ``only`` are walked, each down to the nodes whose
+    configuration loops on every plain byte: below those the whole subtree is taken (the
+    native index lists ``only``'s tokens in preorder). Where every character from U+0080
     up loops too (a JSON string body), the ``text`` tokens (28,608 of Llama-3's 128,256: the
     non-English words) are allowed in whole as well, and only ``other`` is walked.
     """

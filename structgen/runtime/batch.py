@@ -2,18 +2,20 @@
 
 :func:`fill_next_token_bitmasks` is what a serving loop calls once per decoding step, with
 one matcher per row (distinct grammars welcome). Python reads each matcher's position (a
-few attribute reads per row); one native call with the GIL released then fills every row
-whose mask is memoised (mask copy, zero tail and, for matchers that track member names,
-structgen.runtime.names, the name clears) and hands back the rows whose masks are missing.
-A second native call fills those: a pool of native threads computes the missing masks
-without the GIL, each thread taking the next missing configuration from a shared counter.
-The result is bit for bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row
+few attribute reads per row); one native call with the GIL released then fills every row:
+memoised masks are copied (zero tail and, for matchers that track member names,
+structgen.runtime.names, the name clears), and the missing masks are computed by a pool of
+native threads, each thread taking the next missing configuration from a shared counter.
+While a grammar of the batch has a background precompute running (whose demand protocol
+is in Python), the rows whose masks are missing are handed back instead and filled by a
+second call. The result is bit for bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row
 by row.
 
 Threads help where the work is native: the mask computation and the name clears. What
 stays in Python is reading each matcher's position (see docs/performance.md for the
-measured speedup of two threads). Memoised rows gain nothing from threads and are copied
-by the calling thread alone.
+measured speedup of two threads). In a step with masks to compute, the rows whose masks are
+memoised are items of the same pool loop, after the missing masks; in a step without, the
+calling thread copies them alone (waking a thread costs more than a few copies).
 """
 from __future__ import annotations
 
