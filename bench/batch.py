@@ -19,12 +19,13 @@ Arms, on the same grammars:
   requests with ``precompute="lazy"`` against ``precompute="background"``.
 
 Each arm runs ``--repeats`` times alternating 1 and 2 threads (fresh grammars for each
-first-visit run); the median of the summed fill time of the walk is reported, and the
+first-visit run, garbage collected before each walk); the median of the summed fill time of the walk is reported, and the
 speedup of 2 threads over 1. Writes bench/results/batch.json and prints a table.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -73,6 +74,10 @@ def compile_all(info: TokenizerInfo, trie, cases: list[dict]) -> list:
 def walk(grammars: list, paths: list[list[int]], words: int, stop: int, *, threads: int, loop: bool,
          max_steps: int) -> tuple[float, int]:
     """One batch decoding walk of at most ``max_steps`` steps: returns (seconds spent filling, steps)."""
+    # the garbage of earlier repeats (64 compiled grammars each) is collected before the walk:
+    # otherwise a full collection, hundreds of milliseconds with that heap, falls into
+    # whichever timed step happens to trip it
+    gc.collect()
     matchers = [g.matcher() for g in grammars]
     bitmask = np.zeros((len(matchers), words), np.int32)
     steps = min(max(len(p) for p in paths) + 1, max_steps)
@@ -97,6 +102,7 @@ def first_requests(info: TokenizerInfo, trie, cases: list[dict], paths: list[lis
                    *, precompute: str, prefill_s: float, max_steps: int) -> list[float]:
     """One request at a time: compile, wait ``prefill_s`` (the model's prefill), then walk the
     path filling one row per step. Returns each request's summed fill time."""
+    gc.collect()  # (as in walk)
     compiler = GrammarCompiler(info, cache_size=0, precompute=precompute)
     compiler._trie = trie
     out = []
