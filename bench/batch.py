@@ -19,8 +19,8 @@ Arms, on the same grammars:
   requests with ``precompute="lazy"`` against ``precompute="background"``.
 
 Each arm runs ``--repeats`` times alternating 1 and 2 threads (fresh grammars for each
-first-visit run, garbage collected before each walk); the median of the summed fill time of the walk is reported, and the
-speedup of 2 threads over 1. Writes bench/results/batch.json and prints a table.
+first-visit run, garbage collected before each walk); the median of the summed fill time of
+the walk is reported, and the speedup of 2 threads over 1. Writes bench/results/batch.json and prints a table.
 """
 from __future__ import annotations
 

@@ -1205,8 +1205,7 @@ class ConfigIndex final : public structgen::IndexView {
       if (n.end > i + 1) {  // children below
         if constexpr (kPlainLoops) {
           if (cached_loops(cache, next)) {
-            const int32_t* id = t.toks.data();
-            set_ids32(mask, id + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
+            set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
             i = n.end;
             continue;
           }
@@ -1217,10 +1216,8 @@ class ConfigIndex final : public structgen::IndexView {
     }
   }
 
-  static void set_ids(uint32_t* mask, const int64_t* ids, int64_t n) {
-    for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
-  }
-  static void set_ids32(uint32_t* mask, const int32_t* ids, int64_t n) {
+  template <class Id>  // int64_t (the Python tables) or int32_t (Trie::toks)
+  static void set_ids(uint32_t* mask, const Id* ids, int64_t n) {
     for (int64_t k = 0; k < n; ++k) mask[ids[k] >> 5] |= 1u << (ids[k] & 31);
   }
   // Set the ids of the flagged groups of `runs` (256 groups, one per byte).

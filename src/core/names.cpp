@@ -1253,12 +1253,13 @@ void register_names(py::module_& m) {
             copy(j, mask);
             if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
           };
-          // Rows whose mask is memoised are copies, but a row with name clears from a lexer
-          // state not met before searches the grammar (as long as a first-visit mask takes):
-          // with more than one thread they are shared out with the missing masks, in one loop
-          // of the pool whose items are the missing masks first (the larger pieces of work:
+          // One loop of the pool takes the missing masks first (the larger pieces of work:
           // taken first, they leave the small ones to even out the threads' ends), then the
-          // ready rows with clears. Plain copies are made by the caller before.
+          // rows whose masks are memoised. With masks to compute and more than one thread,
+          // those rows are items in whole (copy and name clears: otherwise the caller's serial
+          // part of a step, about a tenth of a first-visit step at batch 64); else the caller
+          // copies them, and only the name clears not memoised (from a lexer state not met
+          // before, a search of the grammar) are shared out.
           std::vector<int64_t> ready;  // jobs whose row holds its mask, with clears to compute
           auto copy_or_defer = [&](const Job& j, int64_t k, const uint32_t* mask) {
             copy(j, mask);
@@ -1273,10 +1274,6 @@ void register_names(py::module_& m) {
             else
               memoised.emplace_back(static_cast<int64_t>(k), mask);
           }
-          // With masks to compute and threads to share them, the ready rows are items of the
-          // same loop, after the masks (their copies and memo lookups were the caller's
-          // serial part of a step, about a tenth of a first-visit step at batch 64); else the
-          // caller copies them, and only the clears not memoised are shared out.
           const bool share_copies = threads > 1 && !pending.empty();
           if (!share_copies)
             for (const auto& [k, mask] : memoised) {

@@ -8,8 +8,8 @@ structgen.runtime.names, the name clears), and the missing masks are computed by
 native threads, each thread taking the next missing configuration from a shared counter.
 While a grammar of the batch has a background precompute running (whose demand protocol
 is in Python), the rows whose masks are missing are handed back instead and filled by a
-second call. The result is bit for bit what :meth:`GrammarMatcher.fill_next_token_bitmask` writes row
-by row.
+second call. The result is bit for bit what
+:meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
 
 Threads help where the work is native: the mask computation and the name clears. What
 stays in Python is reading each matcher's position (see docs/performance.md for the
