@@ -12,7 +12,7 @@ setup(
         Pybind11Extension(
             "structgen._core",
             ["src/core/token_walk.cpp", "src/core/automaton.cpp", "src/core/fa.cpp", "src/core/config_index.cpp",
-             "src/core/names.cpp", "src/core/apply.cpp"],
+             "src/core/names.cpp", "src/core/apply.cpp", "src/core/expr_plan.cpp"],
             cxx_std=17,
             extra_compile_args=["-O2"],
         )

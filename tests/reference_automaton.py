@@ -8,11 +8,14 @@ array for array.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from structgen.index.automaton import UNREACHABLE, CounterDistances, _calls_csr, _too_large
 from structgen.index.counters import CounterRule
-from structgen.regex.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REP, SEQ, SET
+from structgen.grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
+from structgen.regex.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REGEX, REP, SEQ, SET
 from structgen.regex.utf8 import utf8_sequences
 
 
@@ -108,6 +111,8 @@ class _Builder:
                     self.build(x, cur, nxt)
                     cur = nxt
                 nfa.eps[cur].append(b)
+        elif kind == REGEX:
+            self.build(x, a, b)
         elif kind == CALL:
             nfa.calls[a].append((x, b))
         elif kind == INLINE:
@@ -432,3 +437,167 @@ def completion_distances(pda):
             break
         minlen = new
     return tuple(d if isinstance(d, CounterDistances) else np.array(d, dtype=np.int64) for d in dist)
+
+
+# --------------------------------------------------------------------------- rule plan
+# The grammar analyses that decide which rules are called (structgen.index.automaton.RulePlan
+# over the native _core.plan_rules), on the expression trees, as structgen did them before.
+
+
+def rule_plan(shape, inline_limit: int = 400, split_limit: int = 10_000) -> tuple[set[str], set[str]]:
+    """(recursive rules, non-recursive rules to call) of ``shape`` (rule name → body)."""
+    refs = _rule_refs(shape)
+    recursive = _recursive_rules(refs)
+    return recursive, _large_shared_rules(shape, refs, recursive, inline_limit, split_limit)
+
+
+def _rule_refs(rules: Mapping[str, Expr]) -> dict[str, list[str]]:
+    """The names each rule references, once per occurrence (as ``grammar.iter_refs``), with the
+    references of a subtree shared between or within rules listed once per tree (by id: the
+    rules keep their trees alive) and reused wherever it occurs."""
+    memo: dict[int, tuple[str, ...]] = {}
+
+    def refs(e: Expr) -> tuple[str, ...]:
+        t = type(e)
+        if t is Ref:
+            return (e.name,)
+        if t is Seq or t is Alt or t is Repeat:
+            got = memo.get(id(e))
+            if got is None:
+                kids = e.items if t is Seq else e.options if t is Alt else (e.item,)
+                got = memo[id(e)] = tuple(name for x in kids for name in refs(x))
+            return got
+        return ()
+
+    return {name: list(refs(body)) for name, body in rules.items()}
+
+
+def _recursive_rules(refs: Mapping[str, list[str]]) -> set[str]:
+    """Rules on a reference cycle (Tarjan's SCC, iterative); ``refs``: the names each rule's
+    body references (once per occurrence)."""
+    graph = {n: sorted(set(r)) for n, r in refs.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    result: set[str] = set()
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack.add(v)
+            recurse = False
+            for j in range(i, len(graph[v])):
+                w = graph[v][j]
+                if w not in index:
+                    work.append((v, j + 1))
+                    work.append((w, 0))
+                    recurse = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if recurse:
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in graph[v]:
+                    result.update(comp)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return result
+
+
+
+
+def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]], recursive: set[str],
+                        inline_limit: int, split_limit: int) -> set[str]:
+    """Non-recursive rules to call rather than inline: those referenced from several places
+    whose inlined size is large, and, inside a rule whose inlined NFA would pass split_limit
+    states (estimated), its largest references until it would not (each called rule is
+    determinised on its own, so no single NFA or subset construction holds a whole large
+    schema; ``max_states`` is still checked exactly while they are built)."""
+    uses: dict[str, int] = {}
+    for names in refs.values():
+        for name in names:
+            uses[name] = uses.get(name, 0) + 1
+    called = set(recursive)
+    sizes: dict[str, int] = {}
+    weighed = False  # False: expression nodes; True: estimated NFA states
+    # sizes of subtrees without references, by node id (the rules keep their trees alive):
+    # they depend on nothing but the weighing, and the converter shares them between rules
+    memo: dict[int, int] = {}
+
+    def esize(e: Expr) -> int:
+        return _esize(e)[0]
+
+    def _esize(e: Expr) -> tuple[int, bool]:  # (size, holds a reference)
+        t = type(e)
+        if t is Ref:
+            return (1 if e.name in called else size_of(e.name)), True
+        if t is Seq or t is Alt or t is Repeat:
+            got = memo.get(id(e))
+            if got is not None:
+                return got, False
+            if t is Repeat:
+                n, refs = _esize(e.item)
+                n = 1 + n * max(1, e.max or e.min)
+            else:
+                n, refs = (1 + 2 * weighed) if t is Alt else 1, False
+                for x in (e.items if t is Seq else e.options):
+                    k, r = _esize(x)
+                    n += k
+                    refs = refs or r
+            if not refs:
+                memo[id(e)] = n
+            return n, refs
+        if not weighed:
+            return 1, False
+        if t is Lit:
+            return len(e.text.encode("utf-8")), False
+        if t is CharSet:
+            return 1 + 2 * len(e.ranges), False
+        if t is Dfa:
+            return len(e.trans), False
+        if t is Regex:
+            return 2 * len(e.pattern), False
+        return 1, False
+
+    def size_of(name: str) -> int:
+        if name not in sizes:
+            sizes[name] = 1  # non-recursive rules form a DAG: no real cycle here
+            sizes[name] = esize(rules[name])
+        return sizes[name]
+
+    shared = {n for n, k in uses.items() if k > 1 and n not in recursive and size_of(n) > inline_limit}
+    called |= shared
+    sizes.clear()
+    memo.clear()
+    weighed = True
+    split: set[str] = set()
+    for name in rules:
+        body = rules[name]
+        while size_of(name) > split_limit:
+            kids = {c for c in refs[name] if c not in called}
+            # ties go to the first name in order: a set's order follows the string hash seed,
+            # and the compiled automata must not differ from one process to the next
+            largest = max(sorted(kids), key=size_of, default=None)
+            if largest is None or size_of(largest) <= inline_limit:
+                break
+            called.add(largest)
+            split.add(largest)
+            sizes[name] = esize(body)
+    return shared | split

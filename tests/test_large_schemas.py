@@ -9,8 +9,7 @@ import jsonschema
 import pytest
 
 from structgen import AutomatonSizeError, GrammarCompiler
-from structgen.grammar import iter_refs
-from structgen.index.automaton import SPLIT_LIMIT, _large_shared_rules, _recursive_rules, build_automaton
+from structgen.index.automaton import SPLIT_LIMIT, RulePlan, build_automaton
 from structgen.index.counters import lift_counters
 from structgen.schema.to_grammar import schema_to_grammar
 from tests.conftest import toy_info
@@ -35,9 +34,9 @@ def _accepts(compiled, text: str) -> bool:
 def test_large_once_used_parts_are_called_not_inlined():
     grammar = schema_to_grammar(_protocol(60, 6))
     rules, _ = lift_counters(grammar.rules)
-    refs = {n: list(iter_refs(e)) for n, e in rules.items()}
-    split = _large_shared_rules(rules, refs, _recursive_rules(refs))
-    assert split, "a schema past SPLIT_LIMIT must be split into called rules"
+    plan = RulePlan(rules)
+    plan.plan()
+    assert plan.shared, "a schema past SPLIT_LIMIT must be split into called rules"
     pda = build_automaton(grammar)
     assert len(pda.rules) > 1 and pda.num_states <= 50_000
 
@@ -64,5 +63,6 @@ def test_split_rules_still_bounded_by_max_states():
 def test_split_limit_leaves_small_schemas_inlined():
     grammar = schema_to_grammar(_protocol(2, 3))
     rules, _ = lift_counters(grammar.rules)
-    refs = {n: list(iter_refs(e)) for n, e in rules.items()}
-    assert SPLIT_LIMIT > 0 and _large_shared_rules(rules, refs, _recursive_rules(refs)) == set()
+    plan = RulePlan(rules)
+    plan.plan()
+    assert SPLIT_LIMIT > 0 and plan.shared == set()

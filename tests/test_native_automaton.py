@@ -113,3 +113,59 @@ def test_native_stages_reject_malformed_input():
     z = np.zeros(2, np.int64)
     with pytest.raises(ValueError, match="out of range"):
         _core.minimise(np.full((1, 256), 7, np.int32), np.zeros(1, bool), z, np.zeros((0, 2), np.int32))
+
+
+def _shapes():
+    """(label, rule shape) of every schema here and a few of many shared or large parts."""
+    from structgen.index.automaton import RulePlan  # noqa: F401 (imported where used)
+    from structgen.grammar import Ref
+    from structgen.index.counters import lift_counters
+    schemas = {c["name"]: c["schema"] for c in CASES} | EXTRA
+    schemas["protocol"] = {"type": "object", "additionalProperties": False, "$defs": {
+        f"D{i}": {"type": "object", "additionalProperties": False,
+                  "properties": {f"m{i}_{j}": {"type": ["string", "integer"][j % 2]} for j in range(5)}}
+        for i in range(30)}, "properties": {f"D{i}": {"$ref": f"#/$defs/D{i}"} for i in range(30)}}
+    schemas["shared"] = {"$defs": {"s": {"type": "string", "pattern": "^[a-z]{3,9}(-[0-9]{2,4})*$"}},
+                         "type": "array", "items": {"anyOf": [{"$ref": "#/$defs/s"}, {"type": "object", "properties": {
+                             "a": {"$ref": "#/$defs/s"}, "b": {"type": "array", "items": {"$ref": "#/$defs/s"}}}}]}}
+    for label, schema in schemas.items():
+        grammar = schema_to_grammar(schema, strict=False)
+        rules, counters = lift_counters(grammar.rules)
+        yield label, {**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}}
+
+
+@pytest.mark.parametrize("limits", [(400, 10_000), (20, 200), (5, 30), (1, 1)])
+def test_native_rule_plan_matches_reference(limits):
+    """Which rules are recursive and which are called rather than inlined: the native planner
+    over the serialized arrays decides as the reference analyses over the expression trees,
+    also with limits small enough that most schemas split."""
+    from structgen.index.automaton import RulePlan
+    inline_limit, split_limit = limits
+    split_somewhere = False
+    for label, shape in _shapes():
+        plan = RulePlan(shape)
+        plan.plan(inline_limit, split_limit)
+        recursive, called = reference_automaton.rule_plan(shape, inline_limit, split_limit)
+        assert (plan.recursive, plan.shared) == (recursive, called), label
+        split_somewhere = split_somewhere or bool(called)
+    assert split_somewhere
+
+
+def test_serializer_refuses_what_it_cannot_serialize():
+    from structgen.errors import GrammarError
+    from structgen.grammar import Lit, Ref, Seq
+    from structgen.regex.expr_arrays import REF, serializer
+    from structgen.regex.regular import intersect
+
+    with pytest.raises(GrammarError, match="must be regular: found a reference to 'x'"):
+        intersect(Seq((Lit("a"), Ref("x"))), Lit("a"))
+    with pytest.raises(TypeError, match="not a grammar expression"):
+        serializer().add(Seq((Lit("a"), "b")))  # type: ignore[arg-type]
+    with pytest.raises(GrammarError, match="undefined rule 'y'"):
+        serializer({"x": 0}).add(Ref("y"))
+    ser = serializer({"x": 0, "y": 1})
+    shared = Seq((Lit("ab"), Ref("y")))
+    root = ser.add(Seq((shared, Ref("x"), shared)))
+    nodes, data = ser.arrays()
+    assert root == len(nodes) - 1 and list(ser.refs()) == [1, 3]  # the shared subtree once
+    assert [tuple(nodes[i]) for i in ser.refs()] == [(REF, 1, 0, 0), (REF, 0, 0, 0)]

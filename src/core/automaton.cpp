@@ -3,9 +3,9 @@
 // over interval alphabets, shared by the byte-level rule DFAs and the code-point algebra).
 //
 // Why native: the per-node and per-configuration Python work of these stages was most of a
-// schema's compile time. Python serializes an expression once into flat arrays
-// (structgen/expr_arrays.py); the automaton is grown here, with the GIL released and every
-// size limit checked while it grows.
+// schema's compile time. An expression is serialized once into flat arrays
+// (src/core/expr_plan.cpp); the automaton is grown here, with the GIL released and every size
+// limit checked while it grows.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 

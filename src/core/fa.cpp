@@ -361,6 +361,11 @@ struct Builder {
         }
         break;
       }
+      case REGEX:
+        build(A, a, b);
+        break;
+      case REF:
+        throw BadInput("an unresolved rule reference");
       default:
         throw BadInput("unknown expression node kind");
     }

@@ -3,7 +3,7 @@
 //
 // An alphabet is a range of integers: bytes 0..255 or code points 0..0x10FFFF. Edges carry
 // inclusive [lo, hi] intervals, so a code-point class costs one edge, not one per character.
-// Pipeline: a serialized expression (structgen/expr_arrays.py) -> Thompson NFA -> subset
+// Pipeline: a serialized expression (src/core/expr_plan.cpp) -> Thompson NFA -> subset
 // construction over the elementary intervals of each state's edges -> (trimming, in the caller)
 // -> Hopcroft minimisation. Products (intersection, difference) and UTF-8 lowering of code
 // points to bytes work on the same structures.
@@ -40,6 +40,8 @@ enum Kind : int32_t {
   INLINE = 6,  // the body of rule a is node b, copied in place (byte automata only)
   GRAPH = 7,   // data[a : a + b]: n, final[n], then per state: count, count * (lo, hi, target)
   EGRAPH = 8,  // data[a : a + b]: n, final[n], then per state: count, count * (node, target)
+  REF = 9,     // a reference to rule a, not resolved yet (patched into CALL or INLINE before building)
+  REGEX = 10,  // the parsed regular expression of node a (b: its pattern's length, for size estimates)
 };
 
 struct Expr {

@@ -21,10 +21,10 @@ from typing import Mapping
 import numpy as np
 
 from .. import _core
-from .counters import CounterRule, lift_counters
+from .counters import COUNT_THRESHOLD, CounterRule, lift_counters
 from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from ..grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq
-from ..regex.expr_arrays import CALL, INLINE, ExprArrays
+from ..regex.expr_arrays import CALL, INLINE, REF, REP, serializer
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
@@ -96,7 +96,7 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     return out[:4]
 
 
-def _located(exc: AutomatonSizeError, grammar: Grammar, ser: ExprArrays, rule: str, nfa_budget: int,
+def _located(exc: AutomatonSizeError, grammar: Grammar, plan: "RulePlan", rule: str, nfa_budget: int,
             dfa_budget: int) -> AutomatonSizeError:
     """``exc`` located at the deepest schema construct whose own automaton is too large.
 
@@ -115,8 +115,8 @@ def _located(exc: AutomatonSizeError, grammar: Grammar, ser: ExprArrays, rule: s
         children = sorted(p for p in inside
                           if not any(p[:i] in inside for i in range(len(at) + 1, len(p)) if p[i] == "/"))
         for child in children:
-            root = ser.add(constructs[child])
-            nodes, data = ser.arrays()
+            root = plan.ser.add(constructs[child])
+            nodes, data = plan.arrays()
             if len(_core.build_dfa(nodes, data, root, True, nfa_budget, 0, dfa_budget, 0)) == 2:
                 at = child
                 break
@@ -157,159 +157,75 @@ def _calls_lists(call_off: np.ndarray, call_edge: np.ndarray) -> list[tuple[tupl
 # --------------------------------------------------------------------------- grammar analysis
 
 
-def _rule_refs(rules: Mapping[str, Expr]) -> dict[str, list[str]]:
-    """The names each rule references, once per occurrence (as ``grammar.iter_refs``), with the
-    references of a subtree shared between or within rules listed once per tree (by id: the
-    rules keep their trees alive) and reused wherever it occurs."""
-    memo: dict[int, tuple[str, ...]] = {}
-
-    def refs(e: Expr) -> tuple[str, ...]:
-        t = type(e)
-        if t is Ref:
-            return (e.name,)
-        if t is Seq or t is Alt or t is Repeat:
-            got = memo.get(id(e))
-            if got is None:
-                kids = e.items if t is Seq else e.options if t is Alt else (e.item,)
-                got = memo[id(e)] = tuple(name for x in kids for name in refs(x))
-            return got
-        return ()
-
-    return {name: list(refs(body)) for name, body in rules.items()}
-
-
-def _recursive_rules(refs: Mapping[str, list[str]]) -> set[str]:
-    """Rules on a reference cycle (Tarjan's SCC, iterative); ``refs``: the names each rule's
-    body references (once per occurrence)."""
-    graph = {n: sorted(set(r)) for n, r in refs.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    result: set[str] = set()
-    counter = 0
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on_stack.add(v)
-            recurse = False
-            for j in range(i, len(graph[v])):
-                w = graph[v][j]
-                if w not in index:
-                    work.append((v, j + 1))
-                    work.append((w, 0))
-                    recurse = True
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            if recurse:
-                continue
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1 or v in graph[v]:
-                    result.update(comp)
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-    return result
-
-
 INLINE_LIMIT = 400
 """Rules used in several places are called, not copied, when larger than this (expression nodes)."""
 SPLIT_LIMIT = 10_000
 """A rule whose inlined NFA would pass this many states (estimated) calls its largest parts instead."""
 
 
-def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]], recursive: set[str]) -> set[str]:
-    """Non-recursive rules to call rather than inline: those referenced from several places
-    whose inlined size is large, and, inside a rule whose inlined NFA would pass SPLIT_LIMIT
-    states (estimated), its largest references until it would not (each called rule is
-    determinised on its own, so no single NFA or subset construction holds a whole large
-    schema; ``max_states`` is still checked exactly while they are built)."""
-    uses: dict[str, int] = {}
-    for names in refs.values():
-        for name in names:
-            uses[name] = uses.get(name, 0) + 1
-    called = set(recursive)
-    sizes: dict[str, int] = {}
-    weighed = False  # False: expression nodes; True: estimated NFA states
-    # sizes of subtrees without references, by node id (the rules keep their trees alive):
-    # they depend on nothing but the weighing, and the converter shares them between rules
-    memo: dict[int, int] = {}
+class RulePlan:
+    """A grammar's rule bodies serialized once, and which rules are called rather than inlined.
 
-    def esize(e: Expr) -> int:
-        return _esize(e)[0]
+    Every body is serialized with its rule references as placeholders; the native planner
+    (``_core.plan_rules``, src/core/expr_plan.cpp) reads the arrays for the references of each
+    rule, the recursive rules (Tarjan) and the non-recursive rules to call anyway: those
+    referenced from several places and larger than ``INLINE_LIMIT`` nodes, and, inside a rule
+    whose inlined NFA would pass ``SPLIT_LIMIT`` states (estimated), its largest references
+    until it would not (each called rule is determinised on its own, so no single NFA or
+    subset construction holds a whole large schema; ``max_states`` is still checked exactly
+    while they are built). :meth:`resolve` then turns each placeholder into a call or an
+    inlined copy of the body.
 
-    def _esize(e: Expr) -> tuple[int, bool]:  # (size, holds a reference)
-        t = type(e)
-        if t is Ref:
-            return (1 if e.name in called else size_of(e.name)), True
-        if t is Seq or t is Alt or t is Repeat:
-            got = memo.get(id(e))
-            if got is not None:
-                return got, False
-            if t is Repeat:
-                n, refs = _esize(e.item)
-                n = 1 + n * max(1, e.max or e.min)
-            else:
-                n, refs = (1 + 2 * weighed) if t is Alt else 1, False
-                for x in (e.items if t is Seq else e.options):
-                    k, r = _esize(x)
-                    n += k
-                    refs = refs or r
-            if not refs:
-                memo[id(e)] = n
-            return n, refs
-        if not weighed:
-            return 1, False
-        if t is Lit:
-            return len(e.text.encode("utf-8")), False
-        if t is CharSet:
-            return 1 + 2 * len(e.ranges), False
-        if t is Dfa:
-            return len(e.trans), False
-        if t is Regex:
-            return 2 * len(e.pattern), False
-        return 1, False
+    Attributes:
+        names: the rules, in order (``shape``'s keys); ``roots[i]`` is rule ``i``'s node.
+        recursive: the rules on a reference cycle.
+        shared: the non-recursive rules to call rather than inline.
+    """
 
-    def size_of(name: str) -> int:
-        if name not in sizes:
-            sizes[name] = 1  # non-recursive rules form a DAG: no real cycle here
-            sizes[name] = esize(rules[name])
-        return sizes[name]
+    def __init__(self, shape: Mapping[str, Expr]) -> None:
+        self.names = list(shape)
+        self.ser = serializer({n: i for i, n in enumerate(self.names)})
+        add = self.ser.add
+        self.roots = np.fromiter((add(body) for body in shape.values()), np.int32, len(self.names))
+        self._arrays = self.ser.arrays()
+        self._table: np.ndarray | None = None
+        self.recursive: set[str] = set()
+        self.shared: set[str] = set()
 
-    shared = {n for n, k in uses.items() if k > 1 and n not in recursive and size_of(n) > INLINE_LIMIT}
-    called |= shared
-    sizes.clear()
-    memo.clear()
-    weighed = True
-    split: set[str] = set()
-    for name in rules:
-        body = rules[name]
-        while size_of(name) > SPLIT_LIMIT:
-            kids = {c for c in refs[name] if c not in called}
-            # ties go to the first name in order: a set's order follows the string hash seed,
-            # and the compiled automata must not differ from one process to the next
-            largest = max(sorted(kids), key=size_of, default=None)
-            if largest is None or size_of(largest) <= INLINE_LIMIT:
-                break
-            called.add(largest)
-            split.add(largest)
-            sizes[name] = esize(body)
-    return shared | split
+    def large_repeats(self, threshold: int = COUNT_THRESHOLD) -> bool:
+        """Whether a repeat bounded above ``threshold`` occurs (regexes included): only then
+        can counters be lifted."""
+        nodes = self._arrays[0]
+        rep = nodes[nodes[:, 0] == REP]
+        return bool((np.where(rep[:, 3] >= 0, rep[:, 3], rep[:, 2]) > threshold).any())
+
+    def plan(self, inline_limit: int = INLINE_LIMIT, split_limit: int = SPLIT_LIMIT) -> None:
+        """Fill ``recursive`` and ``shared`` (before :meth:`resolve`)."""
+        order = sorted(range(len(self.names)), key=self.names.__getitem__)  # ties: first name in order
+        rank = np.empty(len(self.names), np.int32)
+        rank[order] = np.arange(len(self.names), dtype=np.int32)
+        recursive, shared = _core.plan_rules(*self._arrays, self.roots, rank, inline_limit, split_limit)
+        self.recursive = {self.names[i] for i in np.flatnonzero(recursive).tolist()}
+        self.shared = {self.names[i] for i in np.flatnonzero(shared).tolist()}
+
+    def resolve(self, called: Mapping[str, int], rule_ids: Mapping[str, int]) -> None:
+        """Placeholders become ``(CALL, called[name])`` or ``(INLINE, rule_ids[name], body)``."""
+        table = []
+        for k, name in enumerate(self.names):
+            c = called.get(name)
+            table.append((CALL, c, 0, 0) if c is not None else (INLINE, rule_ids[name], int(self.roots[k]), 0))
+        self._table = np.array(table, np.int32).reshape(-1, 4)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The serialized nodes (placeholders resolved) and data; nodes added since included."""
+        if len(self.ser) != len(self._arrays[0]):
+            self._arrays = self.ser.arrays()
+        nodes = self._arrays[0]
+        refs = self.ser.refs()
+        if len(refs) and self._table is not None:
+            at = refs[nodes[refs, 0] == REF]
+            nodes[at] = self._table[nodes[at, 1]]
+        return self._arrays
 
 
 def _check_left_recursion(dfas: list[tuple], names: list[str]) -> None:
@@ -380,34 +296,24 @@ def build_automaton(
         GrammarError: the language is empty, or a rule is left-recursive.
         AutomatonSizeError: more than ``max_states`` NFA or DFA states would be built.
     """
-    rules, counters = lift_counters(grammar.rules)
-    # for the analyses a counter is a rule that refers to its item
-    shape = {**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}}
-    refs = _rule_refs(shape)  # one walk, both analyses
-    recursive = _recursive_rules(refs)
-    shared = _large_shared_rules(shape, refs, recursive)
+    plan = RulePlan(grammar.rules)
+    if plan.large_repeats():
+        rules, counters = lift_counters(grammar.rules)
+        if counters:  # for the plan a counter is a rule that refers to its item
+            plan = RulePlan({**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}})
+    else:
+        rules, counters = dict(grammar.rules), {}
+    plan.plan()
     lifted = set(counters) | {item for item, _, _ in counters.values()}
-    called_names = [grammar.start] + sorted(n for n in recursive | shared | lifted if n != grammar.start)
+    called_names = [grammar.start] + sorted(n for n in plan.recursive | plan.shared | lifted if n != grammar.start)
     called = {n: i for i, n in enumerate(called_names)}
-    rule_ids = {n: i for i, n in enumerate(rules)}
-    inlining: list[str] = []
-
-    def ref(arrays: ExprArrays, name: str) -> tuple[int, int, int, int]:
-        if name in called:
-            return (CALL, called[name], 0, 0)
-        if name in inlining:  # cannot happen: cycles are called, not inlined
-            raise GrammarError(f"internal: recursive inlining of {name!r}")
-        inlining.append(name)
-        body = arrays.add(rules[name])
-        inlining.pop()
-        return (INLINE, rule_ids[name], body, 0)
-
     # Every rule is serialized once (a rule inlined in several places shares its nodes) and
     # grown natively. (A process-wide cache of rule automata keyed by their bodies cost more
     # in hashing expression trees than the native construction it saved.)
-    ser = ExprArrays(ref)
-    roots = {name: ser.add(rules[name]) for name in called_names if name not in counters}
-    arrays = ser.arrays()
+    plan.resolve(called, {n: i for i, n in enumerate(rules)})
+    root_of = dict(zip(plan.names, plan.roots.tolist()))
+    roots = {name: root_of[name] for name in called_names if name not in counters}
+    arrays = plan.arrays()
     raw = []
     csr: list[tuple[np.ndarray, np.ndarray]] = []  # calls of each rule of ``raw`` as CSR arrays
     total = 0
@@ -430,7 +336,7 @@ def build_automaton(
             m_trans, m_final, call_off, call_edge = _rule_dfa(arrays, roots[name], max_states, total, alphabet,
                                                               len(called_names))
         except AutomatonSizeError as exc:
-            raise _located(exc, grammar, ser, name, max_states, max(max_states - total, 1)) from None
+            raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
         if len(m_final):
             dfa = (m_trans, m_final, _calls_lists(call_off, call_edge))
             csr.append((call_off, call_edge))

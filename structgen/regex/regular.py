@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
 from .. import _core
 from ..errors import LimitError
-from .expr_arrays import ExprArrays
+from .expr_arrays import serializer
 from ..grammar import (
     EMPTY,
     MAX_CODEPOINT,
@@ -33,7 +34,7 @@ from ..grammar import (
     seq,
 )
 
-__all__ = ["intersect", "intersect_automaton", "difference", "bound_length"]
+__all__ = ["intersect", "intersect_automaton", "difference", "star_minus_literals", "bound_length"]
 
 MAX_DFA_STATES = 4000
 
@@ -52,7 +53,7 @@ def _too_large(name: str, limit: int, reached: int, what: str) -> LimitError:
 _NFA_LIMIT = 20  # NFA states allowed per DFA state of the limit
 
 
-def _native(root: int, ser: ExprArrays):
+def _native(root: int, ser: _core.ExprSerializer):
     """The DFA (row form) of node ``root`` of ``ser``; the size limits are checked as it grows."""
     nodes, data = ser.arrays()
     out = _core.build_dfa(nodes, data, root, False, _NFA_LIMIT * MAX_DFA_STATES + 1, 0, MAX_DFA_STATES, 0)
@@ -68,7 +69,7 @@ def _native(root: int, ser: ExprArrays):
 
 def _ndfa(e: Expr):
     """DFA of ``e`` in row form."""
-    ser = ExprArrays()
+    ser = serializer()
     return _native(ser.add(e), ser)
 
 
@@ -258,7 +259,7 @@ def _automaton(trans, final, live) -> Expr:
 def map_automaton(e: Dfa, encode) -> Expr:
     """The automaton whose strings are those of ``e`` with each character ``c`` replaced by
     any string of ``encode(CharSet of c)`` (JSON escapes of a decoded-string automaton)."""
-    ser = ExprArrays()
+    ser = serializer()
     edges: list[list[tuple[int, int]]] = []
     for row in e.trans:
         by_target: dict[int, list[tuple[int, int]]] = {}
@@ -409,7 +410,7 @@ def difference(a: Expr, b: Expr) -> Expr:
     if isinstance(a, Repeat) and isinstance(a.item, CharSet) and a.min == 0 and a.max is None:
         names = _literals(b)
         if names is not None:
-            return _star_minus_literals(a.item, names)
+            return star_minus_literals(a.item, names)
     return _eliminate(_nproduct(_ndfa(a), _ndfa(b), False))
 
 
@@ -438,7 +439,8 @@ def _ascii_codes(plain: CharSet) -> frozenset[int]:
     return frozenset(o for o in range(0x20, 0x7F) if o in plain)
 
 
-def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
+def star_minus_literals(chars: CharSet, names: list[str],
+                        leaf: Callable[[CharSet | Lit], Expr] | None = None) -> Expr:
     """``chars*`` minus a finite set of strings, straight from the trie of the strings.
 
     The common case (an object's undeclared member names: any string but the declared
@@ -446,7 +448,15 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
     A string is outside the set when it stops at a trie node where no name ends, or leaves
     the trie with a character no name continues with (then anything may follow); linear in
     the total length of the names.
+
+    ``leaf``, when given, maps every character set and literal of the result (a string
+    homomorphism: a JSON encoding of the names). The result is the mapped expression, built
+    in the same walk: mapping the finished tree afterwards walked and rebuilt every node of
+    it a second time, a tenth of converting an object-heavy schema.
     """
+    def enc(x: CharSet | Lit) -> Expr:
+        return x if leaf is None else leaf(x)
+
     trie: dict = {}
     for name in names:
         if all(ord(c) in chars for c in name):
@@ -466,16 +476,16 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
         codes = tuple(ord(c) for c, _ in kids)
         leave = _minus_codes(plain, codes)
         own_special = any(o not in plain_codes for o in codes)  # a name goes on with a special character
-        leaving: list[Expr] = [leave] if leave.ranges else []
+        leaving: list[Expr] = [enc(leave)] if leave.ranges else []
         if own_special:
             rest = _minus_codes(special, codes)
             if rest.ranges:
-                leaving.append(rest)
+                leaving.append(enc(rest))
         shared: list[Expr] = [] if own_special else [EMPTY]
         unfinished: list[Expr] = [] if node.get(None) else [EMPTY]
         for c, child in kids:
             sub_leaving, sub_shared, sub_unfinished = walk(child)
-            head = Lit(c)
+            head = enc(Lit(c))
             leaving.append(seq(head, sub_leaving))
             shared.append(seq(head, sub_shared))
             if sub_unfinished != NOTHING:
@@ -487,10 +497,10 @@ def _star_minus_literals(chars: CharSet, names: list[str]) -> Expr:
     # trie node: it appears once, after the alternation of paths, not under every node; and
     # the tail chars* appears twice in all, not once per node.
     leaving, shared_special, unfinished = walk(trie)
-    tail = Repeat(chars, 0, None)
+    tail = Repeat(enc(chars), 0, None)
     options = [seq(leaving, tail), unfinished]
     if special.ranges:
-        options.append(seq(shared_special, special, tail))
+        options.append(seq(shared_special, enc(special), tail))
     return alt(*options)
 
 

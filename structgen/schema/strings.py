@@ -42,6 +42,16 @@ def _format_language(fmt: str) -> tuple[Expr, Expr]:
     return decoded, _json_encode_expr(decoded)
 
 
+@lru_cache(maxsize=4096)  # single characters of property names, mostly
+def _encode_json_lit(text: str) -> Lit:
+    return Lit(json.dumps(text, ensure_ascii=False)[1:-1])
+
+
+def json_encode_leaf(x: CharSet | Lit) -> Expr:
+    """A character set or literal over decoded characters → its JSON-string text."""
+    return _encode_json_charset(x) if type(x) is CharSet else _encode_json_lit(x.text)  # type: ignore[union-attr]
+
+
 def _json_encode_expr(e: Expr) -> Expr:
     """Map a regex over decoded characters to one over the JSON-encoded text."""
     if isinstance(e, CharSet):

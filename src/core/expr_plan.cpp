@@ -1,0 +1,586 @@
+// structgen._core, expressions in: the serializer of grammar expression trees into the node
+// arrays of fa.hpp, and the rule plan of a grammar (which rules are called, which inlined).
+//
+// Why native: before the automata are built, a grammar's expression trees were walked in Python
+// four times per node (counted repeats, references per rule, sizes for the inlining decision
+// twice) and a fifth time to serialize them. Those walks were about a quarter of compiling a
+// typical schema. Here the trees are walked once, straight from the Python objects, and every
+// analysis after that reads the flat arrays.
+//
+// Rule references are serialized as REF placeholders (the rule's index): whether a reference
+// becomes a CALL or an INLINE copy is decided by `plan_rules` on the arrays, after which the
+// Python side patches the placeholders (structgen/index/automaton.py).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "fa.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using i32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// A Python int clamped to [lo, kInt32Max] (counts beyond int32 cannot be built under any limit).
+int32_t clamped(PyObject* v, int64_t lo = 0) {
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow > 0) return static_cast<int32_t>(kInt32Max);
+  if (overflow < 0) return static_cast<int32_t>(lo);
+  return static_cast<int32_t>(std::max<long long>(lo, std::min<long long>(x, kInt32Max)));
+}
+
+int32_t as_int(PyObject* v) {
+  const long long x = PyLong_AsLongLong(v);
+  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (x < std::numeric_limits<int32_t>::min() || x > kInt32Max) throw std::invalid_argument("integer out of range");
+  return static_cast<int32_t>(x);
+}
+
+// Serializer of expression trees (structgen.grammar: Lit, Regex, CharSet, Seq, Alt, Repeat,
+// Ref, Dfa) into nodes of four int32 (kind, a, b, c) over one int32 data array. A subtree met
+// again (the same object) is serialized once; a regex is parsed once per (pattern, flags).
+class ExprSerializer {
+ public:
+  // classes: the node classes (Lit, Regex, CharSet, Seq, Alt, Repeat, Ref, Dfa); parse_regex:
+  // (pattern, flags) -> Expr; names: rule name -> index (REF placeholders) or None; on_ref:
+  // called with a name that cannot be referenced here (raises the Python error).
+  ExprSerializer(py::tuple classes, py::object parse_regex, py::object names, py::object on_ref)
+      : parse_regex_(std::move(parse_regex)), names_(std::move(names)), on_ref_(std::move(on_ref)) {
+    if (classes.size() != 8) throw std::invalid_argument("expected the 8 expression classes");
+    for (int i = 0; i < 8; ++i) types_[i] = reinterpret_cast<PyTypeObject*>(classes[i].ptr());
+    classes_ = classes;
+    for (const char* a : {"text", "pattern", "flags", "ranges", "items", "options", "item", "min", "max", "name", "trans",
+                          "final"})
+      attrs_.push_back(py::reinterpret_steal<py::object>(PyUnicode_InternFromString(a)));
+  }
+
+  int32_t add(py::handle root) {
+    int32_t id = leaf(root.ptr());
+    if (id >= 0) return id;
+    struct Frame {
+      py::object e, kids;  // kids: a list or tuple (PySequence_Fast)
+      int kind;
+      Py_ssize_t next = 0;
+    };
+    std::vector<Frame> stack;
+    auto push = [&](PyObject* e) {
+      const int kind = kind_of(e);
+      py::object kids;
+      if (kind == kSeq || kind == kAlt) {
+        kids = fast(attr(e, kind == kSeq ? kItems : kOptions));
+      } else if (kind == kRepeat) {
+        kids = py::reinterpret_steal<py::object>(PyTuple_Pack(1, attr(e, kItem).ptr()));
+      } else {  // kRegex: the parsed expression is its one child
+        kids = py::reinterpret_steal<py::object>(
+            PyTuple_Pack(1, parse_regex_(attr(e, kPattern), attr(e, kFlags)).ptr()));
+      }
+      stack.push_back(Frame{py::reinterpret_borrow<py::object>(e), std::move(kids), kind});
+    };
+    push(root.ptr());
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      PyObject* kids = f.kids.ptr();
+      const Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
+      if (f.next < n) {
+        PyObject* k = PySequence_Fast_GET_ITEM(kids, f.next);
+        ++f.next;
+        if (leaf(k) < 0) push(k);  // `f` may dangle after the push: not used again this turn
+        continue;
+      }
+      PyObject* e = f.e.ptr();
+      const int32_t at = static_cast<int32_t>(data_.size());
+      if (f.kind == kSeq || f.kind == kAlt) {
+        for (Py_ssize_t i = 0; i < n; ++i) data_.push_back(memo_.at(PySequence_Fast_GET_ITEM(kids, i)));
+        emit(f.kind == kSeq ? fa::SEQ : fa::ALT, at, static_cast<int32_t>(n), 0);
+      } else if (f.kind == kRepeat) {
+        PyObject* mx = attr(e, kMax).ptr();
+        emit(fa::REP, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), clamped(attr(e, kMin).ptr()),
+             mx == Py_None ? -1 : clamped(mx));
+      } else {
+        const Py_ssize_t len = PyUnicode_GetLength(attr(e, kPattern).ptr());
+        emit(fa::REGEX, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), static_cast<int32_t>(std::min<Py_ssize_t>(len, kInt32Max)), 0);
+      }
+      remember(e);
+      if (f.kind == kRegex) note_regex(e, static_cast<int32_t>(nodes_.size() / 4 - 1));
+      stack.pop_back();
+    }
+    return memo_.at(root.ptr());
+  }
+
+  // An automaton whose edges are expression nodes: edges[s] lists (node, target) pairs.
+  int32_t graph(py::sequence final_, py::sequence edges) {
+    const int32_t at = static_cast<int32_t>(data_.size());
+    data_.push_back(static_cast<int32_t>(final_.size()));
+    for (py::handle f : final_) data_.push_back(PyObject_IsTrue(f.ptr()) ? 1 : 0);
+    for (py::handle row : edges) {
+      py::sequence r = py::reinterpret_borrow<py::sequence>(row);
+      data_.push_back(static_cast<int32_t>(r.size()));
+      for (py::handle x : r) {
+        py::sequence p = py::reinterpret_borrow<py::sequence>(x);
+        data_.push_back(as_int(p[0].ptr()));
+        data_.push_back(as_int(p[1].ptr()));
+      }
+    }
+    emit(fa::EGRAPH, at, static_cast<int32_t>(data_.size()) - at, 0);
+    return static_cast<int32_t>(nodes_.size() / 4 - 1);
+  }
+
+  py::tuple arrays() const {
+    py::array_t<int32_t> nodes({static_cast<py::ssize_t>(nodes_.size() / 4), py::ssize_t{4}});
+    std::copy(nodes_.begin(), nodes_.end(), nodes.mutable_data());
+    py::array_t<int32_t> data(static_cast<py::ssize_t>(data_.size()));
+    std::copy(data_.begin(), data_.end(), data.mutable_data());
+    return py::make_tuple(nodes, data);
+  }
+
+  // The REF placeholders: their node ids, in order of serialization.
+  py::array_t<int32_t> refs() const {
+    py::array_t<int32_t> out(static_cast<py::ssize_t>(refs_.size()));
+    std::copy(refs_.begin(), refs_.end(), out.mutable_data());
+    return out;
+  }
+
+  int64_t size() const { return static_cast<int64_t>(nodes_.size() / 4); }
+
+ private:
+  enum { kLit, kRegex, kCharSet, kSeq, kAlt, kRepeat, kRef, kDfa };
+  enum { kText, kPattern, kFlags, kRanges, kItems, kOptions, kItem, kMin, kMax, kName, kTrans, kFinal };
+
+  int kind_of(PyObject* e) const {
+    PyTypeObject* t = Py_TYPE(e);
+    for (int i = 0; i < 8; ++i)
+      if (t == types_[i]) return i;  // exact types: no node class is subclassed
+    throw py::type_error("not a grammar expression: " + py::repr(e).cast<std::string>());
+  }
+
+  py::object attr(PyObject* e, int which) const {
+    PyObject* v = PyObject_GetAttr(e, attrs_[which].ptr());
+    if (v == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(v);
+  }
+
+  static py::object fast(const py::object& seq) {
+    PyObject* f = PySequence_Fast(seq.ptr(), "expected a sequence");
+    if (f == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(f);
+  }
+
+  void emit(int32_t kind, int32_t a, int32_t b, int32_t c) { nodes_.insert(nodes_.end(), {kind, a, b, c}); }
+
+  void remember(PyObject* e) {
+    memo_.emplace(e, static_cast<int32_t>(nodes_.size() / 4 - 1));
+    keep_.push_back(py::reinterpret_borrow<py::object>(e));  // the memo is keyed by address
+  }
+
+  // The node of `e` if it is serialized already or a leaf (serialized here), else -1.
+  int32_t leaf(PyObject* e) {
+    auto it = memo_.find(e);
+    if (it != memo_.end()) return it->second;
+    const int kind = kind_of(e);
+    const int32_t at = static_cast<int32_t>(data_.size());
+    switch (kind) {
+      case kLit: {
+        py::object text = attr(e, kText);
+        PyObject* s = text.ptr();
+        if (!PyUnicode_Check(s)) throw py::type_error("a literal's text must be a str");
+        const Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        const int k = PyUnicode_KIND(s);
+        const void* d = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < n; ++i) data_.push_back(static_cast<int32_t>(PyUnicode_READ(k, d, i)));
+        emit(fa::LIT, at, static_cast<int32_t>(n), 0);
+        break;
+      }
+      case kCharSet: {
+        py::object ranges = fast(attr(e, kRanges));
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(ranges.ptr());
+        for (Py_ssize_t i = 0; i < n; ++i) {
+          py::object r = fast(py::reinterpret_borrow<py::object>(PySequence_Fast_GET_ITEM(ranges.ptr(), i)));
+          if (PySequence_Fast_GET_SIZE(r.ptr()) != 2) throw std::invalid_argument("a range is a (lo, hi) pair");
+          data_.push_back(as_int(PySequence_Fast_GET_ITEM(r.ptr(), 0)));
+          data_.push_back(as_int(PySequence_Fast_GET_ITEM(r.ptr(), 1)));
+        }
+        emit(fa::SET, at, static_cast<int32_t>(n), 0);
+        break;
+      }
+      case kRef: {
+        py::object name = attr(e, kName);
+        PyObject* id = names_.is_none() ? nullptr : PyDict_GetItemWithError(names_.ptr(), name.ptr());
+        if (id == nullptr) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          on_ref_(name);  // raises
+          throw std::invalid_argument("a rule reference that cannot be resolved");
+        }
+        refs_.push_back(static_cast<int32_t>(nodes_.size() / 4));
+        emit(fa::REF, as_int(id), 0, 0);
+        break;
+      }
+      case kDfa: {
+        py::object trans = fast(attr(e, kTrans)), fin = fast(attr(e, kFinal));
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(trans.ptr());
+        if (PySequence_Fast_GET_SIZE(fin.ptr()) != n) throw std::invalid_argument("an automaton's final flags do not match its states");
+        data_.push_back(static_cast<int32_t>(n));
+        for (Py_ssize_t s = 0; s < n; ++s) data_.push_back(PyObject_IsTrue(PySequence_Fast_GET_ITEM(fin.ptr(), s)) ? 1 : 0);
+        for (Py_ssize_t s = 0; s < n; ++s) {
+          py::object row = fast(py::reinterpret_borrow<py::object>(PySequence_Fast_GET_ITEM(trans.ptr(), s)));
+          const Py_ssize_t m = PySequence_Fast_GET_SIZE(row.ptr());
+          data_.push_back(static_cast<int32_t>(m));
+          for (Py_ssize_t j = 0; j < m; ++j) {
+            py::object x = fast(py::reinterpret_borrow<py::object>(PySequence_Fast_GET_ITEM(row.ptr(), j)));
+            if (PySequence_Fast_GET_SIZE(x.ptr()) != 3) throw std::invalid_argument("an automaton edge is (lo, hi, target)");
+            for (int q = 0; q < 3; ++q) data_.push_back(as_int(PySequence_Fast_GET_ITEM(x.ptr(), q)));
+          }
+        }
+        emit(fa::GRAPH, at, static_cast<int32_t>(data_.size()) - at, 0);
+        break;
+      }
+      case kRegex: {  // one node per (pattern, flags), whichever object spells it
+        py::object key = py::make_tuple(attr(e, kPattern), attr(e, kFlags));
+        PyObject* got = PyDict_GetItemWithError(regex_.ptr(), key.ptr());
+        if (got == nullptr) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          return -1;
+        }
+        memo_.emplace(e, as_int(got));
+        keep_.push_back(py::reinterpret_borrow<py::object>(e));
+        return as_int(got);
+      }
+      default:
+        return -1;  // Seq, Alt, Repeat: built from their children
+    }
+    remember(e);
+    return static_cast<int32_t>(nodes_.size() / 4 - 1);
+  }
+
+ public:
+  // After add() of a Regex the (pattern, flags) key must point at its node for later objects.
+  void note_regex(PyObject* e, int32_t id) {
+    py::object key = py::make_tuple(attr(e, kPattern), attr(e, kFlags));
+    if (PyDict_SetItem(regex_.ptr(), key.ptr(), py::int_(id).ptr()) != 0) throw py::error_already_set();
+  }
+
+ private:
+  PyTypeObject* types_[8];
+  py::tuple classes_;
+  py::object parse_regex_, names_, on_ref_;
+  py::dict regex_;
+  std::vector<py::object> attrs_;
+  std::vector<int32_t> nodes_, data_, refs_;
+  std::unordered_map<PyObject*, int32_t> memo_;
+  std::vector<py::object> keep_;
+};
+
+// ---------------------------------------------------------------------------- rule plan
+
+constexpr int64_t kSizeCap = int64_t{1} << 60;  // sizes saturate (only compared with the limits)
+
+int64_t sat_add(int64_t a, int64_t b) { return std::min(kSizeCap, a + b); }
+int64_t sat_mul(int64_t a, int64_t m) { return m > 0 && a > kSizeCap / m ? kSizeCap : std::min(kSizeCap, a * m); }
+
+int64_t utf8_length(const int32_t* cps, int32_t n) {
+  int64_t k = 0;
+  for (int32_t i = 0; i < n; ++i) k += cps[i] < 0x80 ? 1 : cps[i] < 0x800 ? 2 : cps[i] < 0x10000 ? 3 : 4;
+  return k;
+}
+
+// Sizes of rules as inlined, for the inlining decision: expression nodes (weighed = false) or
+// estimated NFA states (weighed = true). A reference to a called rule counts 1, one to an
+// inlined rule the size of its body. Sizes of subtrees without references are kept by node
+// (they depend on nothing else); a rule's size is kept once computed, as the decision
+// procedure below expects (it recomputes the sizes it needs fresh).
+struct Sizer {
+  const int32_t* N;
+  const int32_t* D;
+  const int32_t* roots;
+  const std::vector<uint8_t>& called;
+  bool weighed = false;
+  std::vector<int64_t> memo, sizes;
+
+  Sizer(const int32_t* nodes, const int32_t* data, int64_t n, const int32_t* roots_, int64_t rules,
+        const std::vector<uint8_t>& called_)
+      : N(nodes), D(data), roots(roots_), called(called_), memo(n, -1), sizes(rules, -1) {}
+
+  void reset(bool w) {
+    weighed = w;
+    std::fill(memo.begin(), memo.end(), -1);
+    std::fill(sizes.begin(), sizes.end(), -1);
+  }
+
+  int64_t size_of(int32_t r) {
+    if (sizes[r] < 0) {
+      sizes[r] = 1;  // rules not called form a DAG: this guard is never read on a real cycle
+      sizes[r] = esize(roots[r]).first;
+    }
+    return sizes[r];
+  }
+
+  std::pair<int64_t, bool> esize(int32_t i) {  // (size, holds a reference)
+    const int32_t* x = N + 4 * int64_t{i};
+    switch (x[0]) {
+      case fa::REF:
+        return {called[x[1]] ? 1 : size_of(x[1]), true};
+      case fa::SEQ:
+      case fa::ALT:
+      case fa::REP: {
+        if (memo[i] >= 0) return {memo[i], false};
+        int64_t n;
+        bool refs = false;
+        if (x[0] == fa::REP) {
+          auto [k, r] = esize(x[1]);
+          const int64_t times = x[3] > 0 ? x[3] : x[2];  // max, or min when unbounded (or 0)
+          n = sat_add(1, sat_mul(k, std::max<int64_t>(1, times)));
+          refs = r;
+        } else {
+          n = x[0] == fa::ALT && weighed ? 3 : 1;
+          for (int32_t j = 0; j < x[2]; ++j) {
+            auto [k, r] = esize(D[x[1] + j]);
+            n = sat_add(n, k);
+            refs = refs || r;
+          }
+        }
+        if (!refs) memo[i] = n;
+        return {n, refs};
+      }
+      default:
+        break;
+    }
+    if (!weighed) return {1, false};
+    switch (x[0]) {
+      case fa::LIT:
+        return {utf8_length(D + x[1], x[2]), false};
+      case fa::SET:
+        return {1 + 2 * int64_t{x[2]}, false};
+      case fa::GRAPH:
+        return {D[x[1]], false};
+      case fa::REGEX:
+        return {2 * int64_t{x[2]}, false};
+      default:
+        return {1, false};
+    }
+  }
+};
+
+// Rules on a reference cycle (Tarjan's strongly connected components, iterative).
+std::vector<uint8_t> recursive_rules(const std::vector<std::vector<std::pair<int32_t, uint8_t>>>& refs) {
+  const int32_t R = static_cast<int32_t>(refs.size());
+  std::vector<int32_t> index(R, -1), low(R, 0), stack;
+  std::vector<uint8_t> on_stack(R, 0), out(R, 0);
+  int32_t counter = 0;
+  std::vector<std::pair<int32_t, size_t>> work;
+  for (int32_t root = 0; root < R; ++root) {
+    if (index[root] >= 0) continue;
+    work.assign(1, {root, 0});
+    while (!work.empty()) {
+      auto [v, i] = work.back();
+      work.pop_back();
+      if (i == 0) {
+        index[v] = low[v] = counter++;
+        stack.push_back(v);
+        on_stack[v] = 1;
+      }
+      bool recurse = false;
+      for (size_t j = i; j < refs[v].size(); ++j) {
+        const int32_t w = refs[v][j].first;
+        if (index[w] < 0) {
+          work.push_back({v, j + 1});
+          work.push_back({w, 0});
+          recurse = true;
+          break;
+        }
+        if (on_stack[w]) low[v] = std::min(low[v], index[w]);
+      }
+      if (recurse) continue;
+      if (low[v] == index[v]) {
+        std::vector<int32_t> comp;
+        while (true) {
+          const int32_t w = stack.back();
+          stack.pop_back();
+          on_stack[w] = 0;
+          comp.push_back(w);
+          if (w == v) break;
+        }
+        bool self = false;
+        for (auto& p : refs[v]) self = self || p.first == v;
+        if (comp.size() > 1 || self)
+          for (int32_t w : comp) out[w] = 1;
+      }
+      if (!work.empty()) {
+        const int32_t parent = work.back().first;
+        low[parent] = std::min(low[parent], low[v]);
+      }
+    }
+  }
+  return out;
+}
+
+// The plan of a grammar's rules, from its serialized bodies (`roots[r]`: rule r's node; rule
+// references as REF placeholders). Returns (recursive, called): bool per rule.
+//  - recursive: rules on a reference cycle (they are always called);
+//  - called: non-recursive rules to call rather than inline: those referenced more than once
+//    whose body is larger than `inline_limit` nodes and, inside a rule whose inlined NFA would
+//    pass `split_limit` states (estimated), its largest references until it would not (ties go
+//    to the first by `name_rank`, the rank of each rule's name in sorted order).
+py::tuple plan_rules(const i32& nodes, const i32& data, const i32& roots, const i32& name_rank, int64_t inline_limit,
+                     int64_t split_limit) {
+  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
+  const int64_t n = nodes.shape(0), nd = data.size();
+  const int32_t R = static_cast<int32_t>(roots.size());
+  if (name_rank.size() != R) throw std::invalid_argument("name_rank must have one entry per rule");
+  const int32_t* N = nodes.data();
+  const int32_t* D = data.data();
+  const int32_t* RT = roots.data();
+  const int32_t* rank = name_rank.data();
+  for (int32_t r = 0; r < R; ++r)
+    if (RT[r] < 0 || RT[r] >= n) throw std::invalid_argument("rule root out of range");
+  std::vector<uint8_t> recursive, called(R, 0), extra(R, 0);
+  {
+    py::gil_scoped_release release;
+    // references per node, bottom-up (a node follows its children), with occurrence counts
+    // saturating at 2: "referenced more than once" is all the counts decide
+    std::vector<std::vector<std::pair<int32_t, uint8_t>>> nref(n);
+    std::vector<uint8_t> cnt(R, 0);
+    std::vector<int32_t> touched;
+    auto child = [&](int64_t i, int64_t c) {
+      if (c < 0 || c >= i) throw std::invalid_argument("a node must follow its children");
+      return c;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t* x = N + 4 * i;
+      if (x[0] == fa::REF) {
+        if (x[1] < 0 || x[1] >= R) throw std::invalid_argument("rule reference out of range");
+        nref[i].push_back({x[1], 1});
+      } else if (x[0] == fa::SEQ || x[0] == fa::ALT) {
+        if (x[1] < 0 || x[2] < 0 || int64_t{x[1]} + x[2] > nd) throw std::invalid_argument("node data out of range");
+        touched.clear();
+        for (int32_t j = 0; j < x[2]; ++j)
+          for (auto [name, k] : nref[child(i, D[x[1] + j])]) {
+            if (!cnt[name]) touched.push_back(name);
+            cnt[name] = static_cast<uint8_t>(std::min(2, cnt[name] + k));
+          }
+        std::sort(touched.begin(), touched.end());
+        for (int32_t name : touched) {
+          nref[i].push_back({name, cnt[name]});
+          cnt[name] = 0;
+        }
+      } else if (x[0] == fa::REP) {
+        nref[i] = nref[child(i, x[1])];
+      }
+    }
+    std::vector<std::vector<std::pair<int32_t, uint8_t>>> refs(R);
+    std::vector<int32_t> uses(R, 0);
+    for (int32_t r = 0; r < R; ++r) {
+      refs[r] = nref[RT[r]];
+      for (auto [name, k] : refs[r]) uses[name] = std::min(2, uses[name] + k);
+    }
+    nref.clear();
+    recursive = recursive_rules(refs);
+    called = recursive;
+    Sizer sz(N, D, n, RT, R, called);
+    // expression nodes: rules used in several places and large are called
+    for (int32_t r = 0; r < R; ++r)
+      if (uses[r] > 1 && !recursive[r] && sz.size_of(r) > inline_limit) extra[r] = 1;
+    for (int32_t r = 0; r < R; ++r) called[r] = called[r] || extra[r];
+    // estimated NFA states: split a rule too large to determinise whole
+    sz.reset(true);
+    std::vector<int32_t> kids;
+    for (int32_t r = 0; r < R; ++r) {
+      while (sz.size_of(r) > split_limit) {
+        kids.clear();
+        for (auto [name, k] : refs[r])
+          if (!called[name]) kids.push_back(name);
+        std::sort(kids.begin(), kids.end(), [&](int32_t a, int32_t b) { return rank[a] < rank[b]; });
+        int32_t largest = -1;
+        int64_t best = -1;
+        for (int32_t c : kids) {
+          const int64_t s = sz.size_of(c);
+          if (s > best) {
+            best = s;
+            largest = c;
+          }
+        }
+        if (largest < 0 || best <= inline_limit) break;
+        called[largest] = 1;
+        extra[largest] = 1;
+        sz.sizes[r] = sz.esize(RT[r]).first;
+      }
+    }
+  }
+  auto out = [](const std::vector<uint8_t>& v) {
+    py::array_t<bool> a(static_cast<py::ssize_t>(v.size()));
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  };
+  return py::make_tuple(out(recursive), out(extra));
+}
+
+// The first reference to an undefined rule: None, or (rule, name) for the first rule in order
+// with one and the least such name in it (`rules`: name -> expression; classes: (Seq, Alt,
+// Repeat, Ref)). Each distinct subtree is visited once over all rules (the converter shares
+// subtrees between rules): one in a later rule already seen held defined names only.
+py::object undefined_reference(py::dict rules, py::tuple classes) {
+  if (classes.size() != 4) throw std::invalid_argument("expected (Seq, Alt, Repeat, Ref)");
+  PyTypeObject* T[4];
+  for (int i = 0; i < 4; ++i) T[i] = reinterpret_cast<PyTypeObject*>(classes[i].ptr());
+  py::str items("items"), options("options"), item("item"), name_attr("name");
+  std::unordered_map<PyObject*, char> seen;
+  std::vector<py::object> stack;
+  for (auto kv : rules) {
+    std::vector<py::object> missing;
+    stack.clear();
+    stack.push_back(py::reinterpret_borrow<py::object>(kv.second));
+    while (!stack.empty()) {
+      py::object x = std::move(stack.back());
+      stack.pop_back();
+      PyTypeObject* t = Py_TYPE(x.ptr());
+      if (t == T[3]) {
+        py::object n = x.attr(name_attr);
+        const int has = PyDict_Contains(rules.ptr(), n.ptr());
+        if (has < 0) throw py::error_already_set();
+        if (!has) missing.push_back(std::move(n));
+      } else if (t == T[0] || t == T[1] || t == T[2]) {
+        if (!seen.emplace(x.ptr(), 1).second) continue;  // the rules keep every node alive
+        if (t == T[2]) {
+          stack.push_back(x.attr(item));
+        } else {
+          py::object kids = x.attr(t == T[0] ? items : options);
+          for (py::handle k : kids) stack.push_back(py::reinterpret_borrow<py::object>(k));
+        }
+      }
+    }
+    if (!missing.empty()) {
+      py::list names;
+      for (auto& n : missing) names.append(n);
+      names.attr("sort")();
+      return py::make_tuple(kv.first, names[0]);
+    }
+  }
+  return py::none();
+}
+
+}  // namespace
+
+void register_expr_plan(py::module_& m) {
+  m.def("undefined_reference", &undefined_reference, py::arg("rules"), py::arg("classes"));
+  py::class_<ExprSerializer>(m, "ExprSerializer")
+      .def(py::init<py::tuple, py::object, py::object, py::object>(), py::arg("classes"), py::arg("parse_regex"),
+           py::arg("names"), py::arg("on_ref"))
+      .def("add", &ExprSerializer::add, py::arg("expr"))
+      .def("graph", &ExprSerializer::graph, py::arg("final"), py::arg("edges"))
+      .def("arrays", &ExprSerializer::arrays)
+      .def("refs", &ExprSerializer::refs)
+      .def("__len__", &ExprSerializer::size);
+  m.def("plan_rules", &plan_rules, py::arg("nodes"), py::arg("data"), py::arg("roots"), py::arg("name_rank"),
+        py::arg("inline_limit"), py::arg("split_limit"));
+}
