@@ -169,3 +169,45 @@ def test_serializer_refuses_what_it_cannot_serialize():
     nodes, data = ser.arrays()
     assert root == len(nodes) - 1 and list(ser.refs()) == [1, 3]  # the shared subtree once
     assert [tuple(nodes[i]) for i in ser.refs()] == [(REF, 1, 0, 0), (REF, 0, 0, 0)]
+
+
+def _expr_size_reference(e, cap=None) -> int:
+    """expr_size as it was in Python (the native one must count alike, cap included)."""
+    from structgen.grammar import Dfa, Repeat, iter_nodes
+    n = 0
+    for x in iter_nodes(e):
+        if cap is not None and n >= cap:
+            break
+        n += 1 + (x.max or x.min if isinstance(x, Repeat) else len(x.trans) if isinstance(x, Dfa) else 0)
+    return n
+
+
+def test_native_expr_size_matches_reference():
+    import random
+
+    from structgen.grammar import Alt, CharSet, Dfa, Lit, Ref, Regex, Repeat, Seq, expr_size
+    rng = random.Random(7)
+    dfa = Dfa("two states", (((0x61, 0x61, 1),), ()), (False, True))
+
+    def tree(depth: int):
+        k = rng.randrange(8 if depth else 4)
+        if k == 0:
+            return Lit(rng.choice(["", "a", "abc"]))
+        if k == 1:
+            return rng.choice([Ref("r"), Regex("[a-z]+"), dfa])
+        if k == 2:
+            return CharSet(((0x30, 0x39),))
+        if k == 3:
+            return Repeat(Lit("x"), rng.randrange(3), rng.choice([None, 0, 2, 70]))
+        kids = tuple(tree(depth - 1) for _ in range(rng.randrange(4)))
+        if k < 6:
+            return (Seq if k == 4 else Alt)(kids)
+        return Repeat(Seq(kids), rng.randrange(3), rng.choice([None, 0, 1, 5]))
+
+    for _ in range(500):
+        e = tree(5)
+        shared = Seq((e, Alt((e, Lit("q")))))  # a shared subtree counts at each occurrence
+        for x in (e, shared):
+            assert expr_size(x) == _expr_size_reference(x)
+            for cap in (0, 1, 5, 64):
+                assert expr_size(x, cap) == _expr_size_reference(x, cap)

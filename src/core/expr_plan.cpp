@@ -569,9 +569,63 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
   return py::none();
 }
 
+// Nodes of an expression tree, depth first with every occurrence of a shared subtree counted,
+// a bounded repeat counted once per copy it unrolls into (max, or min when unbounded) and an
+// automaton once per state; stops once the count reaches `cap` (cap < 0: no cap). classes:
+// (Seq, Alt, Repeat, Dfa). Sizes saturate at INT64_MAX.
+int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
+  if (classes.size() != 4) throw std::invalid_argument("expected (Seq, Alt, Repeat, Dfa)");
+  PyTypeObject* T[4];
+  for (int i = 0; i < 4; ++i) T[i] = reinterpret_cast<PyTypeObject*>(classes[i].ptr());
+  static PyObject* items = PyUnicode_InternFromString("items");
+  static PyObject* options = PyUnicode_InternFromString("options");
+  static PyObject* item = PyUnicode_InternFromString("item");
+  static PyObject* mn = PyUnicode_InternFromString("min");
+  static PyObject* mx = PyUnicode_InternFromString("max");
+  static PyObject* trans = PyUnicode_InternFromString("trans");
+  auto get = [](PyObject* o, PyObject* name) {
+    PyObject* v = PyObject_GetAttr(o, name);
+    if (v == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(v);
+  };
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto add = [&](int64_t a, int64_t b) { return a > kMax - b ? kMax : a + b; };
+  int64_t n = 0;
+  std::vector<py::object> stack{py::reinterpret_borrow<py::object>(e)};
+  while (!stack.empty()) {
+    if (cap >= 0 && n >= cap) break;
+    py::object x = std::move(stack.back());
+    stack.pop_back();
+    PyTypeObject* t = Py_TYPE(x.ptr());
+    int64_t extra = 0;
+    if (t == T[0] || t == T[1]) {
+      py::object kids = get(x.ptr(), t == T[0] ? items : options);
+      for (py::handle k : kids) stack.push_back(py::reinterpret_borrow<py::object>(k));
+    } else if (t == T[2]) {
+      stack.push_back(get(x.ptr(), item));
+      py::object hi = get(x.ptr(), mx);
+      PyObject* v = hi.ptr();
+      py::object lo;
+      if (v == Py_None || PyObject_Not(v) == 1) {
+        lo = get(x.ptr(), mn);
+        v = lo.ptr();
+      }
+      int overflow = 0;
+      const long long k = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (k == -1 && PyErr_Occurred()) throw py::error_already_set();
+      extra = overflow > 0 ? kMax : std::max<long long>(k, 0);
+    } else if (t == T[3]) {
+      extra = static_cast<int64_t>(py::len(get(x.ptr(), trans)));
+    }
+    n = add(n, add(1, extra));
+  }
+  return n;
+}
+
 }  // namespace
 
 void register_expr_plan(py::module_& m) {
+  m.def("expr_size", &expr_size, py::arg("expr"), py::arg("cap"), py::arg("classes"));
   m.def("undefined_reference", &undefined_reference, py::arg("rules"), py::arg("classes"));
   py::class_<ExprSerializer>(m, "ExprSerializer")
       .def(py::init<py::tuple, py::object, py::object, py::object>(), py::arg("classes"), py::arg("parse_regex"),

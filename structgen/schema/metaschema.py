@@ -72,6 +72,37 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+# The combinators are plain loops: they run once per keyword of every subschema of every
+# schema compiled, and ``all(c(x) for c in checks)`` paid a generator per call (a fifth of
+# this check's time).
+
+def _all_of(checks: list[Check]) -> Check:
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        a, b = checks
+        return lambda x: a(x) and b(x)
+
+    def check(x: Any) -> bool:
+        for c in checks:
+            if not c(x):
+                return False
+        return True
+    return check
+
+
+def _any_of(checks: list[Check]) -> Check:
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(x: Any) -> bool:
+        for c in checks:
+            if c(x):
+                return True
+        return False
+    return check
+
+
 class _Compiler:
     """Compiles one metaschema (and what it references) into predicates."""
 
@@ -120,9 +151,7 @@ class _Compiler:
             if kw in _IGNORED:
                 continue
             checks.append(self.keyword(kw, v, s, base))
-        if len(checks) == 1:
-            return checks[0]
-        return lambda x: all(c(x) for c in checks)
+        return _all_of(checks)
 
     def keyword(self, kw: str, v: Any, s: dict, base: str) -> Check:  # noqa: C901 - one branch per keyword
         if kw == "$ref":
@@ -133,13 +162,10 @@ class _Compiler:
             return self.ref(self.root_uri, "")
         if kw == "type":
             names = [v] if isinstance(v, str) else list(v)
-            tests = [self.type_check(n) for n in names]
-            return lambda x: any(t(x) for t in tests)
+            return _any_of([self.type_check(n) for n in names])
         if kw in ("allOf", "anyOf"):
             subs = [self.schema(sub, base) for sub in v]
-            if kw == "allOf":
-                return lambda x: all(c(x) for c in subs)
-            return lambda x: any(c(x) for c in subs)
+            return _all_of(subs) if kw == "allOf" else _any_of(subs)
         if kw == "enum":
             if not all(isinstance(e, str) for e in v):
                 raise _Unsupported("non-string enum")
@@ -169,18 +195,38 @@ class _Compiler:
             if isinstance(v, list):
                 raise _Unsupported("tuple items in a metaschema")
             item = self.schema(v, base)
-            return lambda x: not isinstance(x, list) or all(item(i) for i in x)
+
+            def items(x: Any) -> bool:
+                if isinstance(x, list):
+                    for i in x:
+                        if not item(i):
+                            return False
+                return True
+            return items
         if kw == "properties":
-            props = {k: self.schema(sub, base) for k, sub in v.items()}
-            return lambda x: not isinstance(x, dict) or all(
-                props[k](val) for k, val in x.items() if k in props)
+            get = {k: self.schema(sub, base) for k, sub in v.items()}.get
+
+            def properties(x: Any) -> bool:
+                if isinstance(x, dict):
+                    for k, val in x.items():
+                        c = get(k)
+                        if c is not None and not c(val):
+                            return False
+                return True
+            return properties
         if kw == "additionalProperties":
             if s.get("patternProperties"):
                 raise _Unsupported("patternProperties beside additionalProperties")
             declared = frozenset(s.get("properties", {}))
             extra = self.schema(v, base)
-            return lambda x: not isinstance(x, dict) or all(
-                extra(val) for k, val in x.items() if k not in declared)
+
+            def additional(x: Any) -> bool:
+                if isinstance(x, dict):
+                    for k, val in x.items():
+                        if k not in declared and not extra(val):
+                            return False
+                return True
+            return additional
         if kw == "propertyNames":
             name = self.schema(v, base)
             return lambda x: not isinstance(x, dict) or all(name(k) for k in x)
