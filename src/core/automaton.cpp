@@ -180,7 +180,7 @@ fa::DFA byte_rows(const ByteDFA& d) {
     for (int b = 0; b < 256;) {
       int e = b;
       while (e + 1 < 256 && row[e + 1] == row[b]) ++e;
-      if (row[b] >= 0) r.rows.insert(r.rows.end(), {b, e, row[b]});
+      if (row[b] >= 0) fa::push3(r.rows, b, e, row[b]);
       b = e + 1;
     }
     r.row_off.push_back(static_cast<int64_t>(r.rows.size() / 3));
@@ -315,7 +315,7 @@ fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
       if (m > row_start && t.rows[m - 1] == remap[x] && t.rows[m - 2] == lo - 1) {
         t.rows[m - 2] = hi;
       } else {
-        t.rows.insert(t.rows.end(), {lo, hi, remap[x]});
+        fa::push3(t.rows, lo, hi, remap[x]);
       }
     }
     t.row_off.push_back(static_cast<int64_t>(t.rows.size() / 3));
@@ -323,7 +323,7 @@ fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
     if (keep[s])
       for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k) {
         const int32_t c = d.calls[2 * k], x = d.calls[2 * k + 1];
-        if (ok_callee(c) && keep[x] && remap[x] >= 0) t.calls.insert(t.calls.end(), {c, remap[x]});
+        if (ok_callee(c) && keep[x] && remap[x] >= 0) fa::push2(t.calls, c, remap[x]);
       }
     t.call_off.push_back(static_cast<int64_t>(t.calls.size() / 2));
   }
@@ -337,11 +337,11 @@ fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
   for (int32_t b = 0; b < nb; ++b) {
     const int32_t s = rep[b];
     for (int64_t k = t.row_off[s]; k < t.row_off[s + 1]; ++k)
-      m.rows.insert(m.rows.end(), {t.rows[3 * k], t.rows[3 * k + 1], blocks[t.rows[3 * k + 2]]});
+      fa::push3(m.rows, t.rows[3 * k], t.rows[3 * k + 1], blocks[t.rows[3 * k + 2]]);
     m.row_off.push_back(static_cast<int64_t>(m.rows.size() / 3));
     m.final.push_back(t.final[s]);
     for (int64_t k = t.call_off[s]; k < t.call_off[s + 1]; ++k)
-      m.calls.insert(m.calls.end(), {t.calls[2 * k], blocks[t.calls[2 * k + 1]]});
+      fa::push2(m.calls, t.calls[2 * k], blocks[t.calls[2 * k + 1]]);
     m.call_off.push_back(static_cast<int64_t>(m.calls.size() / 2));
   }
   return m;
@@ -407,7 +407,7 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
           }
           int32_t end = b;
           while (end + 1 <= hi && A[end + 1]) ++end;
-          cut.rows.insert(cut.rows.end(), {b, end, x});
+          fa::push3(cut.rows, b, end, x);
           b = end + 1;
         }
       }

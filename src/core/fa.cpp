@@ -184,10 +184,13 @@ struct Builder {
       edge(a, lo, hi, b);
       return;
     }
+    if (hi < 0x80) {  // ASCII: one byte range, the one sequence utf8_sequences would give
+      if (std::max(lo, 0) <= hi) edge(a, std::max(lo, 0), hi, b);
+      return;
+    }
     seqs.clear();
     utf8_sequences(lo, hi, seqs);
-    const std::vector<ByteSeq> local = seqs;  // `seqs` is reused by nested calls
-    for (const ByteSeq& s : local) {
+    for (const ByteSeq& s : seqs) {  // (nothing below calls range again)
       int32_t cur = a;
       for (size_t i = 0; i < s.size(); ++i) {
         const int32_t nxt = i + 1 == s.size() ? b : add();
@@ -208,19 +211,22 @@ struct Builder {
           break;
         }
         if (bytes) {
-          std::vector<uint8_t> buf;
-          uint8_t tmp[4];
+          int64_t total = 0;  // bytes of the literal: the last one ends in b
           for (int32_t i = 0; i < B; ++i) {
             if (cps[i] < 0 || cps[i] > MAX_CP || (cps[i] >= 0xD800 && cps[i] <= 0xDFFF))
               throw BadInput("a literal holds a code point without a UTF-8 encoding (a lone surrogate)");
-            const int k = utf8_encode(cps[i], tmp);
-            buf.insert(buf.end(), tmp, tmp + k);
+            total += cps[i] < 0x80 ? 1 : cps[i] < 0x800 ? 2 : cps[i] < 0x10000 ? 3 : 4;
           }
           int32_t cur = a;
-          for (size_t i = 0; i < buf.size(); ++i) {
-            const int32_t nxt = i + 1 == buf.size() ? b : add();
-            edge(cur, buf[i], buf[i], nxt);
-            cur = nxt;
+          int64_t done = 0;
+          uint8_t tmp[4];
+          for (int32_t i = 0; i < B; ++i) {
+            const int k = utf8_encode(cps[i], tmp);
+            for (int j = 0; j < k; ++j) {
+              const int32_t nxt = ++done == total ? b : add();
+              edge(cur, tmp[j], tmp[j], nxt);
+              cur = nxt;
+            }
           }
         } else {
           int32_t cur = a;
@@ -508,7 +514,7 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
         if (!bytes && static_cast<int64_t>(m / 3) > d.row_off.back() && d.rows[m - 1] == id && d.rows[m - 2] == p - 1) {
           d.rows[m - 2] = q - 1;  // adjacent interval, same target: one row
         } else {
-          d.rows.insert(d.rows.end(), {p, q - 1, id});
+          push3(d.rows, p, q - 1, id);
         }
       }
     }
@@ -577,7 +583,7 @@ DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states) {
         } else {
           id = it->second;
         }
-        d.rows.insert(d.rows.end(), {pc[0], pc[1], id});
+        push3(d.rows, pc[0], pc[1], id);
       }
     }
     d.row_off.push_back(static_cast<int64_t>(d.rows.size() / 3));
@@ -600,13 +606,35 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
   // there are get listed (a complete table through a sink state had letters x states entries,
   // nearly all into the sink, and building it was most of a small rule's minimisation).
   std::vector<int32_t> points;
-  points.reserve(dfa.rows.size() / 3 * 2);
-  for (size_t k = 0; k < dfa.rows.size(); k += 3) {
-    points.push_back(dfa.rows[k]);
-    points.push_back(dfa.rows[k + 1] + 1);
+  // over bytes (every end point <= 256) the points are marked in a table, which then gives
+  // each row's first letter directly (sorting the end points and a binary search per row
+  // were a third of minimising a small rule)
+  bool small = true;
+  for (size_t k = 0; k < dfa.rows.size() && small; k += 3) small = dfa.rows[k] >= 0 && dfa.rows[k + 1] < 256;
+  std::vector<int32_t> letter_at;  // small: end point -> its letter
+  if (small) {
+    letter_at.assign(257, -1);
+    for (size_t k = 0; k < dfa.rows.size(); k += 3) {
+      letter_at[dfa.rows[k]] = 0;
+      letter_at[dfa.rows[k + 1] + 1] = 0;
+    }
+    for (int32_t v = 0; v <= 256; ++v)
+      if (letter_at[v] == 0) {
+        letter_at[v] = static_cast<int32_t>(points.size());
+        points.push_back(v);
+      }
+  } else {
+    points.reserve(dfa.rows.size() / 3 * 2);
+    for (size_t k = 0; k < dfa.rows.size(); k += 3) {
+      points.push_back(dfa.rows[k]);
+      points.push_back(dfa.rows[k + 1] + 1);
+    }
+    std::sort(points.begin(), points.end());
+    points.erase(std::unique(points.begin(), points.end()), points.end());
   }
-  std::sort(points.begin(), points.end());
-  points.erase(std::unique(points.begin(), points.end()), points.end());
+  auto first_letter = [&](int32_t lo) -> int64_t {
+    return small ? letter_at[lo] : std::lower_bound(points.begin(), points.end(), lo) - points.begin();
+  };
   const int64_t byte_letters = points.empty() ? 0 : static_cast<int64_t>(points.size()) - 1;
   std::vector<int32_t> callees;
   for (size_t k = 0; k < dfa.calls.size(); k += 2) callees.push_back(dfa.calls[k]);
@@ -623,8 +651,7 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
     for (int64_t s = 0; s < n; ++s) {
       for (int64_t k = dfa.row_off[s]; k < dfa.row_off[s + 1]; ++k) {
         const int32_t* r = &dfa.rows[3 * k];
-        const auto i0 = std::lower_bound(points.begin(), points.end(), r[0]) - points.begin();
-        for (int64_t i = i0; i < byte_letters && points[i] <= r[1]; ++i)
+        for (int64_t i = first_letter(r[0]); i < byte_letters && points[i] <= r[1]; ++i)
           visit(static_cast<int32_t>(i), static_cast<int32_t>(s), r[2]);
       }
       for (int64_t k = dfa.call_off[s]; k < dfa.call_off[s + 1]; ++k)
@@ -668,25 +695,37 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
     }
   }
   std::vector<int32_t> touched, letters;
-  std::vector<std::vector<int32_t>> by_letter(L);
+  // the splitter's predecessors bucketed by letter, in one flat array (counted, then placed:
+  // no sort, as a large splitter can have most transitions of the automaton coming in, and
+  // no vector per letter to grow)
+  std::vector<int64_t> per_letter(L, 0), at(L, 0);
+  std::vector<int32_t> by_letter;
   while (!work.empty()) {
     const int32_t A = work.back();
     work.pop_back();
     in_work[A] = 0;
-    // the splitter's predecessors, bucketed by letter (no sort: a large splitter can have
-    // most transitions of the automaton coming in)
     letters.clear();
     for (int64_t k = first[A]; k < bend[A]; ++k) {
       const int32_t t = elems[k];
-      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) {
-        auto& bucket = by_letter[incoming[j].first];
-        if (bucket.empty()) letters.push_back(incoming[j].first);
-        bucket.push_back(incoming[j].second);
-      }
+      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j)
+        if (per_letter[incoming[j].first]++ == 0) letters.push_back(incoming[j].first);
+    }
+    int64_t total = 0;
+    for (int32_t letter : letters) {
+      at[letter] = total;
+      total += per_letter[letter];
+    }
+    by_letter.resize(static_cast<size_t>(total));
+    for (int64_t k = first[A]; k < bend[A]; ++k) {
+      const int32_t t = elems[k];
+      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) by_letter[at[incoming[j].first]++] = incoming[j].second;
     }
     for (int32_t letter : letters) {
       touched.clear();
-      for (int32_t s : by_letter[letter]) {
+      const int64_t end = at[letter], begin = end - per_letter[letter];
+      per_letter[letter] = 0;
+      for (int64_t q = begin; q < end; ++q) {
+        const int32_t s = by_letter[q];
         const int32_t b = blk[s];
         if (mid[b] == first[b]) touched.push_back(b);
         const int64_t to = mid[b]++;
@@ -719,7 +758,6 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
           in_work[smaller] = 1;
         }
       }
-      by_letter[letter].clear();
     }
   }
   std::vector<int32_t> rank(first.size(), -1), out(n);
@@ -751,7 +789,7 @@ DFA minimise_rows(const DFA& d) {
       if (m > row_start && out.rows[m - 1] == tc && out.rows[m - 2] == lo - 1) {
         out.rows[m - 2] = hi;
       } else {
-        out.rows.insert(out.rows.end(), {lo, hi, tc});
+        push3(out.rows, lo, hi, tc);
       }
     }
     out.row_off.push_back(static_cast<int64_t>(out.rows.size() / 3));

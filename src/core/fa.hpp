@@ -44,6 +44,18 @@ enum Kind : int32_t {
   REGEX = 10,  // the parsed regular expression of node a (b: its pattern's length, for size estimates)
 };
 
+// Appends to a flat vector of pairs or triples (push_back inlines; an initializer-list insert
+// went through vector::_M_range_insert, a tenth of building a rule's automaton).
+inline void push2(std::vector<int32_t>& v, int32_t a, int32_t b) {
+  v.push_back(a);
+  v.push_back(b);
+}
+inline void push3(std::vector<int32_t>& v, int32_t a, int32_t b, int32_t c) {
+  v.push_back(a);
+  v.push_back(b);
+  v.push_back(c);
+}
+
 struct Expr {
   const int32_t* nodes;  // 4 per node
   int64_t n_nodes;
