@@ -368,11 +368,18 @@ def _trim_and_minimise_lists(trans, final, calls, keep: np.ndarray, productive: 
 
 def rule_dfa(arrays, root: int, max_states: int, used: int, alphabet: np.ndarray, n_rules: int):
     """The contract of structgen.index.automaton._rule_dfa: :func:`determinise`, the bytes
-    outside ``alphabet`` removed, then :func:`trim_and_minimise` with every callee productive."""
+    outside ``alphabet`` removed, then :func:`trim_and_minimise` with every callee productive;
+    last, whether the start state reaches a final state by bytes alone."""
     (trans, final, calls), _ = determinise(arrays, root, max_states, used, 0)
     trans[:, ~alphabet] = -1
     m_trans, m_final, m_calls = trim_and_minimise(trans, final, _calls_csr(calls), np.ones(n_rules, bool))
-    return (m_trans, m_final, *_calls_csr(m_calls))
+    seen, stack = {0}, [0] if len(m_final) else []
+    while stack:
+        for t in set(m_trans[stack.pop()].tolist()) - {-1} - seen:
+            seen.add(t)
+            stack.append(t)
+    alone = any(bool(m_final[s]) for s in seen) if len(m_final) else False
+    return (m_trans, m_final, *_calls_csr(m_calls), alone)
 
 
 def trim_and_minimise(trans, final, csr, productive: np.ndarray):

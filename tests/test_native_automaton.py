@@ -68,6 +68,25 @@ def test_rule_dfas_equal_reference(name, schema, monkeypatch):
         _assert_same(native, ref)
 
 
+def test_rule_dfa_outputs_equal_reference(monkeypatch):
+    """Rule by rule, every output of the native construction equals the reference's, the flag
+    "ends by bytes alone" (which lets the productivity pass skip a rule) included."""
+    native_rule_dfa = automaton._rule_dfa
+    seen = {True: 0, False: 0}
+
+    def both(arrays, root, *rest):
+        got = native_rule_dfa(arrays, root, *rest)
+        want = reference_automaton.rule_dfa(arrays, root, *rest)
+        assert all(np.array_equal(g, w) for g, w in zip(got[:4], want[:4])) and got[4] == want[4]
+        seen[got[4]] += 1
+        return got
+
+    monkeypatch.setattr(automaton, "_rule_dfa", both)
+    for _, schema in GRAMMARS:
+        build_automaton(schema_to_grammar(schema), byte_alphabet=_ALPHABET)
+    assert seen[True] and seen[False]  # both answers occur
+
+
 @pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
 def test_completion_distances_equal_reference(name, schema):
     pda = build_automaton(schema_to_grammar(schema))

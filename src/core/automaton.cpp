@@ -425,8 +425,29 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
   } catch (const fa::BadInput& err) {
     throw std::invalid_argument(err.what());
   }
+  // whether the start state reaches a final state by bytes alone: such a rule is productive
+  // whatever its callees are (the caller's productivity pass then skips it)
+  bool alone = false;
+  {
+    std::vector<char> seen(m.size(), 0);
+    std::vector<int32_t> stack;
+    if (m.size()) {
+      seen[0] = 1;
+      stack.push_back(0);
+    }
+    while (!stack.empty() && !alone) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      alone = m.final[s];
+      for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
+        if (!seen[m.rows[3 * k + 2]]) {
+          seen[m.rows[3 * k + 2]] = 1;
+          stack.push_back(m.rows[3 * k + 2]);
+        }
+    }
+  }
   py::tuple out = byte_table_out(m);
-  return py::make_tuple(out[0], out[1], out[2], out[3], nfa_states);
+  return py::make_tuple(out[0], out[1], out[2], out[3], nfa_states, alone);
 }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from itertools import chain
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -47,6 +47,8 @@ class RuleDFA:
     trans: np.ndarray
     final: np.ndarray
     calls: tuple[tuple[tuple[int, int], ...], ...]
+    csr: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """``calls`` as CSR arrays ``(call_off, call_edge)``, when the builder had them."""
 
     @property
     def num_states(self) -> int:
@@ -84,8 +86,9 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     """The trimmed minimal DFA of node ``root`` of the serialized expressions, in one native
     call: Thompson NFA, subset construction, bytes outside ``alphabet`` (bool ``(256,)``)
     removed, then :func:`_trim_and_minimise` with each of the ``n_rules`` callees taken as
-    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge)`` (see
-    :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing.
+    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge, alone)`` (see
+    :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing; ``alone``: the start
+    state reaches a final state by bytes alone (productive whatever the callees).
 
     ``used`` DFA states of other rules already count against ``max_states``; the rule's NFA
     and DFA are checked while they grow (the NFA against ``max_states`` alone)."""
@@ -93,7 +96,7 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     if len(out) == 2:
         kind, reached = out
         raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
-    return out[:4]
+    return out[0], out[1], out[2], out[3], bool(out[5])
 
 
 def _located(exc: AutomatonSizeError, grammar: Grammar, plan: "RulePlan", rule: str, nfa_budget: int,
@@ -316,6 +319,7 @@ def build_automaton(
     arrays = plan.arrays()
     raw = []
     csr: list[tuple[np.ndarray, np.ndarray]] = []  # calls of each rule of ``raw`` as CSR arrays
+    alone: list[bool] = []  # per rule of ``raw``: ends by bytes alone, so productive at once
     total = 0
     alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
     for name in called_names:
@@ -325,6 +329,7 @@ def build_automaton(
             item, lo, _ = counters[name]
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
             csr.append(_calls_csr(raw[-1][2]))
+            alone.append(lo == 0)
             total += 2
             continue
         # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all.
@@ -333,10 +338,11 @@ def build_automaton(
         # DFA is minimal before it is counted and kept (every callee taken as productive
         # here: exact, merging only states with the same future; trimming comes below).
         try:
-            m_trans, m_final, call_off, call_edge = _rule_dfa(arrays, roots[name], max_states, total, alphabet,
-                                                              len(called_names))
+            m_trans, m_final, call_off, call_edge, ends = _rule_dfa(arrays, roots[name], max_states, total,
+                                                                    alphabet, len(called_names))
         except AutomatonSizeError as exc:
             raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
+        alone.append(ends)
         if len(m_final):
             dfa = (m_trans, m_final, _calls_lists(call_off, call_edge))
             csr.append((call_off, call_edge))
@@ -349,16 +355,18 @@ def build_automaton(
     # productive rules: fixpoint over "start state can reach a final state", callees first
     # (in index order the start rule, which calls every other, came first: one round per
     # level of calls, each testing every rule not yet productive); any order reaches the
-    # same least fixed point
+    # same least fixed point. A rule that ends by bytes alone is productive from the start
+    # (most are: only the others are tested, each a conversion of its whole byte table).
     callers: list[set[int]] = [set() for _ in raw]
     for r, (_, call_edge) in enumerate(csr):
         for c in call_edge[:, 0].tolist():
             callers[c].add(r)
     rank = _callees_first(callers)
     order = sorted(range(len(raw)), key=rank.__getitem__)
-    productive: set[int] = set()
+    productive = {r for r, a in enumerate(alone) if a}
     mask = np.zeros(len(raw), bool)
-    changed = True
+    mask[list(productive)] = True
+    changed = len(productive) < len(raw)
     while changed:
         changed = False
         for r in order:
@@ -386,7 +394,7 @@ def build_automaton(
             # every callee is productive: trimming against ``mask`` drops nothing from this
             # already trimmed and minimal DFA, and its states keep their numbers (classes are
             # numbered by first appearance), so the second pass would return it unchanged
-            out.append(RuleDFA(called_names[r], trans, final, tuple(calls)))
+            out.append(RuleDFA(called_names[r], trans, final, tuple(calls), csr[r]))
             continue
         m_trans, m_final, m_calls = _trim_and_minimise(trans, final, csr[r], mask)
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
@@ -413,7 +421,7 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     """
     rules = pda.rules
     n = len(rules)
-    csr = [None if isinstance(rule, CounterRule) else _calls_csr(rule.calls) for rule in rules]
+    csr = [None if isinstance(rule, CounterRule) else rule.csr or _calls_csr(rule.calls) for rule in rules]
     # callers[c]: the rules whose distances depend on rule c's shortest match
     callers: list[set[int]] = [set() for _ in rules]
     for r, rule in enumerate(rules):
