@@ -66,8 +66,17 @@ def test_star_minus_literals_equals_the_product_construction(seed):
     lits = Alt(tuple(Lit(n) for n in names)) if len(names) > 1 else Lit(names[0])
     fast = difference(Repeat(chars, 0, None), lits)
     slow = _to_expr(*_product(_dfa(Repeat(chars, 0, None)), _dfa(lits), keep_b_final=False))
-    for s in ["".join(rng.choice(alphabet + "c") for _ in range(rng.randint(0, 6))) for _ in range(300)] + names:
+    samples = ["".join(rng.choice(alphabet + "c") for _ in range(rng.randint(0, 6))) for _ in range(300)] + names
+    for s in samples:
         assert expr_fullmatch(fast, s) == expr_fullmatch(slow, s), (names, s)
+    # built JSON-encoded in the same walk: the encoded text of exactly the same names
+    import json
+
+    from structgen.regex.regular import star_minus_literals
+    from structgen.schema.strings import json_encode_leaf
+    encoded = star_minus_literals(chars, names, json_encode_leaf)
+    for s in samples:
+        assert expr_fullmatch(encoded, json.dumps(s, ensure_ascii=False)[1:-1]) == expr_fullmatch(slow, s), (names, s)
 
 
 def _tree_size(e) -> int:

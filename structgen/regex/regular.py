@@ -439,6 +439,32 @@ def _ascii_codes(plain: CharSet) -> frozenset[int]:
     return frozenset(o for o in range(0x20, 0x7F) if o in plain)
 
 
+def _after(head: Expr, x: Expr) -> Expr:
+    """``seq(head, x)`` for the shapes the trie walk below makes (one call per trie edge,
+    three times: the general flattening was most of the walk's time)."""
+    t = type(x)
+    if t is Alt:
+        return Seq((head, x)) if x.options else x  # x.options empty: NOTHING
+    if t is CharSet:
+        return Seq((head, x))
+    if t is Lit and type(head) is Lit:
+        return Lit(head.text + x.text)
+    return seq(head, x)
+
+
+def _alt_distinct(options: list[Expr]) -> Expr:
+    """``alt(*options)`` for options known to be distinct (the trie walk's: one per child, each
+    behind its own first character, and the leaving sets, which exclude every child's): the
+    flattening without the duplicate scan, whose equality tests were most of ``alt``'s time."""
+    flat: list[Expr] = []
+    for o in options:
+        if type(o) is Alt:
+            flat.extend(o.options)
+        else:
+            flat.append(o)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
 def star_minus_literals(chars: CharSet, names: list[str],
                         leaf: Callable[[CharSet | Lit], Expr] | None = None) -> Expr:
     """``chars*`` minus a finite set of strings, straight from the trie of the strings.
@@ -457,40 +483,48 @@ def star_minus_literals(chars: CharSet, names: list[str],
     def enc(x: CharSet | Lit) -> Expr:
         return x if leaf is None else leaf(x)
 
+    # "" marks where a name ends: it sorts before every character, so a node's sorted keys
+    # are its end mark (if any), then its children in order
     trie: dict = {}
     for name in names:
         if all(ord(c) in chars for c in name):
             node = trie
             for c in name:
                 node = node.setdefault(c, {})
-            node[None] = True
+            node[""] = True
     plain, special = chars.minus(_NOT_PLAIN), intersect_charsets(chars, _NOT_PLAIN)
     plain_codes = _ascii_codes(plain)  # plain is ASCII only
+    heads: dict[str, Expr] = {}
 
     def walk(node: dict) -> tuple[Expr, Expr, Expr]:
         """(leaving, shared_special, unfinished) of one trie node, children visited once:
         leaving = a trie path, then a plain character no name continues with;
         shared_special = trie paths that may leave by any special character;
         unfinished = trie paths at which no name ends."""
-        kids = sorted((k, v) for k, v in node.items() if k is not None)
-        codes = tuple(ord(c) for c, _ in kids)
+        kids = sorted(node)
+        ends = bool(kids) and kids[0] == ""
+        if ends:
+            del kids[0]
+        codes = tuple(map(ord, kids))
         leave = _minus_codes(plain, codes)
-        own_special = any(o not in plain_codes for o in codes)  # a name goes on with a special character
+        own_special = not plain_codes.issuperset(codes)  # a name goes on with a special character
         leaving: list[Expr] = [enc(leave)] if leave.ranges else []
         if own_special:
             rest = _minus_codes(special, codes)
             if rest.ranges:
                 leaving.append(enc(rest))
         shared: list[Expr] = [] if own_special else [EMPTY]
-        unfinished: list[Expr] = [] if node.get(None) else [EMPTY]
-        for c, child in kids:
-            sub_leaving, sub_shared, sub_unfinished = walk(child)
-            head = enc(Lit(c))
-            leaving.append(seq(head, sub_leaving))
-            shared.append(seq(head, sub_shared))
-            if sub_unfinished != NOTHING:
-                unfinished.append(seq(head, sub_unfinished))
-        return alt(*leaving), alt(*shared), alt(*unfinished)
+        unfinished: list[Expr] = [] if ends else [EMPTY]
+        for c in kids:
+            sub_leaving, sub_shared, sub_unfinished = walk(node[c])
+            head = heads.get(c)
+            if head is None:
+                head = heads[c] = enc(Lit(c))
+            leaving.append(_after(head, sub_leaving))
+            shared.append(_after(head, sub_shared))
+            if type(sub_unfinished) is not Alt or sub_unfinished.options:  # not NOTHING
+                unfinished.append(_after(head, sub_unfinished))
+        return _alt_distinct(leaving), _alt_distinct(shared), _alt_distinct(unfinished)
 
     # Names are mostly plain ASCII, so leaving by a special character (control, quote,
     # backslash, non-ASCII: a large UTF-8 automaton, JSON escapes) is the same set at every
