@@ -68,3 +68,7 @@ class ExprSerializer:
 def plan_rules(nodes: npt.NDArray[np.int32], data: npt.NDArray[np.int32], roots: npt.NDArray[np.int32],
                name_rank: npt.NDArray[np.int32], inline_limit: int,
                split_limit: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]: ...
+
+def names_trie_walk(trie: dict[str, Any], classes: tuple[type, ...], empty: Any,
+                    opening: Callable[[tuple[int, ...]], list[Any]], own_special: Callable[[tuple[int, ...]], bool],
+                    head: Callable[[str], Any], seq_fn: Callable[[Any, Any], Any]) -> tuple[Any, Any, Any]: ...

@@ -102,3 +102,30 @@ def test_many_declared_names_stay_small():
     special_sets = [x for x in iter_nodes(e) if isinstance(x, CharSet) and any(hi > 0x7F for _, hi in x.ranges)]
     assert len(special_sets) <= 3
     assert not expr_fullmatch(e, names[7]) and expr_fullmatch(e, names[7] + "é") and expr_fullmatch(e, "property_name_")
+
+
+def test_native_names_walk_equals_reference(monkeypatch):
+    """The names trie walk builds, natively, the very expression trees of the Python walk
+    with the general seq/alt (tests/reference_regular.py), on names with quotes, backslashes,
+    control and non-ASCII characters, decoded and JSON-encoded; the nodes it makes hash,
+    compare and print like any others."""
+    from structgen import _core
+    from structgen.regex.regular import star_minus_literals
+    from structgen.schema.strings import json_encode_leaf
+
+    from . import reference_regular
+
+    rng = random.Random(11)
+    alphabet = ["a", "b", "c", '"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "😀", " ", "_"]
+    native = _core.names_trie_walk
+    for _ in range(400):
+        names = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 8))]
+        for chars in (ANY_CHAR, CharSet.of([(0x20, 0x7E)]), CharSet.of([(0x61, 0x7A)])):
+            for leaf in (None, json_encode_leaf):
+                got = star_minus_literals(chars, names, leaf)
+                with monkeypatch.context() as m:
+                    m.setattr(_core, "names_trie_walk", reference_regular.names_trie_walk)
+                    want = star_minus_literals(chars, names, leaf)
+                assert got == want and hash(got) == hash(want) and repr(got) == repr(want), names
+    assert _core.names_trie_walk is native
+

@@ -12,6 +12,7 @@
 // Python side patches the placeholders (structgen/index/automaton.py).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <structmember.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -622,9 +623,167 @@ int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
   return n;
 }
 
+// The trie walk of "any string but these names" (structgen/regex/regular.py,
+// star_minus_literals), which builds the expression objects: per trie node (leaving, shared,
+// unfinished), joined from the children's with the node's first characters. Native because
+// it is the converter's costliest step on object-heavy schemas (one Python frame per node and
+// three joins per edge); an explicit stack, so a long name cannot exhaust the C stack.
+//   trie: nested dicts, "" -> True where a name ends; classes: (Lit, Seq, Alt, CharSet);
+//   empty: EMPTY; opening(codes: tuple[int, ...]) -> list: a node's leaving options before
+//   its children's (cached here by codes); own_special(codes) -> bool likewise; head(c: str)
+//   -> the expression of character c (cached here); seq_fn: the general seq() for shapes
+//   the fast joins do not cover.
+struct NamesWalk {
+  PyTypeObject *lit, *seq, *alt, *charset;
+  py::object Lit, Seq, Alt, empty, opening, own_special, head_fn, seq_fn;
+  py::dict open_cache, special_cache, heads;
+  py::str text{"text"}, options{"options"};
+
+  // A node of a one-field class (Lit, Seq, Alt), built as its generated __init__ would: the
+  // field's slot set on a fresh instance (the __init__ is Python code, and three to six of
+  // these per trie node were most of the walk's time).
+  Py_ssize_t lit_off = -1, seq_off = -1, alt_off = -1;
+  static Py_ssize_t slot_offset(const py::object& cls, const char* field) {
+    // only for a dataclass of this one field, stored in a slot (else the class is called)
+    if (!py::hasattr(cls, "__dataclass_fields__") || py::len(cls.attr("__dataclass_fields__")) != 1) return -1;
+    py::object d = cls.attr(field);
+    if (Py_TYPE(d.ptr()) != &PyMemberDescr_Type) return -1;
+    const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d.ptr())->d_member;
+    return m->type == T_OBJECT_EX ? m->offset : -1;
+  }
+  py::object make(const py::object& cls, py::object arg) {
+    PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls.ptr());
+    const Py_ssize_t off = t == lit ? lit_off : t == seq ? seq_off : t == alt ? alt_off : -1;
+    if (off < 0) return cls(std::move(arg));
+    PyObject* o = t->tp_alloc(t, 0);
+    if (!o) throw py::error_already_set();
+    *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off) = arg.release().ptr();
+    return py::reinterpret_steal<py::object>(o);
+  }
+
+  // seq(head, x) for the shapes the walk makes
+  py::object after(const py::object& h, const py::object& x) {
+    PyTypeObject* t = Py_TYPE(x.ptr());
+    if (t == alt) {
+      if (py::len(x.attr(options)) == 0) return x;  // NOTHING stays NOTHING
+      return make(Seq, py::make_tuple(h, x));
+    }
+    if (t == charset) return make(Seq, py::make_tuple(h, x));
+    if (t == lit && Py_TYPE(h.ptr()) == lit) {
+      py::object joined = py::reinterpret_steal<py::object>(PyUnicode_Concat(h.attr(text).ptr(), x.attr(text).ptr()));
+      if (!joined) throw py::error_already_set();
+      return make(Lit, joined);
+    }
+    return seq_fn(h, x);
+  }
+
+  // alt() of options distinct by construction: flattened, no duplicate scan
+  py::object join(const py::list& opts) {
+    py::list flat;
+    for (py::handle o : opts) {
+      if (Py_TYPE(o.ptr()) == alt) {
+        for (py::handle k : o.attr(options)) flat.append(k);
+      } else {
+        flat.append(o);
+      }
+    }
+    if (py::len(flat) == 1) return flat[0];
+    return make(Alt, py::tuple(flat));
+  }
+
+  py::object cached(py::dict& cache, const py::object& fn, const py::object& key) {
+    PyObject* got = PyDict_GetItemWithError(cache.ptr(), key.ptr());
+    if (got) return py::reinterpret_borrow<py::object>(got);
+    if (PyErr_Occurred()) throw py::error_already_set();
+    py::object v = fn(key);
+    cache[key] = v;
+    return v;
+  }
+
+  py::tuple walk(py::dict trie) {
+    struct Frame {
+      py::dict node;
+      py::list kids;
+      Py_ssize_t next = 0;
+      py::list leaving, shared, unfinished;
+    };
+    std::vector<Frame> stack;
+    py::str end_mark("");
+    auto push = [&](py::dict node) {
+      Frame f;
+      f.node = node;
+      py::list keys = py::reinterpret_steal<py::list>(PyDict_Keys(node.ptr()));
+      if (PyList_Sort(keys.ptr()) != 0) throw py::error_already_set();
+      bool ends = false;
+      if (py::len(keys) && PyUnicode_Check(keys[0].ptr()) && PyUnicode_GET_LENGTH(keys[0].ptr()) == 0) {
+        ends = true;
+        if (PySequence_DelItem(keys.ptr(), 0) != 0) throw py::error_already_set();
+      }
+      f.kids = keys;
+      py::tuple codes(py::len(keys));
+      for (size_t i = 0; i < py::len(keys); ++i) {
+        PyObject* k = PyList_GET_ITEM(keys.ptr(), static_cast<Py_ssize_t>(i));
+        if (!PyUnicode_Check(k) || PyUnicode_GET_LENGTH(k) != 1) throw std::invalid_argument("trie keys are single characters");
+        codes[i] = py::int_(static_cast<long>(PyUnicode_READ_CHAR(k, 0)));
+      }
+      for (py::handle o : cached(open_cache, opening, codes)) f.leaving.append(o);
+      const bool special = cached(special_cache, own_special, codes).cast<bool>();
+      if (!special) f.shared.append(empty);
+      if (!ends) f.unfinished.append(empty);
+      stack.push_back(std::move(f));
+    };
+    push(trie);
+    py::tuple done;
+    while (true) {
+      Frame& f = stack.back();
+      if (static_cast<size_t>(f.next) < py::len(f.kids)) {
+        py::object k = f.kids[f.next];
+        PyObject* child = PyDict_GetItemWithError(f.node.ptr(), k.ptr());
+        if (!child || !PyDict_Check(child)) throw std::invalid_argument("a trie child must be a dict");
+        push(py::reinterpret_borrow<py::dict>(child));  // `f` may dangle now
+        continue;
+      }
+      py::tuple out = py::make_tuple(join(f.leaving), join(f.shared), join(f.unfinished));
+      stack.pop_back();
+      if (stack.empty()) return out;
+      Frame& p = stack.back();
+      py::object c = p.kids[p.next++];
+      py::object h = cached(heads, head_fn, c);
+      p.leaving.append(after(h, out[0]));
+      p.shared.append(after(h, out[1]));
+      py::object u = out[2];
+      if (!(Py_TYPE(u.ptr()) == alt && py::len(u.attr(options)) == 0)) p.unfinished.append(after(h, u));
+    }
+  }
+};
+
+py::tuple names_trie_walk(py::dict trie, py::tuple classes, py::object empty, py::object opening,
+                          py::object own_special, py::object head, py::object seq_fn) {
+  if (classes.size() != 4) throw std::invalid_argument("expected (Lit, Seq, Alt, CharSet)");
+  NamesWalk w;
+  w.Lit = classes[0];
+  w.Seq = classes[1];
+  w.Alt = classes[2];
+  w.lit = reinterpret_cast<PyTypeObject*>(classes[0].ptr());
+  w.seq = reinterpret_cast<PyTypeObject*>(classes[1].ptr());
+  w.alt = reinterpret_cast<PyTypeObject*>(classes[2].ptr());
+  w.charset = reinterpret_cast<PyTypeObject*>(classes[3].ptr());
+  w.lit_off = NamesWalk::slot_offset(w.Lit, "text");
+  w.seq_off = NamesWalk::slot_offset(w.Seq, "items");
+  w.alt_off = NamesWalk::slot_offset(w.Alt, "options");
+  w.empty = std::move(empty);
+  w.opening = std::move(opening);
+  w.own_special = std::move(own_special);
+  w.head_fn = std::move(head);
+  w.seq_fn = std::move(seq_fn);
+  return w.walk(std::move(trie));
+}
+
 }  // namespace
 
 void register_expr_plan(py::module_& m) {
+  m.def("names_trie_walk", &names_trie_walk, py::arg("trie"), py::arg("classes"), py::arg("empty"),
+        py::arg("opening"), py::arg("own_special"), py::arg("head"), py::arg("seq_fn"));
   m.def("expr_size", &expr_size, py::arg("expr"), py::arg("cap"), py::arg("classes"));
   m.def("undefined_reference", &undefined_reference, py::arg("rules"), py::arg("classes"));
   py::class_<ExprSerializer>(m, "ExprSerializer")

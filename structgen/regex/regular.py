@@ -439,32 +439,6 @@ def _ascii_codes(plain: CharSet) -> frozenset[int]:
     return frozenset(o for o in range(0x20, 0x7F) if o in plain)
 
 
-def _after(head: Expr, x: Expr) -> Expr:
-    """``seq(head, x)`` for the shapes the trie walk below makes (one call per trie edge,
-    three times: the general flattening was most of the walk's time)."""
-    t = type(x)
-    if t is Alt:
-        return Seq((head, x)) if x.options else x  # x.options empty: NOTHING
-    if t is CharSet:
-        return Seq((head, x))
-    if t is Lit and type(head) is Lit:
-        return Lit(head.text + x.text)
-    return seq(head, x)
-
-
-def _alt_distinct(options: list[Expr]) -> Expr:
-    """``alt(*options)`` for options known to be distinct (the trie walk's: one per child, each
-    behind its own first character, and the leaving sets, which exclude every child's): the
-    flattening without the duplicate scan, whose equality tests were most of ``alt``'s time."""
-    flat: list[Expr] = []
-    for o in options:
-        if type(o) is Alt:
-            flat.extend(o.options)
-        else:
-            flat.append(o)
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
-
-
 def star_minus_literals(chars: CharSet, names: list[str],
                         leaf: Callable[[CharSet | Lit], Expr] | None = None) -> Expr:
     """``chars*`` minus a finite set of strings, straight from the trie of the strings.
@@ -494,43 +468,35 @@ def star_minus_literals(chars: CharSet, names: list[str],
             node[""] = True
     plain, special = chars.minus(_NOT_PLAIN), intersect_charsets(chars, _NOT_PLAIN)
     plain_codes = _ascii_codes(plain)  # plain is ASCII only
-    heads: dict[str, Expr] = {}
 
-    def walk(node: dict) -> tuple[Expr, Expr, Expr]:
-        """(leaving, shared_special, unfinished) of one trie node, children visited once:
-        leaving = a trie path, then a plain character no name continues with;
-        shared_special = trie paths that may leave by any special character;
-        unfinished = trie paths at which no name ends."""
-        kids = sorted(node)
-        ends = bool(kids) and kids[0] == ""
-        if ends:
-            del kids[0]
-        codes = tuple(map(ord, kids))
+    def opening(codes: tuple[int, ...]) -> list[Expr]:
+        """A node's own leaving options: a plain character no name goes on with, and where a
+        name goes on with a special character, the other special characters."""
         leave = _minus_codes(plain, codes)
-        own_special = not plain_codes.issuperset(codes)  # a name goes on with a special character
-        leaving: list[Expr] = [enc(leave)] if leave.ranges else []
-        if own_special:
+        out = [enc(leave)] if leave.ranges else []
+        if not plain_codes.issuperset(codes):
             rest = _minus_codes(special, codes)
             if rest.ranges:
-                leaving.append(enc(rest))
-        shared: list[Expr] = [] if own_special else [EMPTY]
-        unfinished: list[Expr] = [] if ends else [EMPTY]
-        for c in kids:
-            sub_leaving, sub_shared, sub_unfinished = walk(node[c])
-            head = heads.get(c)
-            if head is None:
-                head = heads[c] = enc(Lit(c))
-            leaving.append(_after(head, sub_leaving))
-            shared.append(_after(head, sub_shared))
-            if type(sub_unfinished) is not Alt or sub_unfinished.options:  # not NOTHING
-                unfinished.append(_after(head, sub_unfinished))
-        return _alt_distinct(leaving), _alt_distinct(shared), _alt_distinct(unfinished)
+                out.append(enc(rest))
+        return out
+
+    # per trie node (leaving, shared_special, unfinished), children visited once (natively:
+    # _core.names_trie_walk, src/core/expr_plan.cpp; tests/reference_regular.py holds the walk
+    # in Python):
+    #   leaving = a trie path, then a plain character no name continues with;
+    #   shared_special = trie paths that may leave by any special character;
+    #   unfinished = trie paths at which no name ends.
+    # Parts are joined directly (one per child, behind its own first character; the leaving
+    # sets exclude every child's character), not by seq() and alt().
+    walked = _core.names_trie_walk(trie, (Lit, Seq, Alt, CharSet), EMPTY, opening,
+                                   lambda codes: not plain_codes.issuperset(codes),
+                                   lambda c: enc(Lit(c)), seq)
 
     # Names are mostly plain ASCII, so leaving by a special character (control, quote,
     # backslash, non-ASCII: a large UTF-8 automaton, JSON escapes) is the same set at every
     # trie node: it appears once, after the alternation of paths, not under every node; and
     # the tail chars* appears twice in all, not once per node.
-    leaving, shared_special, unfinished = walk(trie)
+    leaving, shared_special, unfinished = walked
     tail = Repeat(enc(chars), 0, None)
     options = [seq(leaving, tail), unfinished]
     if special.ranges:
