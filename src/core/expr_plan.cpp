@@ -20,6 +20,7 @@
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -114,8 +115,8 @@ class ExprSerializer {
         const Py_ssize_t len = PyUnicode_GetLength(attr(e, kPattern).ptr());
         emit(fa::REGEX, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), static_cast<int32_t>(std::min<Py_ssize_t>(len, kInt32Max)), 0);
       }
-      remember(e);
-      if (f.kind == kRegex) note_regex(e, static_cast<int32_t>(nodes_.size() / 4 - 1));
+      remember(e, last());
+      if (f.kind == kRegex) note_regex(e, last());
       stack.pop_back();
     }
     return memo_.at(root.ptr());
@@ -136,7 +137,7 @@ class ExprSerializer {
       }
     }
     emit(fa::EGRAPH, at, static_cast<int32_t>(data_.size()) - at, 0);
-    return static_cast<int32_t>(nodes_.size() / 4 - 1);
+    return last();
   }
 
   py::tuple arrays() const {
@@ -179,11 +180,23 @@ class ExprSerializer {
     return py::reinterpret_steal<py::object>(f);
   }
 
-  void emit(int32_t kind, int32_t a, int32_t b, int32_t c) { nodes_.insert(nodes_.end(), {kind, a, b, c}); }
+  void emit(int32_t kind, int32_t a, int32_t b, int32_t c) {
+    fa::push2(nodes_, kind, a);
+    fa::push2(nodes_, b, c);
+  }
 
-  void remember(PyObject* e) {
-    memo_.emplace(e, static_cast<int32_t>(nodes_.size() / 4 - 1));
+  int32_t last() const { return static_cast<int32_t>(nodes_.size() / 4 - 1); }
+
+  // `e` is node `id` from now on
+  void remember(PyObject* e, int32_t id) {
+    memo_.emplace(e, id);
     keep_.push_back(py::reinterpret_borrow<py::object>(e));  // the memo is keyed by address
+  }
+
+  // after a Regex's node is built, the (pattern, flags) key points at it for later objects
+  void note_regex(PyObject* e, int32_t id) {
+    py::object key = py::make_tuple(attr(e, kPattern), attr(e, kFlags));
+    if (PyDict_SetItem(regex_.ptr(), key.ptr(), py::int_(id).ptr()) != 0) throw py::error_already_set();
   }
 
   // The node of `e` if it is serialized already or a leaf (serialized here), else -1.
@@ -254,27 +267,18 @@ class ExprSerializer {
           if (PyErr_Occurred()) throw py::error_already_set();
           return -1;
         }
-        memo_.emplace(e, as_int(got));
-        keep_.push_back(py::reinterpret_borrow<py::object>(e));
+        remember(e, as_int(got));
         return as_int(got);
       }
       default:
         return -1;  // Seq, Alt, Repeat: built from their children
     }
-    remember(e);
-    return static_cast<int32_t>(nodes_.size() / 4 - 1);
+    remember(e, last());
+    return last();
   }
 
- public:
-  // After add() of a Regex the (pattern, flags) key must point at its node for later objects.
-  void note_regex(PyObject* e, int32_t id) {
-    py::object key = py::make_tuple(attr(e, kPattern), attr(e, kFlags));
-    if (PyDict_SetItem(regex_.ptr(), key.ptr(), py::int_(id).ptr()) != 0) throw py::error_already_set();
-  }
-
- private:
   PyTypeObject* types_[8];
-  py::tuple classes_;
+  py::tuple classes_;  // holds the classes whose type objects types_ points at
   py::object parse_regex_, names_, on_ref_;
   py::dict regex_;
   std::vector<py::object> attrs_;
@@ -535,7 +539,7 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
   PyTypeObject* T[4];
   for (int i = 0; i < 4; ++i) T[i] = reinterpret_cast<PyTypeObject*>(classes[i].ptr());
   py::str items("items"), options("options"), item("item"), name_attr("name");
-  std::unordered_map<PyObject*, char> seen;
+  std::unordered_set<PyObject*> seen;
   std::vector<py::object> stack;
   for (auto kv : rules) {
     std::vector<py::object> missing;
@@ -551,7 +555,7 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
         if (has < 0) throw py::error_already_set();
         if (!has) missing.push_back(std::move(n));
       } else if (t == T[0] || t == T[1] || t == T[2]) {
-        if (!seen.emplace(x.ptr(), 1).second) continue;  // the rules keep every node alive
+        if (!seen.insert(x.ptr()).second) continue;  // the rules keep every node alive
         if (t == T[2]) {
           stack.push_back(x.attr(item));
         } else {
@@ -708,7 +712,6 @@ struct NamesWalk {
       py::list leaving, shared, unfinished;
     };
     std::vector<Frame> stack;
-    py::str end_mark("");
     auto push = [&](py::dict node) {
       Frame f;
       f.node = node;

@@ -23,7 +23,7 @@ import numpy as np
 from .. import _core
 from .counters import COUNT_THRESHOLD, CounterRule, lift_counters
 from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
-from ..grammar import Alt, CharSet, Dfa, Expr, Grammar, Lit, Ref, Regex, Repeat, Seq
+from ..grammar import Expr, Grammar, Ref
 from ..regex.expr_arrays import CALL, INLINE, REF, REP, serializer
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
