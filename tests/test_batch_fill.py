@@ -266,9 +266,13 @@ def _held_run(info, schema, gate: threading.Event, first_done: threading.Event) 
     words = bitmask_words(info.vocab_size)
     for text in ['{"', 'name', '":"', 'ab', '","n":', '4', '2}']:
         a, b = np.zeros((1, words), np.int32), np.zeros((1, words), np.int32)
+        # a batch fill first: its missing mask is handed back to the demand protocol
+        two = np.full((2, words), 7, np.int32)
+        fill_next_token_bitmasks([None, ours], two)
         fill_next_token_bitmasks([ours], a)
         ref.fill_next_token_bitmask(b, 0)
         assert np.array_equal(a, b), f"mask differs before {text!r}"
+        assert np.array_equal(two[1], b[0]) and (two[0] == 7).all(), f"batch row differs before {text!r}"
         assert ours.accept_string(text) and ref.accept_string(text)
     assert not task.finished.is_set() and task.computed == 1  # all of that while the workers were held
     gate.set()

@@ -466,8 +466,11 @@ class ConfigIndex final : public structgen::IndexView {
       }
     if (root < 0 || root >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("root out of range");
     for (const auto& t : stop_ids) stop_.push_back(t.cast<int64_t>());
-    for (int64_t t : stop_)
+    stop_mask_.assign(static_cast<size_t>(words_), 0);
+    for (int64_t t : stop_) {
       if (t < 0 || t >= words_ * 32) throw std::invalid_argument("stop token id beyond the mask");
+      stop_mask_[static_cast<size_t>(t >> 5)] |= uint32_t(1) << (t & 31);
+    }
     if (V.max_id >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
     if (V.plain != nullptr && V.plain_words != words_) throw std::invalid_argument("plain bitmasks of the wrong size");
     std::lock_guard<std::recursive_mutex> g(mu_);
@@ -482,7 +485,8 @@ class ConfigIndex final : public structgen::IndexView {
   int32_t initial() const { return initial_; }
   int64_t num_configs() const override { return num_configs_.load(std::memory_order_acquire); }
   int64_t words() const override { return words_; }
-  bool counted() const { return counted_; }
+  bool counted() const override { return counted_; }
+  const uint32_t* stop_mask() const override { return stop_mask_.data(); }
 
   void check_cid(int64_t cid) const {
     if (cid < 0 || cid >= num_configs()) throw py::index_error("configuration id out of range");
@@ -541,7 +545,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["mask_configs"] = with_mask;  // configurations whose mask is known (sharing those)
     return d;
   }
-  void set_stack_limit(int64_t n) { stack_limit_.store(n, std::memory_order_relaxed); }
+  void set_stack_limit(int64_t n) override { stack_limit_.store(n, std::memory_order_relaxed); }
 
   // -- rows and steps (GIL released by the bindings) ---------------------------------------
 
@@ -1428,6 +1432,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::shared_ptr<const Vocab> vocab_;
   const Vocab& V;
   std::vector<int64_t> stop_;
+  std::vector<uint32_t> stop_mask_;  // stop_ as a mask of words_ words
   const int64_t words_;
   const int64_t table_budget_;
   std::atomic<int64_t> stack_limit_;

@@ -21,6 +21,12 @@ class IndexView {
   virtual const int32_t* row(int32_t cid) = 0;
   virtual int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) = 0;
   virtual bool is_accepting(int32_t cid) = 0;
+  // whether the grammar has counters (whose configurations may hold many stacks), and the
+  // limit on those stacks (counters.MAX_CONFIG_STACKS, which users may change)
+  virtual bool counted() const = 0;
+  virtual void set_stack_limit(int64_t n) = 0;
+  // words() words allowing only the tokenizer's stop tokens (a terminated matcher's mask)
+  virtual const uint32_t* stop_mask() const = 0;
   // fewest bytes completing the text from `cid` (>= kUnreachable: none)
   virtual int64_t config_dist(int32_t cid) = 0;
   // a shortest text completing the output from `cid` into `out`; false for DEAD

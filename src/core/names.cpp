@@ -1053,6 +1053,96 @@ std::string as_bytes(const py::handle& data) {
 
 using u32w = py::array_t<uint32_t, py::array::c_style>;
 
+// One row of a batch fill (structgen.runtime.batch): `row` (words of the bitmask) becomes
+// `stop` (n words) if given, else the mask of configuration `cid` of `ix` less the name clears
+// of `st` in `ni` (when given); zero words after n.
+struct FillJob {
+  uint32_t* row;
+  const uint32_t* stop;
+  int64_t n;
+  structgen::IndexView* ix;
+  int32_t cid;
+  NameIndex* ni;
+  const NameState* st;
+  bool compute;  // a mask not computed yet is computed here (else the job is skipped)
+};
+
+// Fills the rows of `jobs` without the GIL; returns the jobs skipped (missing masks whose
+// job says not to compute them).
+std::vector<int64_t> fill_jobs(const std::vector<FillJob>& jobs, int64_t words, int threads) {
+  std::vector<int64_t> skipped, pending;
+  py::gil_scoped_release release;
+  const size_t n = jobs.size();
+  auto copy = [&](const FillJob& j, const uint32_t* mask) {
+    std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
+    if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
+  };
+  auto write = [&](const FillJob& j, const uint32_t* mask) {
+    copy(j, mask);
+    if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
+  };
+  // One loop of the pool takes the missing masks first (the larger pieces of work: taken
+  // first, they leave the small ones to even out the threads' ends), then the rows whose
+  // masks are memoised. With masks to compute and more than one thread, those rows are items
+  // in whole (copy and name clears: otherwise the caller's serial part of a step, about a
+  // tenth of a first-visit step at batch 64); else the caller copies them, and only the name
+  // clears not memoised (from a lexer state not met before, a search of the grammar) are
+  // shared out.
+  std::vector<int64_t> ready;  // jobs whose row holds its mask, with clears to compute
+  auto copy_or_defer = [&](const FillJob& j, int64_t k, const uint32_t* mask) {
+    copy(j, mask);
+    if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words)) ready.push_back(k);
+  };
+  std::vector<std::pair<int64_t, const uint32_t*>> memoised;  // jobs whose mask is ready
+  for (size_t k = 0; k < n; ++k) {
+    const FillJob& j = jobs[k];
+    const uint32_t* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
+    if (mask == nullptr)
+      (j.compute ? pending : skipped).push_back(static_cast<int64_t>(k));
+    else
+      memoised.emplace_back(static_cast<int64_t>(k), mask);
+  }
+  const bool share_copies = threads > 1 && !pending.empty();
+  if (!share_copies)
+    for (const auto& [k, mask] : memoised) {
+      const FillJob& j = jobs[k];
+      if (threads > 1 && j.ni != nullptr)
+        copy_or_defer(j, k, mask);
+      else
+        write(j, mask);
+    }
+  // rows of one configuration of one index make one item: its mask is computed once
+  std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
+    return std::make_pair(jobs[a].ix, jobs[a].cid) < std::make_pair(jobs[b].ix, jobs[b].cid);
+  });
+  std::vector<size_t> starts;
+  for (size_t k = 0; k < pending.size(); ++k)
+    if (k == 0 || jobs[pending[k]].ix != jobs[pending[k - 1]].ix || jobs[pending[k]].cid != jobs[pending[k - 1]].cid)
+      starts.push_back(k);
+  starts.push_back(pending.size());
+  const int64_t masks = static_cast<int64_t>(starts.size()) - 1;
+  const int64_t copies = share_copies ? static_cast<int64_t>(memoised.size()) : 0;
+  const int64_t items = masks + copies + static_cast<int64_t>(ready.size());
+  if (items > 0) {  // (one item runs in the caller: the pool wakes nobody for it)
+    structgen::Pool::get().parallel_for(items, threads, [&](int64_t item) {
+      if (item >= masks + copies) {  // the row holds its mask already
+        const FillJob& j = jobs[ready[static_cast<size_t>(item - masks - copies)]];
+        j.ni->clear(*j.st, j.cid, j.row, words);
+        return;
+      }
+      if (item >= masks) {  // a memoised mask: its copy and clears
+        const auto& [k, mask] = memoised[static_cast<size_t>(item - masks)];
+        write(jobs[k], mask);
+        return;
+      }
+      const FillJob& first = jobs[pending[starts[item]]];
+      const uint32_t* mask = first.ix->mask(first.cid);
+      for (size_t k = starts[item]; k < starts[item + 1]; ++k) write(jobs[pending[k]], mask);
+    });
+  }
+  return skipped;
+}
+
 }  // namespace
 
 void register_names(py::module_& m) {
@@ -1175,149 +1265,116 @@ void register_names(py::module_& m) {
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
       py::arg("compute"));
-  // structgen.runtime.batch's fill. Entry k: row rows[k] of a 2-D int32 bitmask becomes
-  // either stops[k] (a terminated matcher's stop-token mask) or the mask of configuration
-  // cids[k] of the index at address views[k] (ConfigIndex.view), zero words after it, less the
-  // name clears of states[k] where names[k] is a NameIndex. A mask not computed yet is
-  // computed here when `compute` is true, by up to `threads` threads of the native pool (one
-  // item per distinct configuration); else its entry is skipped and returned (the caller first
-  // serves the grammars whose background precompute is running, whose protocol is in Python).
-  // The arguments are read under the GIL; the copies, masks and clears run without it.
+  // structgen.runtime.batch's fill: one row per matcher of `matchers` (GrammarMatcher or None:
+  // row left alone), row rows[k] (default k) of a 2-D int32 bitmask. A terminated matcher's
+  // row allows its stop tokens; any other becomes the mask of the matcher's configuration,
+  // zero words after it, less its member-name clears. A mask not computed yet is computed
+  // here by up to `threads` threads of the native pool, except for a grammar whose background
+  // precompute is running when `compute` is false (its demand protocol is in Python): those
+  // rows' positions in `matchers` are returned, unfilled.
+  //
+  // Why the matchers' fields are read here rather than by Python: this reading is the serial
+  // part of a step, which the threads do not share. A Python loop over 64 rows cost about as
+  // much as a step's copies; reading the slots here with the C API costs a tenth of it.
   m.def(
-      "fill_batch",
-      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& rows, const py::list& views,
-         const py::list& cids, const py::list& names, const py::list& states, const py::list& stops, bool compute,
-         int threads) {
+      "fill_matchers",
+      [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& matchers, const py::object& rows,
+         int64_t stack_limit, bool compute, int threads) {
         if (bitmask.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
-        if (!bitmask.writeable()) throw std::invalid_argument("bitmask must be writable");
-        const size_t n = rows.size();
-        if (views.size() != n || cids.size() != n || names.size() != n || states.size() != n || stops.size() != n)
-          throw std::invalid_argument("rows, views, cids, names, states and stops differ in length");
+        if (!bitmask.writeable()) throw std::invalid_argument("bitmask is read-only");
+        const size_t n = matchers.size();
+        py::list row_list;
+        if (!rows.is_none()) {
+          row_list = py::reinterpret_borrow<py::list>(rows);
+          if (row_list.size() != n) throw std::invalid_argument("rows and matchers differ in length");
+        }
         const int64_t batch = bitmask.shape(0), words = bitmask.shape(1);
-        struct Job {
-          uint32_t* row;
-          const uint32_t* stop;  // a terminated matcher's row, else nullptr
-          int64_t n;
-          structgen::IndexView* ix;
-          int32_t cid;
-          NameIndex* ni;
-          const NameState* st;
+        // the attribute names, interned once (never freed: they outlive every call)
+        static PyObject* const k_index = PyUnicode_InternFromString("_index");
+        static PyObject* const k_view = PyUnicode_InternFromString("_view");
+        static PyObject* const k_terminated = PyUnicode_InternFromString("_terminated");
+        static PyObject* const k_history = PyUnicode_InternFromString("_history");
+        static PyObject* const k_names = PyUnicode_InternFromString("_names");
+        static PyObject* const k_name_index = PyUnicode_InternFromString("_name_index");
+        static PyObject* const k_compiled = PyUnicode_InternFromString("compiled");
+        static PyObject* const k_background = PyUnicode_InternFromString("background");
+        static PyObject* const k_finished = PyUnicode_InternFromString("finished");
+        auto attr = [](PyObject* o, PyObject* name) {
+          PyObject* v = PyObject_GetAttr(o, name);
+          if (v == nullptr) throw py::error_already_set();
+          return py::reinterpret_steal<py::object>(v);
         };
-        std::vector<Job> jobs(n);
-        std::vector<py::object> keep;  // stop masks, name indexes and states stay referenced without the GIL
+        auto last = [](const py::object& list, const char* what) {
+          if (!PyList_Check(list.ptr()) || PyList_GET_SIZE(list.ptr()) == 0)
+            throw std::invalid_argument(std::string("a matcher's ") + what + " is not a non-empty list");
+          return py::reinterpret_borrow<py::object>(PyList_GET_ITEM(list.ptr(), PyList_GET_SIZE(list.ptr()) - 1));
+        };
+        struct Grammar {
+          PyObject* index;  // the TokenIndex (borrowed: a matcher of the batch holds it)
+          structgen::IndexView* ix;
+          bool compute;
+        };
+        std::vector<Grammar> grammars;  // distinct indexes, in order of first use
+        // Rows of one grammar often come together, and a batch has few grammars or each once:
+        // the last one found is tried first, then a scan (a batch of distinct grammars scans
+        // a short vector at a cost far below one attribute read).
+        size_t last_hit = 0;
+        auto grammar_of = [&](PyObject* m, PyObject* index) -> const Grammar& {
+          if (last_hit < grammars.size() && grammars[last_hit].index == index) return grammars[last_hit];
+          for (size_t g = 0; g < grammars.size(); ++g)
+            if (grammars[g].index == index) return grammars[last_hit = g];
+          auto* ix = reinterpret_cast<structgen::IndexView*>(attr(index, k_view).cast<uintptr_t>());
+          if (ix->words() > words)
+            throw std::invalid_argument("bitmask row has " + std::to_string(words) +
+                                        " words but the vocabulary needs " + std::to_string(ix->words()));
+          if (ix->counted()) ix->set_stack_limit(stack_limit);  // first visits may make configurations
+          bool ready = compute;
+          if (!ready) {
+            py::object task = attr(attr(m, k_compiled).ptr(), k_background);
+            ready = task.is_none() || attr(task.ptr(), k_finished).attr("is_set")().cast<bool>();
+          }
+          grammars.push_back({index, ix, ready});
+          return grammars[last_hit = grammars.size() - 1];
+        };
+        std::vector<FillJob> jobs;
+        jobs.reserve(n);
+        std::vector<int64_t> position;  // of each job's matcher in `matchers`
+        position.reserve(n);
+        std::vector<py::object> keep;  // name indexes and states stay referenced without the GIL
         keep.reserve(2 * n);
         auto* B = reinterpret_cast<uint32_t*>(bitmask.mutable_data());
         for (size_t k = 0; k < n; ++k) {
-          Job& j = jobs[k];
-          const int64_t r = rows[k].cast<int64_t>();
+          PyObject* m = PyList_GET_ITEM(matchers.ptr(), k);
+          if (m == Py_None) continue;
+          int64_t r = static_cast<int64_t>(k);
+          if (!rows.is_none()) r = row_list[k].cast<int64_t>();
           if (r < 0 || r >= batch)
-            throw std::invalid_argument("row " + std::to_string(r) + " outside the batch of " + std::to_string(batch));
-          j.row = B + r * words;
-          j.stop = nullptr;
-          j.ix = nullptr;
-          j.ni = nullptr;
-          j.st = nullptr;
-          j.cid = 0;
-          if (!stops[k].is_none()) {
-            auto a = py::reinterpret_borrow<py::array>(stops[k]);
-            // only the exact layout is read: a cast would copy, and an int64 mask read as words is wrong
-            if (a.ndim() != 1 || a.itemsize() != 4 || a.strides(0) != 4)
-              throw std::invalid_argument("stop mask " + std::to_string(k) + " is not a contiguous 1-D 32-bit array");
-            j.stop = static_cast<const uint32_t*>(a.data());
-            j.n = a.shape(0);
-            keep.push_back(std::move(a));
+            throw std::invalid_argument("index " + std::to_string(r) + " is outside the bitmask's batch of " +
+                                        std::to_string(batch));
+          py::object index = attr(m, k_index);
+          const Grammar& g = grammar_of(m, index.ptr());
+          FillJob j{B + r * words, nullptr, g.ix->words(), g.ix, 0, nullptr, nullptr, g.compute};
+          if (attr(m, k_terminated).ptr() == Py_True) {
+            j.stop = g.ix->stop_mask();
+            j.ix = nullptr;
           } else {
-            j.ix = reinterpret_cast<structgen::IndexView*>(views[k].cast<uintptr_t>());
-            j.cid = cids[k].cast<int32_t>();
+            j.cid = last(attr(m, k_history), "history").cast<int32_t>();
             if (j.cid < 0 || j.cid >= j.ix->num_configs()) throw py::index_error("configuration id out of range");
-            j.n = j.ix->words();
-            if (!names[k].is_none()) {
-              keep.push_back(py::reinterpret_borrow<py::object>(names[k]));
+            py::object names = attr(m, k_names);
+            if (!names.is_none()) {
+              keep.push_back(attr(m, k_name_index));
               j.ni = &keep.back().cast<NameIndex&>();
-              keep.push_back(py::reinterpret_borrow<py::object>(states[k]));
+              keep.push_back(last(names, "name states"));
               j.st = &keep.back().cast<const NameState&>();
             }
           }
-          if (j.n > words)
-            throw std::invalid_argument("row " + std::to_string(r) + " needs " + std::to_string(j.n) +
-                                        " words but the bitmask rows have " + std::to_string(words));
-        }
-        std::vector<int64_t> skipped, pending;
-        {
-          py::gil_scoped_release release;
-          auto copy = [&](const Job& j, const uint32_t* mask) {
-            std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
-            if (words > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words - j.n) * 4);
-          };
-          auto write = [&](const Job& j, const uint32_t* mask) {
-            copy(j, mask);
-            if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words);
-          };
-          // One loop of the pool takes the missing masks first (the larger pieces of work:
-          // taken first, they leave the small ones to even out the threads' ends), then the
-          // rows whose masks are memoised. With masks to compute and more than one thread,
-          // those rows are items in whole (copy and name clears: otherwise the caller's serial
-          // part of a step, about a tenth of a first-visit step at batch 64); else the caller
-          // copies them, and only the name clears not memoised (from a lexer state not met
-          // before, a search of the grammar) are shared out.
-          std::vector<int64_t> ready;  // jobs whose row holds its mask, with clears to compute
-          auto copy_or_defer = [&](const Job& j, int64_t k, const uint32_t* mask) {
-            copy(j, mask);
-            if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words)) ready.push_back(k);
-          };
-          std::vector<std::pair<int64_t, const uint32_t*>> memoised;  // jobs whose mask is ready
-          for (size_t k = 0; k < n; ++k) {
-            const Job& j = jobs[k];
-            const uint32_t* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
-            if (mask == nullptr)
-              (compute ? pending : skipped).push_back(static_cast<int64_t>(k));
-            else
-              memoised.emplace_back(static_cast<int64_t>(k), mask);
-          }
-          const bool share_copies = threads > 1 && !pending.empty();
-          if (!share_copies)
-            for (const auto& [k, mask] : memoised) {
-              const Job& j = jobs[k];
-              if (threads > 1 && j.ni != nullptr)
-                copy_or_defer(j, k, mask);
-              else
-                write(j, mask);
-            }
-          // rows of one configuration of one index make one item: its mask is computed once
-          std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
-            return std::make_pair(jobs[a].ix, jobs[a].cid) < std::make_pair(jobs[b].ix, jobs[b].cid);
-          });
-          std::vector<size_t> starts;
-          for (size_t k = 0; k < pending.size(); ++k)
-            if (k == 0 || jobs[pending[k]].ix != jobs[pending[k - 1]].ix ||
-                jobs[pending[k]].cid != jobs[pending[k - 1]].cid)
-              starts.push_back(k);
-          starts.push_back(pending.size());
-          const int64_t masks = static_cast<int64_t>(starts.size()) - 1;
-          const int64_t copies = share_copies ? static_cast<int64_t>(memoised.size()) : 0;
-          const int64_t items = masks + copies + static_cast<int64_t>(ready.size());
-          if (items > 0) {  // (one item runs in the caller: the pool wakes nobody for it)
-            structgen::Pool::get().parallel_for(items, threads, [&](int64_t item) {
-              if (item >= masks + copies) {  // the row holds its mask already
-                const Job& j = jobs[ready[static_cast<size_t>(item - masks - copies)]];
-                j.ni->clear(*j.st, j.cid, j.row, words);
-                return;
-              }
-              if (item >= masks) {  // a memoised mask: its copy and clears
-                const auto& [k, mask] = memoised[static_cast<size_t>(item - masks)];
-                write(jobs[k], mask);
-                return;
-              }
-              const Job& first = jobs[pending[starts[item]]];
-              const uint32_t* mask = first.ix->mask(first.cid);
-              for (size_t k = starts[item]; k < starts[item + 1]; ++k) write(jobs[pending[k]], mask);
-            });
-          }
+          jobs.push_back(j);
+          position.push_back(static_cast<int64_t>(k));
         }
         py::list out;
-        for (int64_t k : skipped) out.append(k);
+        for (int64_t k : fill_jobs(jobs, words, threads)) out.append(position[static_cast<size_t>(k)]);
         return out;
       },
-      py::arg("bitmask").noconvert(), py::arg("rows"), py::arg("views"), py::arg("cids"), py::arg("names"),
-      py::arg("states"), py::arg("stops"), py::arg("compute"), py::arg("threads") = 1);
+      py::arg("bitmask").noconvert(), py::arg("matchers"), py::arg("rows"), py::arg("stack_limit"),
+      py::arg("compute"), py::arg("threads") = 1);
 }

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -24,6 +25,10 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+
+#ifndef SG_POOL_SPIN_US
+#define SG_POOL_SPIN_US 200
+#endif
 
 namespace structgen {
 
@@ -53,6 +58,7 @@ class Pool {
     }
     Loop loop{body, n};
     const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, n - 1));
+    bool sleepers;
     {
       std::lock_guard<std::mutex> g(mu_);
       try {
@@ -65,14 +71,20 @@ class Pool {
       }
       loop.wanted = std::min(helpers, workers_);
       loop_ = &loop;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
+      sleepers = sleeping_ > 0;  // read with the new generation published: none is missed
     }
-    wake_.notify_all();
+    if (sleepers) wake_.notify_all();
     run(loop);
     {
-      std::unique_lock<std::mutex> g(mu_);
+      std::lock_guard<std::mutex> g(mu_);
       loop_ = nullptr;  // workers that wake from now on find nothing to join
-      done_.wait(g, [&] { return loop.running == 0; });
+    }
+    // The helpers are finishing their last items: spin on their count a while before
+    // sleeping (a futex round trip costs tens of microseconds on a virtual machine).
+    if (!spin_until(kCallerSpin, [&] { return loop.running.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> g(mu_);
+      done_.wait(g, [&] { return loop.running.load(std::memory_order_acquire) == 0; });
     }
     if (loop.error) std::rethrow_exception(loop.error);
   }
@@ -82,12 +94,28 @@ class Pool {
     const std::function<void(int64_t)>& body;
     int64_t n;
     std::atomic<int64_t> next{0};
-    int wanted = 0;   // workers that may join (under mu_)
-    int running = 0;  // workers inside run() (under mu_)
-    std::exception_ptr error;  // the first one (under mu_)
+    int wanted = 0;                // workers that may still join (under mu_)
+    std::atomic<int> running{0};  // workers inside run() (incremented under mu_)
+    std::exception_ptr error;     // the first one (under mu_)
   };
 
   Pool() : pid_(getpid()) {}
+
+  // Spin until done() holds or `limit` has passed; returns done().
+  template <class Done>
+  static bool spin_until(std::chrono::microseconds limit, Done done) {
+    if (done()) return true;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      for (int k = 0; k < 64; ++k) {
+        if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      if (std::chrono::steady_clock::now() >= until) return done();
+    }
+  }
 
   void run(Loop& loop) {
     for (int64_t i; (i = loop.next.fetch_add(1, std::memory_order_relaxed)) < loop.n;) {
@@ -103,28 +131,45 @@ class Pool {
 
   void work() {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> g(mu_);
     for (;;) {
-      wake_.wait(g, [&] { return generation_ != seen; });
-      seen = generation_;
+      // A decoding loop calls again within a step's Python work: a worker that has just
+      // finished spins a little before parking, so the next call need not wake it.
+      spin_until(kWorkerSpin, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      std::unique_lock<std::mutex> g(mu_);
+      if (generation_.load(std::memory_order_relaxed) == seen) {
+        ++sleeping_;
+        wake_.wait(g, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+        --sleeping_;
+      }
+      seen = generation_.load(std::memory_order_relaxed);
       Loop* loop = loop_;
       if (loop == nullptr || loop->wanted == 0) continue;
       --loop->wanted;
-      ++loop->running;
+      loop->running.fetch_add(1, std::memory_order_relaxed);
       g.unlock();
       run(*loop);
-      g.lock();
-      if (--loop->running == 0) done_.notify_all();
+      // the caller may return (and the loop go) as soon as the count reaches zero
+      if (loop->running.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> d(mu_);
+        done_.notify_all();
+      }
     }
   }
+
+  // The caller spins while the helpers finish their last items (it has nothing else to do);
+  // a worker spins after a loop for about the Python work of a decoding step between two
+  // calls (a batch's accepts and the next call's arguments), then parks.
+  static constexpr std::chrono::microseconds kCallerSpin{1000};
+  static constexpr std::chrono::microseconds kWorkerSpin{SG_POOL_SPIN_US};
 
   const pid_t pid_;
   std::mutex busy_;  // held by the caller of the loop in progress
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  Loop* loop_ = nullptr;
-  uint64_t generation_ = 0;
-  int workers_ = 0;
+  Loop* loop_ = nullptr;            // (under mu_)
+  std::atomic<uint64_t> generation_{0};  // loops started (incremented under mu_)
+  int workers_ = 0;                  // (under mu_)
+  int sleeping_ = 0;                 // workers parked on wake_ (under mu_)
 };
 
 }  // namespace structgen

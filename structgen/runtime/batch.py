@@ -1,21 +1,20 @@
 """Filling the rows of a batch bitmask from many matchers in one call.
 
 :func:`fill_next_token_bitmasks` is what a serving loop calls once per decoding step, with
-one matcher per row (distinct grammars welcome). Python reads each matcher's position (a
-few attribute reads per row); one native call with the GIL released then fills every row:
-memoised masks are copied (zero tail and, for matchers that track member names,
-structgen.runtime.names, the name clears), and the missing masks are computed by a pool of
-native threads, each thread taking the next missing configuration from a shared counter.
-While a grammar of the batch has a background precompute running (whose demand protocol
-is in Python), the rows whose masks are missing are handed back instead and filled by a
-second call. The result is bit for bit what
+one matcher per row (distinct grammars welcome). One native call reads each matcher's
+position (its slots, through the C API: a Python loop over the rows was the largest serial
+part of a step) and, with the GIL released, fills every row: memoised masks are copied (zero
+tail and, for matchers that track member names, structgen.runtime.names, the name clears),
+and the missing masks are computed by a pool of native threads, each thread taking the next
+missing configuration from a shared counter. While a grammar of the batch has a background
+precompute running (whose demand protocol is in Python), its rows whose masks are missing
+are handed back instead and filled by a second call. The result is bit for bit what
 :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
 
-Threads help where the work is native: the mask computation and the name clears. What
-stays in Python is reading each matcher's position (see docs/performance.md for the
-measured speedup of two threads). In a step with masks to compute, the rows whose masks are
-memoised are items of the same pool loop, after the missing masks; in a step without, the
-calling thread copies them alone (waking a thread costs more than a few copies).
+In a step with masks to compute, the rows whose masks are memoised are items of the same
+pool loop, after the missing masks; in a step without, the calling thread copies them alone
+(waking a thread costs more than a few copies). See docs/performance.md for the measured
+speedup of two threads.
 """
 from __future__ import annotations
 
@@ -26,8 +25,9 @@ import numpy as np
 
 from .. import _core
 from ..errors import MatcherError
+from ..index import counters
 from ..index.token_index import _guarded
-from .matcher import GrammarMatcher, stop_mask
+from .matcher import GrammarMatcher
 from .precompute import compute_mask
 
 __all__ = ["DEFAULT_THREADS", "fill_next_token_bitmasks"]
@@ -81,90 +81,48 @@ def fill_next_token_bitmasks(
         matchers[0].fill_next_token_bitmask(bitmask, 0)
         return
     arr = _as_matrix(bitmask)
-    batch, words = arr.shape
-    if indices is None:
-        rows: Sequence[int] = range(len(matchers))
-        checked = len(matchers) <= batch  # every row in range: no check per row
-    else:
+    live = matchers if type(matchers) is list else list(matchers)
+    rows: list[int] | None = None  # default: row k for matchers[k]
+    if indices is not None:
         rows = [int(i) for i in indices]
-        if len(rows) != len(matchers):
-            raise MatcherError(f"{len(rows)} indices for {len(matchers)} matchers")
+        if len(rows) != len(live):
+            raise MatcherError(f"{len(rows)} indices for {len(live)} matchers")
         if len(set(rows)) != len(rows):
             raise MatcherError("a bitmask row is named twice in indices")
-        checked = False
-    # one entry per row to fill, in the argument lists of _core.fill_batch
-    out_rows: list[int] = []
-    views: list[int] = []
-    cids: list[int] = []
-    names: list[Any] = []  # the row's NameIndex, or None: no name tracking
-    states: list[Any] = []
-    stops: list[np.ndarray | None] = []  # a terminated matcher's stop-token mask
-    indexes: dict[int, tuple[Any, Any]] = {}  # view -> (TokenIndex, its background task)
-    stop_masks: dict[int, np.ndarray] = {}  # id(TokenizerInfo) -> its stop mask (the lookup is a weak dict's)
-    for m, r in zip(matchers, rows):
-        if m is None:
-            continue
-        if not checked and not 0 <= r < batch:
-            raise MatcherError(f"index {r} is outside the bitmask's batch of {batch}")
-        index = m._index
-        if index.words > words:
-            raise MatcherError(f"bitmask row has {words} words but the vocabulary needs {index.words} "
-                               f"(vocab_size={m.compiled.tokenizer_info.vocab_size})")
-        out_rows.append(r)
-        view = index._view
-        views.append(view)
-        if view not in indexes:
-            indexes[view] = (index, m.compiled.background)
-            if index._counted:  # first visits and name clears may create configurations
-                index._sync_limit()
-        if m._terminated:
-            info = m.compiled.tokenizer_info
-            stop = stop_masks.get(id(info))
-            if stop is None:
-                stop = stop_masks[id(info)] = stop_mask(info, index.words)
-            stops.append(stop)
-            cids.append(0)
-            names.append(None)
-            states.append(None)
-            continue
-        stops.append(None)
-        cids.append(m._history[-1])
-        if m._names is None:
-            names.append(None)
-            states.append(None)
-        else:
-            names.append(m._name_index)
-            states.append(m._names[-1])
-    if not out_rows:
-        return
     if not arr.flags.writeable:
         raise MatcherError("bitmask is read-only")
     # the native fill writes whole C-ordered rows: a strided view is filled through a copy
     target = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-    args = (out_rows, views, cids, names, states, stops)
     threads = DEFAULT_THREADS if threads is None else threads
-    # one GIL-free call; only while a grammar's background precompute runs are its missing
-    # masks handed back (its demand protocol is in Python), and every other missing mask too
-    compute = all(task is None or task.finished.is_set() for _, task in indexes.values())
-    missing = _guarded(_core.fill_batch, target, *args, compute, threads)
-    if missing:
-        _fill_missing(target, args, missing, indexes, threads)
+    # One call reads every matcher's position and fills every row, its masks computed by the
+    # native pool without the GIL. Only a grammar whose background precompute is running has
+    # its missing masks handed back (its demand protocol is in Python): see _fill_handed_back.
+    try:
+        handed = _guarded(_core.fill_matchers, target, live, rows, counters.MAX_CONFIG_STACKS, False, threads)
+    except ValueError as e:
+        if type(e) is not ValueError:  # a LimitError (a configuration past the stack limit)
+            raise
+        raise MatcherError(str(e)) from None  # the native fill's refusal of its arguments
+    if handed:
+        _fill_handed_back(target, [live[k] for k in handed], None if rows is None else [rows[k] for k in handed],
+                          handed, threads)
     if target is not arr:
-        arr[out_rows] = target[out_rows]
+        filled = [r for r, m in zip(range(len(live)) if rows is None else rows, live) if m is not None]
+        arr[filled] = target[filled]
 
 
-def _fill_missing(arr: np.ndarray, args: tuple[list, ...], missing: list[int],
-                  indexes: dict[int, tuple[Any, Any]], threads: int) -> None:
-    """Fill the rows whose masks are not computed yet, in one native call whose pool of
-    ``threads`` threads computes the missing masks without the GIL, taking one configuration
-    at a time from a shared counter (a few large masks do not leave a thread idle)."""
-    rows, views, cids, names, states, stops = args
+def _fill_handed_back(arr: np.ndarray, matchers: list[GrammarMatcher], rows: list[int] | None,
+                      positions: list[int], threads: int) -> None:
+    """Fill the rows whose masks are missing while their grammar's background precompute
+    runs: each missing mask is asked of the precompute first (its workers wait for it
+    meanwhile), then one native call fills the rows, computing whatever is still missing."""
     waited: set[tuple[int, int]] = set()
-    for k in missing:
-        index, task = indexes[views[k]]
-        if task is not None and not task.finished.is_set() and (views[k], cids[k]) not in waited:
-            waited.add((views[k], cids[k]))
-            compute_mask(index, cids[k], task)  # the background task's workers wait for it meanwhile
-    _guarded(_core.fill_batch, arr, [rows[k] for k in missing], [views[k] for k in missing],
-             [cids[k] for k in missing], [names[k] for k in missing], [states[k] for k in missing],
-             [stops[k] for k in missing], True, threads)
+    for m in matchers:
+        index, task = m._index, m.compiled.background
+        cid = m._history[-1]
+        if m._terminated or task is None or task.finished.is_set() or (index._view, cid) in waited:
+            continue
+        waited.add((index._view, cid))
+        compute_mask(index, cid, task)
+    _guarded(_core.fill_matchers, arr, matchers, positions if rows is None else rows,
+             counters.MAX_CONFIG_STACKS, True, threads)
