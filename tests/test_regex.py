@@ -358,3 +358,17 @@ def test_unicode_property_escapes() -> None:
     assert not expr_fullmatch(search_expr(r"^\p{Letter}+$"), "123")
     with pytest.raises(RegexError):
         parse_regex(r"\p{Lu}", flags="i")  # ECMA folds the set under i: not modelled
+
+
+def test_python_class_escapes_equal_re_on_every_code_point() -> None:
+    """The code points Python's ``re`` gives ``\\d``, ``\\w`` and ``\\s`` (the wide side of
+    a class escape) are computed from runs of the complement: checked here against ``re``
+    matching each code point on its own, the whole range."""
+    from structgen.regex.parser import _python_categories
+
+    cats = _python_categories()
+    for key in "dws":
+        one = re.compile(f"\\{key}")
+        want = [c for c in range(0x110000) if one.match(chr(c))]
+        got = [c for lo, hi in cats[key].ranges for c in range(lo, hi + 1)]
+        assert got == want, key
