@@ -37,9 +37,9 @@ DEFAULT_LIMIT = 512
 for a 128K vocabulary)."""
 
 WORKERS = 1
-"""Daemon threads shared by every background task. The mask computation holds the GIL for its
-configuration work (closure and interning are Python), so more workers than one would take
-turns with the decoding thread rather than run beside it."""
+"""Daemon threads shared by every background task. A mask is computed natively without the
+GIL, but each one's bookkeeping (the demand check, the configurations it leads to) takes the
+GIL: one worker runs beside the decoding thread, more would take turns with it for that part."""
 
 _TURN = 4  # masks per turn before the next task's turn
 
