@@ -1508,6 +1508,16 @@ void register_config_index(py::module_& m) {
       // the address of the index as an IndexView, for _core.fill_row (valid while the index lives)
       .def_property_readonly("view",
                              [](ConfigIndex& ix) { return reinterpret_cast<uintptr_t>(static_cast<structgen::IndexView*>(&ix)); })
+      // a read-only view of the mask allowing only the stop tokens (the index is its base)
+      .def_property_readonly("stop_mask",
+                             [](py::object self) {
+                               const ConfigIndex& ix = self.cast<const ConfigIndex&>();
+                               py::array_t<int32_t> out({static_cast<py::ssize_t>(ix.words())},
+                                                        {static_cast<py::ssize_t>(4)},
+                                                        reinterpret_cast<const int32_t*>(ix.stop_mask()), self);
+                               py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+                               return out;
+                             })
       .def("set_stack_limit", &ConfigIndex::set_stack_limit)
       .def("is_accepting", &ConfigIndex::is_accepting)
       .def("config_dist", &ConfigIndex::config_dist)

@@ -1274,8 +1274,8 @@ void register_names(py::module_& m) {
   // rows' positions in `matchers` are returned, unfilled.
   //
   // Why the matchers' fields are read here rather than by Python: this reading is the serial
-  // part of a step, which the threads do not share. A Python loop over 64 rows cost about as
-  // much as a step's copies; reading the slots here with the C API costs a tenth of it.
+  // part of a step, which the threads do not share. A Python loop over the rows cost about
+  // 0.6 us a row; with the slots read here, a warm 64-row call went from about 70 to 51 us.
   m.def(
       "fill_matchers",
       [](py::array_t<int32_t, py::array::c_style>& bitmask, const py::list& matchers, const py::object& rows,

@@ -5,7 +5,10 @@
 // each a first visit of tens of microseconds up to milliseconds. A Python pool paid a submit,
 // a future and GIL hand-offs per task, and static shares left one thread idle while the other
 // computed a large mask. Here the caller and the woken workers take items from one atomic
-// counter, so the load balances itself, and waking a parked worker costs a futex.
+// counter, so the load balances itself, and waking a parked worker costs a futex. A futex
+// round trip still costs tens of microseconds on a virtual machine, twice a loop (a worker
+// woken, the caller woken when the worker is done): the caller spins for its helpers, and a
+// worker spins a little after a loop, which catches the next step of a decoding loop.
 //
 // One loop runs at a time: a caller finding the pool busy (another Python thread filling its
 // own batch) runs its loop alone rather than wait. Workers are detached and never joined: the

@@ -241,6 +241,8 @@ class TokenIndex:
                                 self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
         self.initial: int = self._native.initial
         self._view: int = self._native.view  # for _core.fill_row; valid while self._native lives
+        self.stop_mask: np.ndarray = self._native.stop_mask
+        """Read-only int32 words allowing only the stop tokens (a terminated matcher's mask)."""
         # the warm path: one dict lookup per decoding step (the arrays are views of native memory)
         self._masks: dict[int, np.ndarray] = {}
         self._mask_views: dict[int, np.ndarray] = {}  # by address of the native mask

@@ -104,15 +104,14 @@ def fill_next_token_bitmasks(
             raise
         raise MatcherError(str(e)) from None  # the native fill's refusal of its arguments
     if handed:
-        _fill_handed_back(target, [live[k] for k in handed], None if rows is None else [rows[k] for k in handed],
-                          handed, threads)
+        _fill_handed_back(target, [live[k] for k in handed], handed if rows is None else [rows[k] for k in handed],
+                          threads)
     if target is not arr:
         filled = [r for r, m in zip(range(len(live)) if rows is None else rows, live) if m is not None]
         arr[filled] = target[filled]
 
 
-def _fill_handed_back(arr: np.ndarray, matchers: list[GrammarMatcher], rows: list[int] | None,
-                      positions: list[int], threads: int) -> None:
+def _fill_handed_back(arr: np.ndarray, matchers: list[GrammarMatcher], rows: list[int], threads: int) -> None:
     """Fill the rows whose masks are missing while their grammar's background precompute
     runs: each missing mask is asked of the precompute first (its workers wait for it
     meanwhile), then one native call fills the rows, computing whatever is still missing."""
@@ -124,5 +123,4 @@ def _fill_handed_back(arr: np.ndarray, matchers: list[GrammarMatcher], rows: lis
             continue
         waited.add((index._view, cid))
         compute_mask(index, cid, task)
-    _guarded(_core.fill_matchers, arr, matchers, positions if rows is None else rows,
-             counters.MAX_CONFIG_STACKS, True, threads)
+    _guarded(_core.fill_matchers, arr, matchers, rows, counters.MAX_CONFIG_STACKS, True, threads)

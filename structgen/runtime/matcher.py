@@ -1,7 +1,6 @@
 """GrammarMatcher: the only mutable object — where one output stands in its grammar."""
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,13 +11,12 @@ from ..errors import MatcherError, StructgenTypeError
 from .names import INITIAL, NameState, clear_names, name_index
 from ..index.counters import check_config_stacks
 from ..index.token_index import DEAD
-from ..index.tokenizer import TokenizerInfo
 from .precompute import compute_mask
 
 if TYPE_CHECKING:  # the compiler makes matchers (CompiledGrammar.matcher)
     from .compiler import CompiledGrammar
 
-__all__ = ["GrammarMatcher", "check_token_id", "stop_mask"]
+__all__ = ["GrammarMatcher", "check_token_id"]
 
 
 def check_token_id(token_id: object, what: str = "a token id") -> int:
@@ -31,25 +29,6 @@ def check_token_id(token_id: object, what: str = "a token id") -> int:
     if isinstance(token_id, (int, np.integer)) and not isinstance(token_id, (bool, np.bool_)):
         return int(token_id)
     raise StructgenTypeError(f"{what} must be an int (or numpy integer), not {type(token_id).__name__} {token_id!r}")
-
-
-_STOP_MASKS: "weakref.WeakKeyDictionary[TokenizerInfo, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
-
-
-def stop_mask(info: TokenizerInfo, words: int) -> np.ndarray:
-    """The read-only mask of ``words`` int32 words allowing only ``info``'s stop tokens
-    (what a terminated matcher fills; built once per vocabulary)."""
-    per = _STOP_MASKS.get(info)
-    if per is None:
-        per = _STOP_MASKS.setdefault(info, {})
-    mask = per.get(words)
-    if mask is None:
-        allowed = np.zeros(words * 32, dtype=bool)
-        allowed[list(info.stop_token_ids)] = True
-        mask = np.packbits(allowed, bitorder="little").view("<i4")
-        mask.setflags(write=False)
-        per[words] = mask
-    return mask
 
 
 def _cpu_array(bitmask: Any) -> np.ndarray | None:
@@ -209,7 +188,7 @@ class GrammarMatcher:
         stop-token mask after termination. Member-name tracking is not applied to it:
         :meth:`fill_next_token_bitmask` does that on the row it fills."""
         if self._terminated:
-            return stop_mask(self.compiled.tokenizer_info, self._index.words)
+            return self._index.stop_mask
         cid = self._history[-1]
         mask = self._index.mask_if_ready(cid)
         if mask is None:
