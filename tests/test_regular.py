@@ -129,3 +129,25 @@ def test_native_names_walk_equals_reference(monkeypatch):
                 assert got == want and hash(got) == hash(want) and repr(got) == repr(want), names
     assert _core.names_trie_walk is native
 
+
+
+def test_difference_product_keeps_the_dead_side_apart_from_the_start():
+    # a: one state looping on [a-z] (its start state is re-entered); b: "b" then anything.
+    # After "a", b is dead: that pair must not be taken for the start pair, or "ab" would
+    # count as starting with "b" and be refused.
+    from structgen.regex.regular import _product
+
+    a = ([[(0x61, 0x7A, 0)]], [True])
+    b = ([[(0x62, 0x62, 1)], [(0x61, 0x7A, 1)]], [False, True])
+    trans, final = _product(a, b, keep_b_final=False)
+
+    def accepts(s: str) -> bool:
+        q = 0
+        for ch in s:
+            q = next((t for lo, hi, t in trans[q] if lo <= ord(ch) <= hi), -1)
+            if q < 0:
+                return False
+        return bool(final[q])
+
+    for s in ["", "a", "ab", "abb", "ba", "b", "cb", "zzb"]:
+        assert accepts(s) == (not s.startswith("b")), s

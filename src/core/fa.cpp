@@ -560,8 +560,10 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
 DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states) {
   std::unordered_map<int64_t, int32_t> ids;
   std::vector<std::pair<int32_t, int32_t>> order{{0, 0}};
-  ids.emplace(0, 0);
+  // b's dead state -1 is stored as 0, so the start pair's key is key(0, 0), not 0 (0 is the
+  // pair (0, dead): taking it for the start sent "a's start, b dead" back to the start)
   auto key = [](int32_t x, int32_t y) { return (static_cast<int64_t>(x) << 32) | static_cast<uint32_t>(y + 1); };
+  ids.emplace(key(0, 0), 0);
   DFA d;
   std::vector<std::array<int32_t, 3>> pieces;
   for (size_t i = 0; i < order.size(); ++i) {
