@@ -177,10 +177,13 @@ def _subsets(nfa: _NFA, start: int, end: int, max_states: int, used: int = 0):
     memo: dict[frozenset[int], frozenset[int]] = {}
 
     def closure(targets: list[int]) -> frozenset[int]:
+        # a DFA state is its closure's states with a byte edge or a call, and the end state
+        # (the others, epsilon-only, do not change what the state does)
         key = frozenset(targets)
         got = memo.get(key)
         if got is None:
-            got = memo[key] = _closure(nfa, key)
+            got = memo[key] = frozenset(s for s in _closure(nfa, key)
+                                        if nfa.bytes[s] or nfa.calls[s] or s == end)
         return got
 
     init = closure([start])

@@ -104,7 +104,11 @@ def dfa(e: Expr) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
 
 def subsets(nfa: _CharNFA, s: int, t: int) -> tuple[list[list[tuple[int, int, int]]], list[bool]]:
     """Subset construction of ``nfa`` from ``s``, accepting where ``t`` is reached."""
-    start = nfa.closure([s])
+    def closure(states) -> frozenset[int]:
+        # a DFA state is its closure's states with an edge, and the end state
+        return frozenset(x for x in nfa.closure(states) if nfa.edges[x] or x == t)
+
+    start = closure([s])
     ids, order, trans = {start: 0}, [start], []
     i = 0
     while i < len(order):
@@ -117,7 +121,7 @@ def subsets(nfa: _CharNFA, s: int, t: int) -> tuple[list[list[tuple[int, int, in
             targets = [tg for lo, hi, tg in edges if lo <= p and q - 1 <= hi]
             if not targets:
                 continue
-            nxt = nfa.closure(targets)
+            nxt = closure(targets)
             if nxt not in ids:
                 if len(order) >= MAX_DFA_STATES:
                     raise _too_large("MAX_DFA_STATES", MAX_DFA_STATES, len(order),

@@ -425,6 +425,13 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
   std::vector<uint32_t> stamp(n, 0);
   uint32_t epoch = 0;
   std::vector<int32_t> work, set;
+  // A DFA state keeps only the NFA states that matter to it: those with a byte edge or a
+  // call, and the end state. Thompson NFAs are mostly epsilon-only states, and two closures
+  // that differ only in them behave alike; keeping them made sets several times longer and
+  // split such closures into distinct DFA states for minimisation to merge again.
+  std::vector<uint8_t> kept(n, 0);
+  for (int64_t s = 0; s < n; ++s)
+    kept[s] = nfa.edge_off[s] < nfa.edge_off[s + 1] || nfa.call_off[s] < nfa.call_off[s + 1] || s == end;
   DFA d;
   // id of the epsilon closure of `targets` (sorted, unique), created when new
   auto intern = [&](const std::vector<int32_t>& targets, bool limited) -> int32_t {
@@ -439,7 +446,7 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
     while (!work.empty()) {
       const int32_t s = work.back();
       work.pop_back();
-      set.push_back(s);
+      if (kept[s]) set.push_back(s);
       for (int64_t k = nfa.eps_off[s]; k < nfa.eps_off[s + 1]; ++k) {
         const int32_t t = nfa.eps[k];
         if (stamp[t] != epoch) {
