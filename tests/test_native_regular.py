@@ -86,6 +86,10 @@ def test_dfa_equals_reference_and_language(i):
 def test_products_equal_reference(i, keep):
     a, b = regular._dfa(EXPRS[i]), regular._dfa(EXPRS[i + 1])
     assert regular._product(a, b, keep_b_final=keep) == reference_regular.product(a, b, keep_b_final=keep)
+    # minimal operands re-enter their start states (x* is one state): the product must still
+    # tell its start pair from "a's start, b dead"
+    a, b = regular._minimise(*a), regular._minimise(*b)
+    assert regular._product(a, b, keep_b_final=keep) == reference_regular.product(a, b, keep_b_final=keep)
 
 
 def test_automaton_nodes_and_limits():
