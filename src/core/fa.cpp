@@ -159,6 +159,7 @@ struct Builder {
   std::map<std::pair<int32_t, int32_t>, int32_t> shared;     // (rule, end state) -> start
   std::vector<char> inlining;                                // per rule id: being inlined now
   std::vector<ByteSeq> seqs;
+  std::unordered_map<uint64_t, int32_t> tails;  // (target, lo, hi) -> the state reading it (range())
 
   Builder(const Expr& e_, bool b, int64_t m, int64_t u) : e(e_), bytes(b), max_states(m), used(u) {}
 
@@ -191,12 +192,23 @@ struct Builder {
     seqs.clear();
     utf8_sequences(lo, hi, seqs);
     for (const ByteSeq& s : seqs) {  // (nothing below calls range again)
-      int32_t cur = a;
-      for (size_t i = 0; i < s.size(); ++i) {
-        const int32_t nxt = i + 1 == s.size() ? b : add();
-        edge(cur, s[i].first, s[i].second, nxt);
-        cur = nxt;
+      // built from the end: the state that reads the rest of a sequence into its target is
+      // shared by every sequence (and every range) with that same rest and target. Separate
+      // copies per lead byte and per occurrence of a character class made as many DFA states
+      // "one continuation byte to go", one per NFA copy, merged again only by minimisation.
+      int32_t cur = b;
+      for (size_t i = s.size() - 1; i > 0; --i) {
+        const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(cur)) << 16) |
+                             static_cast<uint64_t>(s[i].first << 8 | s[i].second);  // bytes: 8 bits each
+        auto it = tails.find(key);
+        if (it == tails.end()) {
+          const int32_t x = add();
+          edge(x, s[i].first, s[i].second, cur);
+          it = tails.emplace(key, x).first;
+        }
+        cur = it->second;
       }
+      edge(a, s[0].first, s[0].second, cur);
     }
   }
 
