@@ -583,8 +583,11 @@ class _Parser:
         return cp
 
 
-def _parse_branches(pattern: str, flags: str) -> list[tuple[bool, Expr, bool]]:
-    return _Parser(_hoist_group_anchors(pattern), flags).parse_top()
+@lru_cache(maxsize=256)
+def _parse_branches(pattern: str, flags: str) -> tuple[tuple[bool, Expr, bool], ...]:
+    # cached (expressions are immutable): the number syntax and format patterns are parsed
+    # for most schemas, about half a millisecond each, and schemas repeat their patterns
+    return tuple(_Parser(_hoist_group_anchors(pattern), flags).parse_top())
 
 
 def _top_level_split(text: str) -> list[tuple[int, int]] | None:
