@@ -61,6 +61,30 @@ def test_specials_and_stops(tokenizer, info):
         assert info.token_bytes[tok.convert_tokens_to_ids("▁the")] == b" the"
 
 
+def test_strings_by_id_match_the_vocabulary_dict(tokenizer, info):
+    # from_huggingface reads a fast tokenizer's strings by id; the get_vocab path (taken
+    # where the ids are not exactly 0..len-1) must give the same token bytes and encoding
+    name, tok = tokenizer
+
+    class DictOnly:  # the same tokenizer with its backend hidden
+        def __init__(self, t):
+            self._t = t
+
+        def __getattr__(self, attr):
+            if attr == "backend_tokenizer":
+                raise AttributeError(attr)
+            return getattr(self._t, attr)
+
+        def __len__(self):
+            return len(self._t)
+
+    slow = TokenizerInfo.from_huggingface(DictOnly(tok))
+    assert slow.token_bytes == info.token_bytes, name
+    assert (slow.stop_token_ids, slow.special_token_ids) == (info.stop_token_ids, info.special_token_ids)
+    if name in ("smollm2", "llama3", "qwen2", "gpt2", "deepseek-coder"):  # guessed from the strings alone
+        assert slow.vocab_type == info.vocab_type == "byte_level", name
+
+
 def test_fingerprint(info, smollm2_info):
     again = TokenizerInfo(info.token_bytes, info.vocab_size, info.stop_token_ids, info.special_token_ids, info.vocab_type)
     assert again.fingerprint == info.fingerprint

@@ -86,9 +86,9 @@ class TokenizerInfo:
         """SHA-256 over the token bytes, stop tokens and vocabulary size (cache key)."""
         if not self._fingerprint:
             # the lengths (-1: no bytes) then every token's bytes in one piece: three hash
-            # updates where one per token cost 0.1 s at 128K tokens
-            # (map(len) over the tokens with b"" for None, then the None positions set to -1:
-            # a generator expression per token was a quarter of preparing a 128K vocabulary)
+            # updates (one per token cost 0.1 s at 128K tokens); the lengths by map(len) with
+            # b"" for None, then -1 set at the None positions (a generator expression per
+            # token was a quarter of preparing a 128K vocabulary)
             tb = self.token_bytes
             filled = [b"" if b is None else b for b in tb]
             lengths = np.fromiter(map(len, filled), "<i4", len(filled))
@@ -150,8 +150,7 @@ class TokenizerInfo:
         for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
             if getattr(tok, "special", False):
                 specials.add(int(i))
-        vtype = _detect_vocab_type(tokenizer, vocab if vocab is not None else
-                                   {t: i for i, t in enumerate(strings) if t is not None})
+        vtype = _detect_vocab_type(tokenizer, vocab if vocab is not None else strings)
         token_bytes: list[bytes | None] = []
         added = {int(i): t.content for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()}
         whole = _byte_level_bulk(strings, specials, added) if vtype == "byte_level" else None
@@ -271,7 +270,9 @@ def _dense_strings(tokenizer: Any) -> list[str | None] | None:
     return None if any(t is None for t in strings) else strings
 
 
-def _detect_vocab_type(tokenizer: Any, vocab: dict[str, int]) -> VocabType:
+def _detect_vocab_type(tokenizer: Any, tokens: Iterable[str | None]) -> VocabType:
+    """The vocabulary's encoding, from the tokenizer's pipeline; else guessed from ``tokens``
+    (the vocabulary's strings: a ``get_vocab`` dict or the strings by id, None for holes)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         text, byte_fallback = _pipeline_text(backend)
@@ -279,9 +280,10 @@ def _detect_vocab_type(tokenizer: Any, vocab: dict[str, int]) -> VocabType:
             return "byte_level"
         if "\u2581" in text or "ByteFallback" in text or byte_fallback:
             return "sentencepiece"
-    if any(k.startswith("<0x") and len(k) == 6 for k in vocab) or any("\u2581" in k for k in list(vocab)[:2000]):
+    vocab = [k for k in tokens if k is not None]  # only here: most tokenizers decide above
+    if any(k.startswith("<0x") and len(k) == 6 for k in vocab) or any("\u2581" in k for k in vocab[:2000]):
         return "sentencepiece"
-    if "Ġ" in vocab or any(k.startswith("Ġ") for k in list(vocab)[:5000]):
+    if "Ġ" in vocab or any(k.startswith("Ġ") for k in vocab[:5000]):
         return "byte_level"
     return "raw"
 
