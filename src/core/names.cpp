@@ -323,6 +323,59 @@ Fed feed(const NameState& s, const std::string& d, NameState& out) {
   return feed(s, reinterpret_cast<const uint8_t*>(d.data()), d.size(), out);
 }
 
+// The lexer mode feed() would end in after `d`, and its expect_key, without building the
+// state: the checks below skip most tokens by where they end (outside a name, say), and
+// building a state copies the object's names whenever the token closes one. false when `d`
+// opens more containers than this tracks (the caller then feeds).
+bool scan_mode(const NameState& s, const uint8_t* d, size_t n, uint8_t& mode_out, bool& expect_key_out) {
+  uint8_t mode = s.mode;
+  bool esc = s.esc, expect_key = s.expect_key;
+  const Level* base = s.top.get();  // the innermost open container of `s` not closed by `d`
+  uint64_t opened = 0;              // containers `d` opens, innermost in bit 0 (1: an object)
+  int depth = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t b = d[i];
+    if (mode == kOutside) {
+      const bool any = depth > 0 || base != nullptr;
+      const bool object = depth > 0 ? (opened & 1u) != 0 : base != nullptr && base->object;
+      switch (b) {
+        case '"': mode = any && object && expect_key ? kKey : kValue; break;
+        case '{':
+        case '[':
+          if (++depth > 64) return false;
+          opened = opened << 1 | (b == '{' ? 1u : 0u);
+          if (b == '{') expect_key = true;
+          break;
+        case '}':
+        case ']':
+          if (depth > 0) {
+            --depth;
+            opened >>= 1;
+          } else if (base != nullptr) {
+            base = base->parent.get();
+          }
+          expect_key = false;
+          break;
+        case ':': expect_key = false; break;
+        case ',': expect_key = any && object; break;
+        default: break;
+      }
+      continue;
+    }
+    if (esc) {
+      esc = false;
+    } else if (b == '\\') {
+      esc = true;
+    } else if (b == '"') {
+      if (mode == kKey) expect_key = false;
+      mode = kOutside;
+    }
+  }
+  mode_out = mode;
+  expect_key_out = expect_key;
+  return true;
+}
+
 void put_u32(std::string& k, uint64_t v) { k.append(reinterpret_cast<const char*>(&v), 4); }
 
 void put_name(std::string& k, const Name& name) {
@@ -435,6 +488,7 @@ struct NameTables {
   Bits closers_or_escaped;      // at_least[3] | escaped
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   Bits commas;                  // tokens holding a comma (the separators' dead-end check)
+  Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
   // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
@@ -468,6 +522,7 @@ struct NameTables {
     escaped.assign(w, 0);
     reopen.assign(w, 0);
     commas.assign(w, 0);
+    commas_quoted.assign(w, 0);
     std::string dec;
     for (size_t i = 0; i < n; ++i) {
       const std::string& b = tb[i];
@@ -475,7 +530,10 @@ struct NameTables {
       const size_t first = b.find('"');
       const int32_t id = static_cast<int32_t>(i);
       const uint32_t bit = uint32_t(1) << (i & 31);
-      if (b.find(',') != std::string::npos) commas[i >> 5] |= bit;
+      if (b.find(',') != std::string::npos) {
+        commas[i >> 5] |= bit;
+        if (b.find_first_of("\"\\") != std::string::npos) commas_quoted[i >> 5] |= bit;
+      }
       if (first == std::string::npos) {
         if (b.find('\\') == std::string::npos) {
           auto [it, fresh] = plain.emplace(std::string_view(b), id);
@@ -509,6 +567,7 @@ struct NameTables {
     closers_or_escaped.index();
     reopen.index();
     commas.index();
+    commas_quoted.index();
   }
 };
 
@@ -614,7 +673,7 @@ class NameIndex {
   using Diff = std::vector<std::pair<int32_t, uint32_t>>;
 
   // the memoised clears of (`cid`, `st`), else nullptr; `key` becomes their memo key
-  std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, std::string& key) {
+  __attribute__((noinline)) std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, std::string& key) {
     key.clear();
     put_u32(key, static_cast<uint32_t>(cid));
     key += *state_key(st);
@@ -723,7 +782,7 @@ class NameIndex {
   // (open and close a name: 2, from a value string 3), and a second name of one object within
   // one token needs 3: those few tokens are fed to the lexer one by one. Nothing written yet
   // in any open object: only the latter.
-  void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
+  __attribute__((noinline)) void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     const NameTables& T = *tables_;
     const Bits* simulate = &T.at_least[3];
     bool outside = false;
@@ -750,17 +809,17 @@ class NameIndex {
     // between strings, a two-quote token closes at most the one name between its quotes: it
     // can repeat a name only if one of the open objects has it
     const bool use_between = outside && !T.between.empty();
-    Names written;
-    if (use_between) {
+    // (each open object's names are sorted: searched in place, not gathered per call)
+    auto written = [&st](const Name& name) {
       for (const Level* l = st.top.get(); l != nullptr; l = l->parent.get())
-        if (l->object && l->names) written.insert(written.end(), l->names->begin(), l->names->end());
-      std::sort(written.begin(), written.end());
-    }
+        if (l->object && has_name(l->names.get(), name)) return true;
+      return false;
+    };
     NameState after;
     for (int32_t t : allowed_of(mask, *simulate)) {
       if (use_between) {
         auto it = T.between.find(t);
-        if (it != T.between.end() && !std::binary_search(written.begin(), written.end(), it->second)) continue;
+        if (it != T.between.end() && !written(it->second)) continue;
       }
       if (bit_at(row.w, t) && feed(st, T.tb[t], after) == kDuplicate) row.clear(t);
     }
@@ -840,7 +899,7 @@ class NameIndex {
   // The allowed tokens that leave a name half written such that every way to end it repeats
   // a name of its object (with propertyNames {"maxLength": 1} and `{"a":1,` written, `"a`),
   // each candidate checked by a bounded search.
-  void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
+  __attribute__((noinline)) void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     if (st.mode == kKey && st.esc) return;
     const Names* names = st.top_names();
     const bool any = names != nullptr && !names->empty();
@@ -875,6 +934,11 @@ class NameIndex {
     bool have_levels = false;
     for (int32_t t : live) {
       const std::string& bytes = T.tb[t];
+      uint8_t mode_after;
+      bool expect_after;
+      if (scan_mode(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), mode_after, expect_after) &&
+          mode_after != kKey)
+        continue;  // ends outside a name: nothing half written to trap
       const Fed fed = feed(st, bytes, after);
       if (fed == kDuplicate) continue;
       const NameState& a = fed == kSame ? st : after;
@@ -915,15 +979,22 @@ class NameIndex {
   // additional members, the token `,`): the next name would be a dead end. Checked when the
   // grammar takes the opening quote right after the token (else kept: the check is a clear,
   // never needed for soundness of the output, only against dead ends).
-  void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
+  __attribute__((noinline)) void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     if (st.named == 0 && st.mode != kKey) return;
     const NameTables& T = *tables_;
     const uint8_t quote = '"';
     NameState after;
     // only comma tokens can end after a separator: visited through their table, not the
-    // whole mask (in a string value that is most of the vocabulary)
-    for (int32_t t : allowed_of(row.w, T.commas)) {
+    // whole mask (in a string value that is most of the vocabulary). Inside a string, past
+    // any escape, a token without a quote or backslash stays in the string: not one of them.
+    const bool in_string = st.mode != kOutside && !st.esc;
+    for (int32_t t : allowed_of(row.w, in_string ? T.commas_quoted : T.commas)) {
       const std::string& bytes = T.tb[t];
+      uint8_t mode_after;
+      bool expect_after;
+      if (scan_mode(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), mode_after, expect_after) &&
+          (mode_after != kOutside || !expect_after))
+        continue;  // not right after a separator
       const Fed fed = feed(st, bytes, after);
       if (fed == kDuplicate) continue;
       const NameState& a = fed == kSame ? st : after;
@@ -968,52 +1039,82 @@ class NameIndex {
     return fresh_name(cid, st, kFarNodes, nullptr) != Search::kNone;
   }
 
-  struct Node {
+  // A node of the search below: inside one name, so only the name's bytes and the escape
+  // flag change from node to node (the open containers and their names never do). Nodes are
+  // kept flat, bytes in one arena, so that a search allocates a few buffers rather than a
+  // lexer state and two strings per node (this search ran on nearly every first visit inside
+  // an object and was most of the name clears' cost).
+  struct KeyNode {
     int32_t cid;
-    NameState st;
-    std::string written;
+    int32_t parent;  // index in the search's nodes, -1 for the start
+    uint32_t off, len;  // the name's raw bytes: arena[off, off + len)
+    bool esc;
+    uint8_t byte;  // the byte from the parent
   };
 
-  // `written` plus a closing quote ends the name with a name its object lacks
-  bool close(const Node& n, Found* found) {
-    if (n.st.esc) return false;
+  // A closing quote after `n` ends the name with one its object lacks, at a configuration
+  // that can still complete the output.
+  bool closes_fresh(const KeyNode& n, const Names* names, const std::string& arena, Name& probe, int32_t& after) {
+    if (n.esc) return false;
     const uint8_t quote = '"';
-    const int32_t after = ix_->step_bytes(n.cid, &quote, 1);
+    after = ix_->step_bytes(n.cid, &quote, 1);
     if (after == 0) return false;
-    NameState st2;
-    const Fed fed = feed(n.st, &quote, 1, st2);
-    if (fed == kDuplicate) return false;
-    if ((fed == kSame ? n.st.mode : st2.mode) == kKey || ix_->config_dist(after) >= kUnreachableDist) return false;
-    if (found != nullptr) {
-      found->written = n.written + '"';
-      found->cid = after;
-      found->state = fed == kSame ? n.st : std::move(st2);
+    // the name as feed() decodes it when the quote closes it
+    std::string& out = probe.emplace();
+    switch (decode_name(reinterpret_cast<const uint8_t*>(arena.data()) + n.off, n.len, out)) {
+      case Decoded::kName: break;
+      case Decoded::kInsideEscape: probe.reset(); break;
+      default: throw std::invalid_argument("a member name holds a \\u escape with a non-hex digit");
     }
-    return true;
+    if (has_name(names, probe)) return false;
+    return ix_->config_dist(after) < kUnreachableDist;
   }
 
   // From inside a name (configuration `cid`, lexer state `st`): the shortest bytes that end
   // it with a name its object does not have (breadth first, printable ASCII first). kNone
   // when there is none, kUnknown when `max_nodes` names were tried.
   Search fresh_name(int32_t cid, const NameState& st, int64_t max_nodes, Found* found) {
-    std::vector<Node> level;
-    level.push_back(Node{cid, st, std::string()});
-    if (close(level.back(), found)) return Search::kFound;
-    int64_t nodes = 0;
-    while (!level.empty()) {
-      std::vector<Node> next;
-      for (const Node& n : level) {
-        const int32_t* row = ix_->row(n.cid);
+    if (st.mode != kKey) throw std::logic_error("internal: a fresh-name search outside a name");
+    const Names* names = st.top_names();
+    std::string arena = st.key;
+    std::vector<KeyNode> nodes;
+    nodes.push_back(KeyNode{cid, -1, 0, static_cast<uint32_t>(st.key.size()), st.esc, 0});
+    Name probe;
+    int32_t after = 0;
+    auto done = [&](int32_t k) {
+      if (found != nullptr) {
+        std::string bytes;
+        for (int32_t j = k; nodes[j].parent >= 0; j = nodes[j].parent) bytes.push_back(static_cast<char>(nodes[j].byte));
+        std::reverse(bytes.begin(), bytes.end());
+        bytes.push_back('"');
+        found->written = bytes;
+        found->cid = after;
+        if (feed(st, bytes, found->state) == kSame) found->state = st;
+      }
+      return Search::kFound;
+    };
+    if (closes_fresh(nodes[0], names, arena, probe, after)) return done(0);
+    int64_t tried = 0;
+    size_t lo = 0, hi = 1;  // the current level: nodes[lo, hi)
+    while (lo < hi) {
+      for (size_t k = lo; k < hi; ++k) {
+        const int32_t* row = ix_->row(nodes[k].cid);
         for (uint8_t b : byte_order()) {
-          if (row[b] == 0 || (b == '"' && !n.st.esc)) continue;
-          if (++nodes > max_nodes) return Search::kUnknown;
-          Node child{row[b], NameState(), n.written + static_cast<char>(b)};
-          if (feed(n.st, &b, 1, child.st) == kSame) child.st = n.st;  // (inside a name: never a duplicate)
-          if (close(child, found)) return Search::kFound;
-          next.push_back(std::move(child));
+          if (row[b] == 0 || (b == '"' && !nodes[k].esc)) continue;
+          if (++tried > max_nodes) return Search::kUnknown;
+          const KeyNode& n = nodes[k];
+          // (inside a name every byte but an unescaped quote is written: a backslash opens
+          // an escape, the byte after it closes it)
+          const KeyNode child{row[b], static_cast<int32_t>(k), static_cast<uint32_t>(arena.size()), n.len + 1,
+                              !n.esc && b == '\\', b};
+          arena.append(arena, n.off, n.len);
+          arena.push_back(static_cast<char>(b));
+          nodes.push_back(child);
+          if (closes_fresh(nodes.back(), names, arena, probe, after)) return done(static_cast<int32_t>(nodes.size() - 1));
         }
       }
-      level = std::move(next);
+      lo = hi;
+      hi = nodes.size();
     }
     return Search::kNone;  // every name this position can end with is taken
   }
