@@ -33,7 +33,10 @@ EXTRA = [
 ]
 SPECIAL = [b'"a"', b'a"', b'b"', b'":', b',"', b'"a":1,"a"', b'"a":1,"b"', b'u0061"', b'\\u0061"',
            b'{"a":1,"a":', b'":1,"', b'":"a","', b'\\"', b'a":', b'"}', b'ab"', b'","',
-           b'":1,"a', b'","a', b'":2,"', b'\\":1,"a']
+           b'":1,"a', b'","a', b'":2,"', b'\\":1,"a',
+           # names of two objects in one token: the inner object's "a" is no duplicate of the
+           # outer one's, the outer object's second "a" is
+           b'{"a":{"a":1},"a"', b'"a":{"a"', b'"},"a":', b'a":[{"b":1,"b"']
 
 
 def _reference_row(matcher) -> np.ndarray:

@@ -376,6 +376,87 @@ bool scan_mode(const NameState& s, const uint8_t* d, size_t n, uint8_t& mode_out
   return true;
 }
 
+// Whether feed() would find `d` writing a name twice in one object, without building the
+// state after it: that state copies an object's names whenever a name closes, and the
+// duplicate check feeds hundreds of quote tokens per first visit. Names closed by `d` itself
+// are kept apart per object (an open object by its level, one opened by `d` by its number).
+bool writes_duplicate(const NameState& s, const uint8_t* d, size_t n) {
+  uint8_t mode = s.mode;
+  bool esc = s.esc, expect_key = s.expect_key;
+  const Level* base = s.top.get();
+  int64_t opened[64];  // containers `d` opens: -1 an array, else the object's number
+  int depth = 0;
+  int64_t opens = 0;
+  std::string key = mode == kKey ? s.key : std::string();
+  std::vector<std::pair<const void*, Name>> added;  // (object, name) closed by `d`
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t b = d[i];
+    if (mode == kOutside) {
+      const bool any = depth > 0 || base != nullptr;
+      const bool object = depth > 0 ? opened[depth - 1] >= 0 : base != nullptr && base->object;
+      switch (b) {
+        case '"':
+          if (any && object && expect_key) {
+            mode = kKey;
+            key.clear();
+          } else {
+            mode = kValue;
+          }
+          break;
+        case '{':
+        case '[':
+          if (depth == 64) {
+            NameState out;
+            return feed(s, d, n, out) == kDuplicate;
+          }
+          opened[depth++] = b == '{' ? opens++ : -1;
+          if (b == '{') expect_key = true;
+          break;
+        case '}':
+        case ']':
+          if (depth > 0)
+            --depth;
+          else if (base != nullptr)
+            base = base->parent.get();
+          expect_key = false;
+          break;
+        case ':': expect_key = false; break;
+        case ',': expect_key = any && object; break;
+        default: break;
+      }
+      continue;
+    }
+    if (esc) {
+      esc = false;
+      if (mode == kKey) key.push_back(static_cast<char>(b));
+      continue;
+    }
+    if (b == '\\') {
+      esc = true;
+      if (mode == kKey) key.push_back('\\');
+      continue;
+    }
+    if (b != '"') {
+      if (mode == kKey) key.push_back(static_cast<char>(b));
+      continue;
+    }
+    if (mode == kKey) {
+      Name name = decode_or_none(key);
+      // (an object `d` opened is named by its number, past the addresses: odd, below 128)
+      const void* object = depth > 0 ? reinterpret_cast<const void*>(static_cast<uintptr_t>(2 * opened[depth - 1] + 1))
+                                     : static_cast<const void*>(base);
+      if (depth == 0 && base != nullptr && has_name(base->names.get(), name)) return true;
+      for (const auto& [o, nm] : added)
+        if (o == object && nm == name) return true;
+      added.emplace_back(object, std::move(name));
+      key.clear();
+      expect_key = false;
+    }
+    mode = kOutside;
+  }
+  return false;
+}
+
 void put_u32(std::string& k, uint64_t v) { k.append(reinterpret_cast<const char*>(&v), 4); }
 
 void put_name(std::string& k, const Name& name) {
@@ -394,9 +475,10 @@ void put_names(std::string& k, const Names* names) {
     for (const Name& nm : *names) put_name(k, nm);
 }
 
-// A string made once per level and kept in `slot`.
+// A string made once per level and kept in `slot` (the level holds it for as long as the
+// caller holds the level).
 template <class Make>
-const std::string& level_key(const std::shared_ptr<const std::string>& slot, Make make) {
+std::shared_ptr<const std::string> level_key(const std::shared_ptr<const std::string>& slot, Make make) {
   std::shared_ptr<const std::string> k = std::atomic_load(&slot);
   if (k == nullptr) {
     auto made = std::make_shared<std::string>();
@@ -404,18 +486,19 @@ const std::string& level_key(const std::shared_ptr<const std::string>& slot, Mak
     k = made;
     std::atomic_store(const_cast<std::shared_ptr<const std::string>*>(&slot), k);
   }
-  return *k;  // the level holds it for as long as the caller holds the level
+  return k;
 }
 
 // put_names of a level's names.
 const std::string& names_key(const Level& l) {
-  return level_key(l.names_key, [&](std::string& k) { put_names(k, l.names.get()); });
+  return *level_key(l.names_key, [&](std::string& k) { put_names(k, l.names.get()); });
 }
 
-// put_state's first part: the open containers, innermost first, with each object's names.
-void put_levels(std::string& k, const Level* top) {
-  if (top == nullptr) return;
-  k += level_key(top->chain_key, [&](std::string& out) {
+void put_levels(std::string& k, const Level* top);
+
+// put_levels of a (non-null) level, made once per level.
+std::shared_ptr<const std::string> chain_key_of(const Level* top) {
+  return level_key(top->chain_key, [&](std::string& out) {
     if (top->object) {
       out.push_back('O');
       out += names_key(*top);
@@ -424,6 +507,11 @@ void put_levels(std::string& k, const Level* top) {
     }
     put_levels(out, top->parent.get());
   });
+}
+
+// put_state's first part: the open containers, innermost first, with each object's names.
+void put_levels(std::string& k, const Level* top) {
+  if (top != nullptr) k += *chain_key_of(top);
 }
 
 // put_state's second part: the lexer's position and the name being written.
@@ -815,13 +903,14 @@ class NameIndex {
         if (l->object && has_name(l->names.get(), name)) return true;
       return false;
     };
-    NameState after;
     for (int32_t t : allowed_of(mask, *simulate)) {
       if (use_between) {
         auto it = T.between.find(t);
         if (it != T.between.end() && !written(it->second)) continue;
       }
-      if (bit_at(row.w, t) && feed(st, T.tb[t], after) == kDuplicate) row.clear(t);
+      if (!bit_at(row.w, t)) continue;
+      const std::string& bytes = T.tb[t];
+      if (writes_duplicate(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())) row.clear(t);
     }
   }
 
@@ -926,12 +1015,7 @@ class NameIndex {
       if (t < limit && bit_at(row.w, t)) live.push_back(t);
     const NameTables& T = *tables_;
     NameState after;
-    // The states after the candidates nearly all share st's containers (the token only goes
-    // on with the name): their part of each memo key is written once per container chain,
-    // which the reference keeps alive so that its address names it.
-    LevelPtr levels_of;
-    std::string levels;
-    bool have_levels = false;
+    Chains chains;
     for (int32_t t : live) {
       const std::string& bytes = T.tb[t];
       uint8_t mode_after;
@@ -946,30 +1030,7 @@ class NameIndex {
       const int32_t succ =
           ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
       if (succ == 0) continue;
-      if (!have_levels || a.top != levels_of) {
-        levels.clear();
-        put_levels(levels, a.top.get());
-        levels_of = a.top;
-        have_levels = true;
-      }
-      std::string key;
-      key.reserve(4 + levels.size() + 8 + a.key.size());
-      put_u32(key, static_cast<uint32_t>(succ));
-      key += levels;
-      put_position(key, a);
-      int cached = -1;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        auto it = ends_.find(key);
-        if (it != ends_.end()) cached = it->second;
-      }
-      if (cached < 0) {
-        cached = can_end_fresh(succ, a) ? 1 : 0;
-        std::lock_guard<std::mutex> g(mu_);
-        if (ends_.size() >= kMemoCap) ends_.clear();
-        ends_.emplace(std::move(key), cached != 0);
-      }
-      if (!cached) row.clear(t);
+      if (!ends_fresh(succ, a, chains)) row.clear(t);
     }
   }
 
@@ -984,6 +1045,7 @@ class NameIndex {
     const NameTables& T = *tables_;
     const uint8_t quote = '"';
     NameState after;
+    Chains chains;
     // only comma tokens can end after a separator: visited through their table, not the
     // whole mask (in a string value that is most of the vocabulary). Inside a string, past
     // any escape, a token without a quote or backslash stays in the string: not one of them.
@@ -1007,23 +1069,59 @@ class NameIndex {
       if (open == 0) continue;
       NameState in_name;
       if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) continue;
-      std::string key;
-      put_u32(key, static_cast<uint32_t>(open));
-      put_state(key, in_name);
-      int cached = -1;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        auto it = ends_.find(key);
-        if (it != ends_.end()) cached = it->second;
-      }
-      if (cached < 0) {
-        cached = can_end_fresh(open, in_name) ? 1 : 0;
-        std::lock_guard<std::mutex> g(mu_);
-        if (ends_.size() >= kMemoCap) ends_.clear();
-        ends_.emplace(std::move(key), cached != 0);
-      }
-      if (!cached) row.clear(t);
+      if (!ends_fresh(open, in_name, chains)) row.clear(t);
     }
+  }
+
+  // can_end_fresh's memo key: a configuration and a state by content. The containers' part
+  // (every open object's names) is shared with the level that made it rather than copied and
+  // hashed per key: the checks above look up a key per candidate token, nearly all in one
+  // chain of containers, and copying and hashing the names was most of their cost.
+  struct EndKey {
+    int32_t cid;
+    std::shared_ptr<const std::string> chain;  // put_levels of the state (nullptr: none open)
+    std::string position;                      // put_position of the state
+    size_t hash;
+    bool operator==(const EndKey& o) const {
+      return cid == o.cid && hash == o.hash && position == o.position &&
+             (chain == o.chain || (chain != nullptr && o.chain != nullptr && *chain == *o.chain));
+    }
+  };
+  struct EndKeyHash {
+    size_t operator()(const EndKey& k) const { return k.hash; }
+  };
+  // The chain key of one container chain and its hash, made once per chain in a clear (the
+  // reference keeps the chain alive, so that its address names it).
+  struct Chains {
+    LevelPtr top;
+    bool have = false;
+    std::shared_ptr<const std::string> chain;
+    size_t hash = 0;
+  };
+
+  // can_end_fresh(cid, a), memoised.
+  bool ends_fresh(int32_t cid, const NameState& a, Chains& c) {
+    if (!c.have || c.top != a.top) {
+      c.top = a.top;
+      c.have = true;
+      c.chain = a.top ? chain_key_of(a.top.get()) : nullptr;
+      c.hash = c.chain ? std::hash<std::string>()(*c.chain) : 0;
+    }
+    EndKey key{cid, c.chain, std::string(), 0};
+    put_position(key.position, a);
+    size_t h = c.hash * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(cid);
+    h ^= std::hash<std::string>()(key.position) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    key.hash = h;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = ends_.find(key);
+      if (it != ends_.end()) return it->second;
+    }
+    const bool fresh = can_end_fresh(cid, a);
+    std::lock_guard<std::mutex> g(mu_);
+    if (ends_.size() >= kMemoCap) ends_.clear();
+    ends_.emplace(std::move(key), fresh);
+    return fresh;
   }
 
   // From inside a name: some way to end it gives a name its object does not have (or the
@@ -1125,7 +1223,7 @@ class NameIndex {
   std::mutex mu_;
   std::unordered_map<int32_t, std::optional<std::string>> completions_;
   std::unordered_map<std::string, std::shared_ptr<const Diff>> cleared_;
-  std::unordered_map<std::string, bool> ends_;
+  std::unordered_map<EndKey, bool, EndKeyHash> ends_;
   std::unordered_map<std::string, std::shared_ptr<const Ids>> candidates_;
 };
 
