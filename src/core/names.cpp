@@ -323,71 +323,23 @@ Fed feed(const NameState& s, const std::string& d, NameState& out) {
   return feed(s, reinterpret_cast<const uint8_t*>(d.data()), d.size(), out);
 }
 
-// The lexer mode feed() would end in after `d`, and its expect_key, without building the
-// state: the checks below skip most tokens by where they end (outside a name, say), and
-// building a state copies the object's names whenever the token closes one. false when `d`
-// opens more containers than this tracks (the caller then feeds).
-bool scan_mode(const NameState& s, const uint8_t* d, size_t n, uint8_t& mode_out, bool& expect_key_out) {
+// A lexer pass over `d` from `s` that builds no state: where feed() would end (mode and
+// expect_key) and, when `names` is set, whether it would find `d` writing a name twice in one
+// object. The checks below skip most tokens by where they end (outside a name, say), and the
+// duplicate check feeds hundreds of quote tokens per first visit: a built state copies an
+// object's names whenever a name closes. Names closed by `d` itself are kept apart per object
+// (an open object by its level, one that `d` opens by its number). kTooDeep when `d` opens
+// more containers than this tracks: the caller then feeds.
+enum Scan { kScanned = 0, kWritesDuplicate = 1, kTooDeep = 2 };
+
+Scan scan(const NameState& s, const uint8_t* d, size_t n, bool names, uint8_t& mode_out, bool& expect_key_out) {
   uint8_t mode = s.mode;
   bool esc = s.esc, expect_key = s.expect_key;
   const Level* base = s.top.get();  // the innermost open container of `s` not closed by `d`
-  uint64_t opened = 0;              // containers `d` opens, innermost in bit 0 (1: an object)
-  int depth = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t b = d[i];
-    if (mode == kOutside) {
-      const bool any = depth > 0 || base != nullptr;
-      const bool object = depth > 0 ? (opened & 1u) != 0 : base != nullptr && base->object;
-      switch (b) {
-        case '"': mode = any && object && expect_key ? kKey : kValue; break;
-        case '{':
-        case '[':
-          if (++depth > 64) return false;
-          opened = opened << 1 | (b == '{' ? 1u : 0u);
-          if (b == '{') expect_key = true;
-          break;
-        case '}':
-        case ']':
-          if (depth > 0) {
-            --depth;
-            opened >>= 1;
-          } else if (base != nullptr) {
-            base = base->parent.get();
-          }
-          expect_key = false;
-          break;
-        case ':': expect_key = false; break;
-        case ',': expect_key = any && object; break;
-        default: break;
-      }
-      continue;
-    }
-    if (esc) {
-      esc = false;
-    } else if (b == '\\') {
-      esc = true;
-    } else if (b == '"') {
-      if (mode == kKey) expect_key = false;
-      mode = kOutside;
-    }
-  }
-  mode_out = mode;
-  expect_key_out = expect_key;
-  return true;
-}
-
-// Whether feed() would find `d` writing a name twice in one object, without building the
-// state after it: that state copies an object's names whenever a name closes, and the
-// duplicate check feeds hundreds of quote tokens per first visit. Names closed by `d` itself
-// are kept apart per object (an open object by its level, one opened by `d` by its number).
-bool writes_duplicate(const NameState& s, const uint8_t* d, size_t n) {
-  uint8_t mode = s.mode;
-  bool esc = s.esc, expect_key = s.expect_key;
-  const Level* base = s.top.get();
-  int64_t opened[64];  // containers `d` opens: -1 an array, else the object's number
+  int64_t opened[64];               // containers `d` opens: -1 an array, else the object's number
   int depth = 0;
   int64_t opens = 0;
-  std::string key = mode == kKey ? s.key : std::string();
+  std::string key = names && mode == kKey ? s.key : std::string();
   std::vector<std::pair<const void*, Name>> added;  // (object, name) closed by `d`
   for (size_t i = 0; i < n; ++i) {
     const uint8_t b = d[i];
@@ -396,19 +348,12 @@ bool writes_duplicate(const NameState& s, const uint8_t* d, size_t n) {
       const bool object = depth > 0 ? opened[depth - 1] >= 0 : base != nullptr && base->object;
       switch (b) {
         case '"':
-          if (any && object && expect_key) {
-            mode = kKey;
-            key.clear();
-          } else {
-            mode = kValue;
-          }
+          mode = any && object && expect_key ? kKey : kValue;
+          key.clear();
           break;
         case '{':
         case '[':
-          if (depth == 64) {
-            NameState out;
-            return feed(s, d, n, out) == kDuplicate;
-          }
+          if (depth == 64) return kTooDeep;
           opened[depth++] = b == '{' ? opens++ : -1;
           if (b == '{') expect_key = true;
           break;
@@ -426,35 +371,40 @@ bool writes_duplicate(const NameState& s, const uint8_t* d, size_t n) {
       }
       continue;
     }
-    if (esc) {
-      esc = false;
-      if (mode == kKey) key.push_back(static_cast<char>(b));
+    const bool in_key = names && mode == kKey;
+    if (esc || b != '"') {
+      if (in_key) key.push_back(static_cast<char>(b));
+      esc = !esc && b == '\\';
       continue;
     }
-    if (b == '\\') {
-      esc = true;
-      if (mode == kKey) key.push_back('\\');
-      continue;
-    }
-    if (b != '"') {
-      if (mode == kKey) key.push_back(static_cast<char>(b));
-      continue;
-    }
-    if (mode == kKey) {
-      Name name = decode_or_none(key);
-      // (an object `d` opened is named by its number, past the addresses: odd, below 128)
-      const void* object = depth > 0 ? reinterpret_cast<const void*>(static_cast<uintptr_t>(2 * opened[depth - 1] + 1))
-                                     : static_cast<const void*>(base);
-      if (depth == 0 && base != nullptr && has_name(base->names.get(), name)) return true;
-      for (const auto& [o, nm] : added)
-        if (o == object && nm == name) return true;
-      added.emplace_back(object, std::move(name));
-      key.clear();
+    if (mode == kKey) {  // a closing quote
+      if (names) {
+        Name name = decode_or_none(key);
+        // (an object `d` opened is named by its number, past the addresses: odd, below 128)
+        const void* object = depth > 0 ? reinterpret_cast<const void*>(static_cast<uintptr_t>(2 * opened[depth - 1] + 1))
+                                       : static_cast<const void*>(base);
+        if (depth == 0 && base != nullptr && has_name(base->names.get(), name)) return kWritesDuplicate;
+        for (const auto& [o, nm] : added)
+          if (o == object && nm == name) return kWritesDuplicate;
+        added.emplace_back(object, std::move(name));
+      }
       expect_key = false;
     }
     mode = kOutside;
   }
-  return false;
+  mode_out = mode;
+  expect_key_out = expect_key;
+  return kScanned;
+}
+
+// Whether feed() would find `d` writing a name twice in one object (scan(), else feed()).
+bool writes_duplicate(const NameState& s, const uint8_t* d, size_t n) {
+  uint8_t mode;
+  bool expect_key;
+  const Scan r = scan(s, d, n, true, mode, expect_key);
+  if (r != kTooDeep) return r == kWritesDuplicate;
+  NameState out;
+  return feed(s, d, n, out) == kDuplicate;
 }
 
 void put_u32(std::string& k, uint64_t v) { k.append(reinterpret_cast<const char*>(&v), 4); }
@@ -761,7 +711,7 @@ class NameIndex {
   using Diff = std::vector<std::pair<int32_t, uint32_t>>;
 
   // the memoised clears of (`cid`, `st`), else nullptr; `key` becomes their memo key
-  __attribute__((noinline)) std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, std::string& key) {
+  std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, std::string& key) {
     key.clear();
     put_u32(key, static_cast<uint32_t>(cid));
     key += *state_key(st);
@@ -870,7 +820,7 @@ class NameIndex {
   // (open and close a name: 2, from a value string 3), and a second name of one object within
   // one token needs 3: those few tokens are fed to the lexer one by one. Nothing written yet
   // in any open object: only the latter.
-  __attribute__((noinline)) void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
+  void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     const NameTables& T = *tables_;
     const Bits* simulate = &T.at_least[3];
     bool outside = false;
@@ -988,7 +938,7 @@ class NameIndex {
   // The allowed tokens that leave a name half written such that every way to end it repeats
   // a name of its object (with propertyNames {"maxLength": 1} and `{"a":1,` written, `"a`),
   // each candidate checked by a bounded search.
-  __attribute__((noinline)) void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
+  void clear_dead_names(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     if (st.mode == kKey && st.esc) return;
     const Names* names = st.top_names();
     const bool any = names != nullptr && !names->empty();
@@ -1020,7 +970,8 @@ class NameIndex {
       const std::string& bytes = T.tb[t];
       uint8_t mode_after;
       bool expect_after;
-      if (scan_mode(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), mode_after, expect_after) &&
+      if (scan(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), false, mode_after, expect_after) ==
+              kScanned &&
           mode_after != kKey)
         continue;  // ends outside a name: nothing half written to trap
       const Fed fed = feed(st, bytes, after);
@@ -1040,7 +991,7 @@ class NameIndex {
   // additional members, the token `,`): the next name would be a dead end. Checked when the
   // grammar takes the opening quote right after the token (else kept: the check is a clear,
   // never needed for soundness of the output, only against dead ends).
-  __attribute__((noinline)) void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
+  void clear_dead_separators(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     if (st.named == 0 && st.mode != kKey) return;
     const NameTables& T = *tables_;
     const uint8_t quote = '"';
@@ -1054,7 +1005,8 @@ class NameIndex {
       const std::string& bytes = T.tb[t];
       uint8_t mode_after;
       bool expect_after;
-      if (scan_mode(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), mode_after, expect_after) &&
+      if (scan(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), false, mode_after, expect_after) ==
+              kScanned &&
           (mode_after != kOutside || !expect_after))
         continue;  // not right after a separator
       const Fed fed = feed(st, bytes, after);
