@@ -160,13 +160,20 @@ Decoded decode_name(const uint8_t* raw, size_t n, std::string& out) {
   return Decoded::kName;
 }
 
-Name decode_or_none(const std::string& raw) {
-  std::string out;
-  switch (decode_name(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), out)) {
-    case Decoded::kName: return out;
-    case Decoded::kInsideEscape: return std::nullopt;
+// The decoded name of raw bytes into `out` (nullopt: they end inside an escape), reusing its
+// buffer: the fresh-name search decodes a name per node.
+void decode_into(const uint8_t* raw, size_t n, Name& out) {
+  switch (decode_name(raw, n, out.emplace())) {
+    case Decoded::kName: return;
+    case Decoded::kInsideEscape: out.reset(); return;
     default: throw std::invalid_argument("a member name holds a \\u escape with a non-hex digit");
   }
+}
+
+Name decode_or_none(const std::string& raw) {
+  Name out;
+  decode_into(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), out);
+  return out;
 }
 
 // -- the lexer state ----------------------------------------------------------------------
@@ -1109,13 +1116,7 @@ class NameIndex {
     const uint8_t quote = '"';
     after = ix_->step_bytes(n.cid, &quote, 1);
     if (after == 0) return false;
-    // the name as feed() decodes it when the quote closes it
-    std::string& out = probe.emplace();
-    switch (decode_name(reinterpret_cast<const uint8_t*>(arena.data()) + n.off, n.len, out)) {
-      case Decoded::kName: break;
-      case Decoded::kInsideEscape: probe.reset(); break;
-      default: throw std::invalid_argument("a member name holds a \\u escape with a non-hex digit");
-    }
+    decode_into(reinterpret_cast<const uint8_t*>(arena.data()) + n.off, n.len, probe);  // as feed() would
     if (has_name(names, probe)) return false;
     return ix_->config_dist(after) < kUnreachableDist;
   }
