@@ -85,6 +85,29 @@ def test_strings_by_id_match_the_vocabulary_dict(tokenizer, info):
         assert slow.vocab_type == info.vocab_type == "byte_level", name
 
 
+def test_vocabulary_type_guess_does_not_follow_the_dict_order(tokenizer, info):
+    # get_vocab's order is the backend's hash order, which changes between processes: with
+    # deepseek-coder's two added "\u2581" tokens first, a guess from the dict's first entries
+    # took the vocabulary for SentencePiece
+    name, tok = tokenizer
+    vocab = tok.get_vocab()
+    reordered = dict(sorted(vocab.items(), key=lambda kv: "\u2581" not in kv[0]))
+
+    class DictOnly:
+        def __getattr__(self, attr):
+            if attr == "backend_tokenizer":
+                raise AttributeError(attr)
+            return getattr(tok, attr)
+
+        def __len__(self):
+            return len(tok)
+
+        def get_vocab(self):
+            return reordered
+
+    assert TokenizerInfo.from_huggingface(DictOnly()).token_bytes == info.token_bytes, name
+
+
 def test_fingerprint(info, smollm2_info):
     again = TokenizerInfo(info.token_bytes, info.vocab_size, info.stop_token_ids, info.special_token_ids, info.vocab_type)
     assert again.fingerprint == info.fingerprint

@@ -139,7 +139,6 @@ class TokenizerInfo:
         if dense is not None:
             strings: list[str | None] = dense
             n = len(dense)
-            vocab: dict[str, int] | None = None  # built only if the type must be guessed from it
         else:
             vocab = tokenizer.get_vocab()
             n = max(max(vocab.values()) + 1, len(tokenizer))
@@ -150,7 +149,9 @@ class TokenizerInfo:
         for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
             if getattr(tok, "special", False):
                 specials.add(int(i))
-        vtype = _detect_vocab_type(tokenizer, vocab if vocab is not None else strings)
+        # (strings by id, not the dict: its order is the backend's hash order, so a guess from
+        # its first entries changed between processes)
+        vtype = _detect_vocab_type(tokenizer, strings)
         token_bytes: list[bytes | None] = []
         added = {int(i): t.content for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()}
         whole = _byte_level_bulk(strings, specials, added) if vtype == "byte_level" else None
@@ -272,7 +273,7 @@ def _dense_strings(tokenizer: Any) -> list[str | None] | None:
 
 def _detect_vocab_type(tokenizer: Any, tokens: Iterable[str | None]) -> VocabType:
     """The vocabulary's encoding, from the tokenizer's pipeline; else guessed from ``tokens``
-    (the vocabulary's strings: a ``get_vocab`` dict or the strings by id, None for holes)."""
+    (the vocabulary's strings by id, None for holes)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         text, byte_fallback = _pipeline_text(backend)
