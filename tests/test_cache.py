@@ -165,7 +165,9 @@ def test_vocabulary_trie_cache_round_trip_and_corruption(tmp_path, monkeypatch, 
     loaded = load_trie(smollm2_info)
     assert same(loaded, built) and same(loaded.plain.rest, built.plain.rest) and same(loaded.plain.only, built.plain.only)
     assert same(loaded.plain.other, built.plain.other) and same(loaded.plain.text_trie, built.plain.text_trie)
-    for f in ("tokens", "by_first", "offsets", "by_len", "len_offsets", "text", "text_by_first", "text_offsets"):
+    assert same(loaded.plain.other_head, built.plain.other_head) and same(loaded.plain.other_tail, built.plain.other_tail)
+    for f in ("tokens", "by_first", "offsets", "by_len", "len_offsets", "text", "text_by_first", "text_offsets",
+              "tail_ids", "tail_offsets"):
         assert np.array_equal(getattr(loaded.plain, f), getattr(built.plain, f)), f
     data = bytearray((entry / "trie.npz").read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, one byte flipped: only the checksum can tell

@@ -160,6 +160,23 @@ def test_schemas_equal_reference_on_real_vocabularies(case, real_info):
     assert pair.states > 10
 
 
+# A property name's first character, where some first bytes lead into a free name and others
+# do not: the tokens of Plain.other_tail are kept per first byte (" x\"" must not close a name
+# that cannot start with a space; a declared name's first byte is walked through in full).
+NAME_START_SCHEMAS = [{"type": "object", "propertyNames": {"pattern": "^[a-z]"}},
+                      {"type": "object", "properties": {" a": {}, "(b": {}},
+                       "propertyNames": {"pattern": "^([a-z].*| a|\\(b)$"}}]
+
+
+@pytest.mark.parametrize("case", range(len(NAME_START_SCHEMAS)))
+def test_name_starts_equal_reference_on_real_vocabularies(case, real_info):
+    compiled = GrammarCompiler(real_info, cache_size=0).compile_json_schema(NAME_START_SCHEMAS[case])
+    pair = Pair(compiled, successors=True)
+    pair.walk_text(b'{"abc":1,"bc":2,' + (b'" a":3}' if case else b'"x":[]}'))
+    pair.walk_tokens(compiled, real_info, np.random.default_rng(case), walks=2, max_steps=12)
+    assert pair.states > 10
+
+
 def test_without_frame_tables_equals_reference(smollm2_info, monkeypatch):
     # past the frame tables' budget rows close each distinct target once: same configurations
     from structgen.index import token_index

@@ -351,6 +351,7 @@ struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
 
   void load(const py::object& id_arr, const py::object& off_arr) {
     i64 i = id_arr.cast<i64>(), o = off_arr.cast<i64>();
+    if (o.shape(0) < 1) throw std::invalid_argument("offsets without their start");
     refs = py::make_tuple(i, o);
     ids = i.data();
     offsets = o.data();
@@ -362,7 +363,11 @@ struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
 struct Plain {
   std::vector<uint32_t> tokens, text;
   Trie rest, only, other, text_trie;
-  IdRuns by_first, text_by_first, by_len;  // by_len: ids sorted by length, offsets per length
+  // `other` split at each token's text prefix: `head` holds the tokens without one, `tail` the
+  // distinct rests of the others, its node tokens groups of ids (tail_groups)
+  Trie head, tail;
+  bool tails_pay = false;  // walk_other is worth its tables (a large `other` trie)
+  IdRuns by_first, text_by_first, by_len, tail_groups;  // by_len: ids sorted by length, offsets per length
   int64_t longest = 0;                     // the longest plain token
 };
 
@@ -376,6 +381,7 @@ struct Vocab {
   std::vector<std::vector<std::pair<int, int>>> mb_seqs;  // [lo, end) byte ranges per character shape
   int64_t max_id = -1;      // the largest token id any table holds
   int64_t plain_words = -1;  // words of the plain bitmasks
+  std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
 
   Vocab(const py::object& t, const py::list& multibyte) {
     trie.load(t);
@@ -388,6 +394,12 @@ struct Vocab {
     }
     py::object p = t.attr("plain");
     if (!p.is_none()) load_plain(p);
+    first_byte.assign(static_cast<size_t>(max_id + 1), 0);
+    for (int64_t i = 1, b = 0; i < trie.nodes; ++i) {
+      if (trie.depth[i] == 1) b = trie.byte[i];
+      if (trie.tok[i] >= 0) first_byte[trie.tok[i]] = static_cast<uint8_t>(b);
+    }
+    for (size_t k = 0; k + 1 < dups.size(); k += 2) first_byte[dups[k + 1]] = first_byte[dups[k]];
     for (const auto& seq : multibyte) {
       std::vector<std::pair<int, int>> ranges;
       bool usable = true;
@@ -428,17 +440,23 @@ struct Vocab {
     plain->by_first.load(p.attr("by_first"), p.attr("offsets"));
     plain->text_by_first.load(p.attr("text_by_first"), p.attr("text_offsets"));
     plain->by_len.load(p.attr("by_len"), p.attr("len_offsets"));
+    plain->head.load(p.attr("other_head"));
+    plain->tail.load(p.attr("other_tail"));
+    plain->tail_groups.load(p.attr("tail_ids"), p.attr("tail_offsets"));
+    if (plain->tail.max_tok >= plain->tail_groups.groups) throw std::invalid_argument("a tail group out of range");
+    // the nodes below a text prefix that the tail trie saves (SmolLM2: 172, Llama-3: 5,286)
+    plain->tails_pay = plain->other.nodes - plain->head.nodes - plain->tail.nodes >= 1024;
     plain->longest = plain->by_len.groups - 1;  // len_offsets has longest + 2 entries
     if (plain->by_first.groups != 256 || plain->text_by_first.groups != 256 || plain->longest < 0)
       throw std::invalid_argument("bad plain split offsets");
-    for (const IdRuns* runs : {&plain->by_first, &plain->text_by_first, &plain->by_len}) {
+    for (const IdRuns* runs : {&plain->by_first, &plain->text_by_first, &plain->by_len, &plain->tail_groups}) {
       for (int64_t g = 0; g < runs->groups; ++g)
         if (runs->offsets[g] < 0 || runs->offsets[g] > runs->offsets[g + 1]) throw std::invalid_argument("bad offsets");
       note_ids(runs->ids, runs->offsets[runs->groups]);
     }
     plain->by_first.build_union(plain_words);
     plain->text_by_first.build_union(plain_words);
-    for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie})
+    for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie, &plain->head, &plain->tail})
       if (sub->max_depth > trie.max_depth) throw std::invalid_argument("a split trie deeper than the vocabulary's");
   }
 };
@@ -1170,9 +1188,11 @@ class ConfigIndex final : public structgen::IndexView {
 
   // The walk's loop, compiled apart for masks and for successor lists so that neither pays
   // the other's branches on every node.
-  template <bool kMask, bool kCollect, bool kPlainLoops = false>
+  // kGroups: a node's token is a group of Plain::tail_groups (the tail trie), whose ids are set.
+  // `keep` (kGroups only, may be null): the first bytes whose tokens the groups set.
+  template <bool kMask, bool kCollect, bool kPlainLoops = false, bool kGroups = false>
   void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
-                  std::vector<int32_t>* cfgs) {
+                  std::vector<int32_t>* cfgs, const uint8_t* keep = nullptr) {
     RowCache cache;
     // row_at[d]: the row a node at depth d steps from (of the configuration after its first
     // d - 1 bytes). Kept per thread and reused: every entry a node reads is written first, on
@@ -1200,7 +1220,17 @@ class ConfigIndex final : public structgen::IndexView {
         continue;
       }
       if (n.tok >= 0) {
-        if (kMask) mask[n.tok >> 5] |= 1u << (n.tok & 31);
+        if constexpr (kGroups) {
+          const IdRuns& g = V.plain->tail_groups;
+          if (keep == nullptr) {
+            set_ids(mask, g.ids + g.offsets[n.tok], g.offsets[n.tok + 1] - g.offsets[n.tok]);
+          } else {
+            for (int64_t k = g.offsets[n.tok]; k < g.offsets[n.tok + 1]; ++k)
+              if (keep[V.first_byte[g.ids[k]]]) mask[g.ids[k] >> 5] |= 1u << (g.ids[k] & 31);
+          }
+        } else if (kMask) {
+          mask[n.tok >> 5] |= 1u << (n.tok & 31);
+        }
         if (kCollect) {
           toks->push_back(n.tok);
           cfgs->push_back(next);
@@ -1264,7 +1294,7 @@ class ConfigIndex final : public structgen::IndexView {
 
   // -- plain-byte shortcuts (token_index.PlainSplit) ----------------------------------------
 
-  // Set in `mask` the tokens a string body decides in whole and walk the rest.
+  // Set in `mask` (all zero on entry) the tokens a string body decides in whole and walk the rest.
   void split_walks(int32_t cid, uint32_t* mask) {
     const Plain& P = *V.plain;
     const auto& plain = plain_bytes();
@@ -1274,14 +1304,24 @@ class ConfigIndex final : public structgen::IndexView {
     const int64_t room = plain_room(cid, into, P.longest);
     if (room >= 0) {  // every plain byte acts alike, step after step
       if (room < P.longest) {  // a bounded string: the plain tokens that fit
-        set_ids(mask, P.by_len.ids, P.by_len.offsets[room + 1]);
+        const int64_t fit = P.by_len.offsets[room + 1], all = P.by_len.offsets[P.longest + 1];
+        if (all - fit < fit) {
+          // most plain tokens fit: all of them less the longer ones (the mask is empty so far)
+          std::memcpy(mask, P.tokens.data(), static_cast<size_t>(words_) * 4);
+          for (int64_t k = fit; k < all; ++k) mask[P.by_len.ids[k] >> 5] &= ~(1u << (P.by_len.ids[k] & 31));
+        } else {
+          set_ids(mask, P.by_len.ids, fit);
+        }
         walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
         return;
       }
       for (int64_t w = 0; w < words_; ++w) mask[w] |= P.tokens[w];
-      if (text_loop(char_target(cid))) {
+      const int32_t body = char_target(cid);
+      if (text_loop(body)) {
         for (int64_t w = 0; w < words_; ++w) mask[w] |= P.text[w];
-        walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+        // a token's text prefix leads to `body` and stays there (see walk_other)
+        walk(cid, P.head, nullptr, mask, nullptr, nullptr);
+        walk_nodes<true, false, false, true>(body, P.tail, nullptr, mask, nullptr, nullptr);
       } else {
         walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
       }
@@ -1324,10 +1364,51 @@ class ConfigIndex final : public structgen::IndexView {
           whole[b] = 1;
         }
       set_runs(mask, P.text_by_first, whole);
-      walk(cid, P.other, nullptr, mask, nullptr, nullptr);
       walk(cid, P.text_trie, other_first, mask, nullptr, nullptr);
+      if (P.tails_pay) {
+        int32_t after[256];
+        for (int b = 0; b < 256; ++b) after[b] = b < 0x80 ? kDead : whole[b] ? multi : kNone;
+        for (size_t k = 0; k < plain.size(); ++k) after[plain[k]] = good[k] ? into[k] : into[k] == kDead ? kDead : kNone;
+        walk_other(cid, after, mask);
+      } else {
+        walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+      }
     } else {
       walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
+    }
+  }
+
+  // Walk the tokens of Plain::other from `cid`. after[b]: the configuration after a first
+  // character starting with byte b, when it loops on every text character (kDead: no token
+  // goes on; kNone: walked through in full). A token's text prefix leads there and stays, so
+  // only its rest decides, and thousands of tokens share a few hundred rests ("\n", "\"",
+  // "\","): Plain::tail is walked once per distinct configuration, where the whole `other`
+  // trie went through every prefix first (Llama-3: ~5,300 nodes a walk). The tables here cost
+  // a few thousand instructions: worth it where Plain::tails_pay.
+  void walk_other(int32_t cid, const int32_t* after, uint32_t* mask) {
+    const Plain& P = *V.plain;
+    uint8_t whole[256], head[256], keep[256];
+    bool any_whole = false;
+    for (int b = 0; b < 256; ++b) {
+      whole[b] = after[b] == kNone;
+      head[b] = !whole[b];
+      any_whole = any_whole || whole[b];
+    }
+    walk(cid, P.head, any_whole ? head : nullptr, mask, nullptr, nullptr);
+    if (any_whole) walk(cid, P.other, whole, mask, nullptr, nullptr);
+    if (P.tail.nodes <= 1) return;
+    uint8_t done[256] = {0};
+    for (int b = 0; b < 256; ++b) {
+      const int32_t x = after[b];
+      if (done[b] || x == kNone || x == kDead || x == kNoChars) continue;
+      bool all = b == 0;
+      for (int c = 0; c < 256; ++c) {
+        keep[c] = after[c] == x;
+        done[c] = done[c] || keep[c];
+        all = all && keep[c];
+      }
+      // (the groups' ids are below V.max_id, checked against the mask at construction)
+      walk_nodes<true, false, false, true>(x, P.tail, nullptr, mask, nullptr, nullptr, all ? nullptr : keep);
     }
   }
 

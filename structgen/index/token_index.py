@@ -100,8 +100,25 @@ class TokenTrie:
             plain = PlainSplit(_packed(ids, words), cls._from_tokens(rest), cls._from_tokens(only), *_by_first_byte(only),
                                ids[by_len], np.searchsorted(lengths[by_len], np.arange(longest + 2)),
                                _packed(np.array([i for _, i in text], np.int64), words), cls._from_tokens(other),
-                               cls._from_tokens(text), *_by_first_byte(text))
+                               cls._from_tokens(text), *_by_first_byte(text), *cls._split_other(other))
         return cls._from_tokens(toks, plain)
+
+    @classmethod
+    def _split_other(cls, other: list[tuple[bytes, int]]) -> tuple[TokenTrie, TokenTrie, np.ndarray, np.ndarray]:
+        """The ``other`` tokens as :class:`PlainSplit`'s ``other_head``, ``other_tail``,
+        ``tail_ids`` and ``tail_offsets``."""
+        head, groups = [], {}
+        for b, i in other:
+            n = _text_prefix(b)
+            if n:
+                groups.setdefault(b[n:], []).append(i)
+            else:
+                head.append((b, i))
+        tails = list(groups)
+        ids = np.array([i for t in tails for i in groups[t]], np.int64)
+        offsets = np.zeros(len(tails) + 1, np.int64)
+        np.cumsum([len(groups[t]) for t in tails], out=offsets[1:])
+        return cls._from_tokens(head), cls._from_tokens([(t, g) for g, t in enumerate(tails)]), ids, offsets
 
     @classmethod
     def _from_tokens(cls, toks: list[tuple[bytes, int]], plain: PlainSplit | None = None) -> TokenTrie:
@@ -164,13 +181,29 @@ def _by_first_byte(toks: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarra
     return ids, np.searchsorted(first[order], np.arange(257))
 
 
+def _text_prefix(data: bytes) -> int:
+    """The length of the longest prefix of ``data`` that is :func:`_is_text`."""
+    i = 0
+    while i < len(data):
+        b = data[i]
+        if b < 0x80:
+            if not (0x20 <= b < 0x7F) or b in (0x22, 0x5C):
+                return i
+            i += 1
+            continue
+        n = 2 if 0xC2 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0 else 4 if 0xF0 <= b < 0xF5 else 0
+        try:  # strict: no overlong forms, no surrogates, nothing past U+10FFFF
+            if n == 0 or len(data[i:i + n].decode("utf-8")) != 1:
+                return i
+        except UnicodeDecodeError:
+            return i
+        i += n
+    return i
+
+
 def _is_text(data: bytes) -> bool:
     """Whole UTF-8 characters, each plain (see PLAIN_BYTES) or from U+0080 up."""
-    try:
-        chars = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return all((0x20 <= ord(c) < 0x7F and c not in '"\\') or ord(c) >= 0x80 for c in chars)
+    return _text_prefix(data) == len(data)
 
 
 _TABLE_CELLS = 1 << 22  # entries of all frame tables of one index (16 MB): past it, rows close each target once
@@ -197,7 +230,9 @@ class PlainSplit:
     configuration loops on every plain byte: below those the whole subtree is taken (the
     native index lists ``only``'s tokens in preorder). Where every character from U+0080
     up loops too (a JSON string body), the ``text`` tokens (28,608 of Llama-3's 128,256: the
-    non-English words) are allowed in whole as well, and only ``other`` is walked.
+    non-English words) are allowed in whole as well, and only ``other`` is walked; in a
+    string body, as ``other_head`` from the state and ``other_tail`` from where a character
+    leads it.
     """
 
     tokens: np.ndarray  # uint32 bitmask of the tokens made only of plain bytes
@@ -212,6 +247,15 @@ class PlainSplit:
     text_trie: TokenTrie  # the trie of the text tokens, and their ids by first byte:
     text_by_first: np.ndarray  # text_by_first[text_offsets[b]:text_offsets[b + 1]]
     text_offsets: np.ndarray
+    # ``other`` again, split for string bodies: a text prefix of whole characters leads a
+    # looping state back to itself, so only the bytes after it decide. ``other_head``: the
+    # tokens with none; ``other_tail``: the distinct rests of the others (``"``, ``\n``,
+    # ``",``: 764 rests for Llama-3's 3,256 such tokens), its ``tok`` a group whose ids are
+    # tail_ids[tail_offsets[g]:tail_offsets[g + 1]].
+    other_head: TokenTrie
+    other_tail: TokenTrie
+    tail_ids: np.ndarray
+    tail_offsets: np.ndarray
 
 
 class TokenIndex:

@@ -20,7 +20,8 @@ from .tokenizer import TokenizerInfo
 
 __all__ = ["load_trie"]
 
-FORMAT = 3  # 3: the tries in preorder (the native walk's layout), the plain and text tokens as bitmasks
+FORMAT = 4  # 4: the tries in preorder (the native walk's layout), the plain and text tokens as bitmasks,
+# the other tokens split at their text prefix
 _FILE = "trie.npz"
 _META = "trie.json"
 
@@ -37,7 +38,7 @@ def load_trie(info: TokenizerInfo, *, cache: bool | None = None) -> TokenTrie:
 
 
 _TRIE_FIELDS = ("byte", "tok", "depth", "end", "dups")
-_SUBTRIES = ("rest", "only", "other", "text_trie")
+_SUBTRIES = ("rest", "only", "other", "text_trie", "other_head", "other_tail")
 
 
 def _save(trie: TokenTrie, folder: str) -> None:
@@ -49,7 +50,7 @@ def _save(trie: TokenTrie, folder: str) -> None:
             arrays.update({f"{sub}_{name}": getattr(getattr(p, sub), name) for name in _TRIE_FIELDS})
         arrays.update(plain_tokens=p.tokens, by_first=p.by_first, offsets=p.offsets, by_len=p.by_len,
                       len_offsets=p.len_offsets, text_tokens=p.text, text_by_first=p.text_by_first,
-                      text_offsets=p.text_offsets)
+                      text_offsets=p.text_offsets, tail_ids=p.tail_ids, tail_offsets=p.tail_offsets)
     np.savez(Path(folder) / _FILE, **arrays)
     (Path(folder) / _META).write_text(json.dumps(meta), encoding="utf-8")
 
@@ -63,7 +64,8 @@ def _load(folder: str) -> TokenTrie:
     with np.load(Path(folder) / _FILE, allow_pickle=False) as z:
         plain = None
         if meta["plain"]:
-            rest, only, other, text = (_trie_from(z, f"{sub}_", None) for sub in _SUBTRIES)
+            rest, only, other, text, head, tail = (_trie_from(z, f"{sub}_", None) for sub in _SUBTRIES)
             plain = PlainSplit(z["plain_tokens"], rest, only, z["by_first"], z["offsets"], z["by_len"],
-                               z["len_offsets"], z["text_tokens"], other, text, z["text_by_first"], z["text_offsets"])
+                               z["len_offsets"], z["text_tokens"], other, text, z["text_by_first"], z["text_offsets"],
+                               head, tail, z["tail_ids"], z["tail_offsets"])
         return _trie_from(z, "", plain)
