@@ -177,6 +177,24 @@ def test_name_starts_equal_reference_on_real_vocabularies(case, real_info):
     assert pair.states > 10
 
 
+# Patterns whose character class loops: below a trie node with only looping byte classes under
+# it the walk takes the whole subtree. [a-e] and [0-8] take part of a class (a-f, digits): no
+# subtree with an f or a 9 below may be taken.
+CLASS_LOOP_SCHEMA = {"type": "object", "properties": {
+    "p": {"type": "string", "pattern": "^[a-e0-8_]+$"}, "q": {"type": "string", "pattern": "^[a-z0-9.-]+$"},
+    "r": {"type": "string", "pattern": "^\\S+$"}, "s": {"type": "string", "pattern": "^[A-Za-z ]{2,}$"}}}
+CLASS_LOOP_TEXT = b'{"p":"abc_dead_0812","q":"www.example-9.org","r":"x=1;y=[2]","s":"Hello World"}'
+
+
+def test_class_loops_equal_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(CLASS_LOOP_SCHEMA)
+        pair = Pair(compiled, successors=False)
+        pair.walk_text(CLASS_LOOP_TEXT)
+        pair.walk_tokens(compiled, info, np.random.default_rng(5), walks=2, max_steps=15)
+        assert pair.states > 40
+
+
 def test_without_frame_tables_equals_reference(smollm2_info, monkeypatch):
     # past the frame tables' budget rows close each distinct target once: same configurations
     from structgen.index import token_index

@@ -20,7 +20,12 @@
 
 #include "index_view.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +69,45 @@ const std::vector<uint8_t>& plain_bytes() {
 
 // A 64-bit hash of `n` mask words (equal masks are shared; a match is checked in full).
 // Four independent lanes of 64 bits: a mask is hashed in about a microsecond at 128K.
+// Bytes in 48 classes: the runs a character class of a pattern keeps together (digits, a-f,
+// g-z, A-F, G-Z), every other printable ASCII byte alone, the controls that JSON whitespace
+// uses and the others, and four ranges of UTF-8 bytes. A configuration that goes back to
+// itself on every byte of some classes takes the whole subtree of a trie node below which
+// only those classes occur.
+const uint8_t* byte_class() {
+  static const std::vector<uint8_t> table = [] {
+    std::vector<uint8_t> t(256);
+    int next = 0;
+    auto run = [&](int lo, int hi) {
+      for (int b = lo; b <= hi; ++b) t[b] = static_cast<uint8_t>(next);
+      ++next;
+    };
+    run(0x30, 0x39), run(0x61, 0x66), run(0x67, 0x7A), run(0x41, 0x46), run(0x47, 0x5A);
+    for (int b = 0x20; b < 0x7F; ++b)
+      if (!(b >= '0' && b <= '9') && !(b >= 'a' && b <= 'z') && !(b >= 'A' && b <= 'Z')) run(b, b);
+    run(0x09, 0x09), run(0x0A, 0x0A), run(0x0D, 0x0D), run(0x00, 0x08), run(0x0B, 0x0C), run(0x0E, 0x1F);
+    t[0x7F] = t[0x00];
+    run(0x80, 0xBF), run(0xC0, 0xDF), run(0xE0, 0xEF), run(0xF0, 0xFF);
+    if (next > 64) throw std::logic_error("more byte classes than bits");
+    return t;
+  }();
+  return table.data();
+}
+
+// Per byte class, its bytes as a 256-bit set.
+const std::vector<std::array<uint64_t, 4>>& class_masks() {
+  static const std::vector<std::array<uint64_t, 4>> masks = [] {
+    const uint8_t* cls = byte_class();
+    std::vector<std::array<uint64_t, 4>> m;
+    for (int b = 0; b < 256; ++b) {
+      if (cls[b] >= m.size()) m.resize(cls[b] + 1, {0, 0, 0, 0});
+      m[cls[b]][b >> 6] |= uint64_t(1) << (b & 63);
+    }
+    return m;
+  }();
+  return masks;
+}
+
 uint64_t hash_words(const uint32_t* w, int64_t n) {
   constexpr uint64_t K = 0xBF58476D1CE4E5B9ull;
   uint64_t lane[4] = {0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n), 1, 2, 3};
@@ -382,6 +426,9 @@ struct Vocab {
   int64_t max_id = -1;      // the largest token id any table holds
   int64_t plain_words = -1;  // words of the plain bitmasks
   std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
+  // Per node of `trie`: the byte classes (byte_class()) of every byte below it. A subtree whose
+  // classes a configuration loops on in whole is allowed in whole (ConfigIndex::walk_nodes).
+  std::vector<uint64_t> below;
 
   Vocab(const py::object& t, const py::list& multibyte) {
     trie.load(t);
@@ -400,6 +447,11 @@ struct Vocab {
       if (trie.tok[i] >= 0) first_byte[trie.tok[i]] = static_cast<uint8_t>(b);
     }
     for (size_t k = 0; k + 1 < dups.size(); k += 2) first_byte[dups[k + 1]] = first_byte[dups[k]];
+    trie.index_tokens();
+    below.assign(static_cast<size_t>(trie.nodes), 0);
+    const uint8_t* cls = byte_class();
+    for (int64_t i = trie.nodes - 1; i >= 0; --i)  // children come after their parent
+      for (int64_t c = i + 1; c < trie.end[i]; c = trie.end[c]) below[i] |= below[c] | uint64_t(1) << cls[trie.byte[c]];
     for (const auto& seq : multibyte) {
       std::vector<std::pair<int, int>> ranges;
       bool usable = true;
@@ -1134,6 +1186,7 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t id[kSlots];
     const int32_t* row[kSlots];
     int8_t loops[kSlots];  // loops on every plain byte: 1 yes, 0 no, -1 not asked yet
+    uint64_t classes[kSlots];  // the byte classes it loops on in whole (kUnknownClasses: not asked yet)
     RowCache() { std::fill(id, id + kSlots, kDead); }  // DEAD is never looked up
   };
   const int32_t* cached_row(RowCache& c, int32_t cid) {
@@ -1143,7 +1196,44 @@ class ConfigIndex final : public structgen::IndexView {
     c.id[h] = cid;
     c.row[h] = r;
     c.loops[h] = -1;
+    c.classes[h] = kUnknownClasses;
     return r;
+  }
+  static constexpr uint64_t kUnknownClasses = ~uint64_t(0);  // no configuration loops on all 48
+  // Smaller subtrees are walked: asking a configuration's classes costs about what walking
+  // this many nodes does.
+  static constexpr int64_t kMinClassSkip = 16;
+  // The byte classes all of whose bytes lead row `r` (of `cid`) back to `cid`. Asked of every
+  // configuration a trie walk goes through, and most loop on no byte at all: the bytes that
+  // loop are found first as a 256-bit set (four lanes per SSE2 compare).
+  static uint64_t loop_classes(const int32_t* r, int32_t cid) {
+    uint64_t eq[4] = {0, 0, 0, 0};
+#if defined(__SSE2__)
+    const __m128i want = _mm_set1_epi32(cid);
+    for (int b = 0; b < 256; b += 4) {
+      const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + b));
+      const uint64_t bits = static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want))));
+      eq[b >> 6] |= bits << (b & 63);
+    }
+#else
+    for (int b = 0; b < 256; ++b) eq[b >> 6] |= uint64_t(r[b] == cid) << (b & 63);
+#endif
+    if ((eq[0] | eq[1] | eq[2] | eq[3]) == 0) return 0;
+    const auto& masks = class_masks();
+    uint64_t in = 0;
+    for (size_t c = 0; c < masks.size(); ++c) {
+      const auto& m = masks[c];
+      if ((eq[0] & m[0]) == m[0] && (eq[1] & m[1]) == m[1] && (eq[2] & m[2]) == m[2] && (eq[3] & m[3]) == m[3])
+        in |= uint64_t(1) << c;
+    }
+    return in;
+  }
+  // The byte classes (byte_class()) on every byte of which `cid` goes back to itself.
+  uint64_t cached_classes(RowCache& c, int32_t cid) {
+    const int32_t* r = cached_row(c, cid);
+    uint64_t& known = c.classes[cid & (RowCache::kSlots - 1)];
+    if (known == kUnknownClasses) known = loop_classes(r, cid);
+    return known;
   }
   // whether every plain byte leads from `cid` back to itself (cid is not DEAD)
   bool cached_loops(RowCache& c, int32_t cid) {
@@ -1169,6 +1259,8 @@ class ConfigIndex final : public structgen::IndexView {
     if (mask != nullptr && t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
     if (toks != nullptr)
       walk_nodes<false, true>(cid, t, first, mask, toks, cfgs);
+    else if (&t == &V.trie)
+      walk_nodes<true, false, false, false, true>(cid, t, first, mask, toks, cfgs);
     else
       walk_nodes<true, false>(cid, t, first, mask, toks, cfgs);
   }
@@ -1190,7 +1282,9 @@ class ConfigIndex final : public structgen::IndexView {
   // the other's branches on every node.
   // kGroups: a node's token is a group of Plain::tail_groups (the tail trie), whose ids are set.
   // `keep` (kGroups only, may be null): the first bytes whose tokens the groups set.
-  template <bool kMask, bool kCollect, bool kPlainLoops = false, bool kGroups = false>
+  // kClassLoops (V.trie only): below a node whose configuration loops on every byte class
+  // under it (a pattern's character class: `[a-z0-9.-]+`, `\\S+`), every token is allowed.
+  template <bool kMask, bool kCollect, bool kPlainLoops = false, bool kGroups = false, bool kClassLoops = false>
   void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
                   std::vector<int32_t>* cfgs, const uint8_t* keep = nullptr) {
     RowCache cache;
@@ -1239,6 +1333,13 @@ class ConfigIndex final : public structgen::IndexView {
       if (n.end > i + 1) {  // children below
         if constexpr (kPlainLoops) {
           if (cached_loops(cache, next)) {
+            set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
+            i = n.end;
+            continue;
+          }
+        }
+        if constexpr (kClassLoops) {
+          if (n.end - i > kMinClassSkip && (V.below[i] & ~cached_classes(cache, next)) == 0) {
             set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
             i = n.end;
             continue;
