@@ -405,7 +405,7 @@ struct IdRuns {  // token ids grouped: ids[offsets[g]:offsets[g + 1]]
 
 // token_index.PlainSplit: the vocabulary split at the plain bytes, built once per tokenizer.
 struct Plain {
-  std::vector<uint32_t> tokens, text;
+  std::vector<uint32_t> tokens, text, tokens_and_text;
   Trie rest, only, other, text_trie;
   // `other` split at each token's text prefix: `head` holds the tokens without one, `tail` the
   // distinct rests of the others, its node tokens groups of ids (tail_groups)
@@ -484,6 +484,8 @@ struct Vocab {
     };
     plain->tokens = words_of(p.attr("tokens"));
     plain->text = words_of(p.attr("text"));
+    plain->tokens_and_text.resize(plain->tokens.size());
+    for (size_t w = 0; w < plain->tokens.size(); ++w) plain->tokens_and_text[w] = plain->tokens[w] | plain->text[w];
     plain->rest.load(p.attr("rest"));
     plain->only.load(p.attr("only"));
     plain->only.index_tokens();
@@ -1416,14 +1418,15 @@ class ConfigIndex final : public structgen::IndexView {
         walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
         return;
       }
-      for (int64_t w = 0; w < words_; ++w) mask[w] |= P.tokens[w];
+      // the mask is empty so far: a copy, not an OR
       const int32_t body = char_target(cid);
       if (text_loop(body)) {
-        for (int64_t w = 0; w < words_; ++w) mask[w] |= P.text[w];
+        std::memcpy(mask, P.tokens_and_text.data(), static_cast<size_t>(words_) * 4);
         // a token's text prefix leads to `body` and stays there (see walk_other)
         walk(cid, P.head, nullptr, mask, nullptr, nullptr);
         walk_nodes<true, false, false, true>(body, P.tail, nullptr, mask, nullptr, nullptr);
       } else {
+        std::memcpy(mask, P.tokens.data(), static_cast<size_t>(words_) * 4);
         walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
       }
       return;
