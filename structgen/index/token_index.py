@@ -187,7 +187,7 @@ def _text_prefix(data: bytes) -> int:
     while i < len(data):
         b = data[i]
         if b < 0x80:
-            if not (0x20 <= b < 0x7F) or b in (0x22, 0x5C):
+            if b not in _PLAIN_SET:
                 return i
             i += 1
             continue
@@ -211,6 +211,7 @@ _TABLE_CELLS = 1 << 22  # entries of all frame tables of one index (16 MB): past
 PLAIN_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.uint8)
 """Printable ASCII but ``"`` and ``\\``: the bytes a JSON string body takes literally."""
 _PLAIN_DELETE = bytes(PLAIN_BYTES.tolist())
+_PLAIN_SET = frozenset(PLAIN_BYTES.tolist())
 
 
 @dataclass(frozen=True, eq=False)
