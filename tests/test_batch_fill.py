@@ -182,6 +182,43 @@ def test_batch_fill_rejects_bad_arguments():
         fill_next_token_bitmasks([m], np.zeros((1, words), np.int32), threads=0)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_rows_sharing_a_missing_mask(threads):
+    """Many rows of one fresh grammar at a few configurations (a serving batch of one schema):
+    each configuration's mask is computed once, every row equals the one-by-one fill."""
+    info = toy_info(TOKENS)
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+    ours = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+    theirs = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+    prefixes = ["", "", '{"a', "", '{"a', '{"b":', "", '{"a', '{"b":', '{"b":1'] * 3
+    matchers = [ours.matcher() for _ in prefixes]
+    refs = [theirs.matcher() for _ in prefixes]
+    for m, r, p in zip(matchers, refs, prefixes):
+        assert m.accept_string(p) and r.accept_string(p)
+    words = bitmask_words(info.vocab_size)
+    for round_ in range(2):  # first visit, then memo hits
+        got = np.full((len(matchers), words), 0x5A5A5A5A, np.int32)
+        fill_next_token_bitmasks(matchers, got, threads=threads)
+        expect = _one_by_one(refs, len(refs), words, range(len(refs)))
+        assert np.array_equal(got, expect), f"round {round_}: rows {np.flatnonzero((got != expect).any(axis=1))} differ"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bad_row_after_missing_masks_leaves_the_pool_usable(threads):
+    """A row outside the batch, found after rows whose masks the pool is already computing:
+    the call raises once the pool is done, and the next call fills every row."""
+    info = toy_info(TOKENS)
+    compiler = GrammarCompiler(info, cache_size=0)
+    matchers = [compiler.compile_json_schema(s).matcher() for s in SCHEMAS]
+    words = bitmask_words(info.vocab_size)
+    bitmask = np.zeros((len(matchers), words), np.int32)
+    with pytest.raises(MatcherError, match="outside the bitmask's batch"):
+        fill_next_token_bitmasks(matchers, bitmask, [*range(len(matchers) - 1), len(matchers)], threads=threads)
+    fill_next_token_bitmasks(matchers, bitmask, threads=threads)
+    expect = _one_by_one(matchers, len(matchers), words, range(len(matchers)))
+    assert np.array_equal(bitmask, expect)
+
+
 def test_threads_filling_batches_concurrently_match_sequential():
     """Several threads fill batches of shared fresh grammars at once (each batch through the
     pool too): every row equals what the same tokens give on unshared grammars, one by one."""

@@ -10,6 +10,9 @@
 // woken, the caller woken when the worker is done): the caller spins for its helpers, and a
 // worker spins a little after a loop, which catches the next step of a decoding loop.
 //
+// A Feed is a loop whose items the caller publishes while it runs (the batch fill's missing
+// masks, computed by the workers while the caller still reads the batch's matchers).
+//
 // One loop runs at a time: a caller finding the pool busy (another Python thread filling its
 // own batch) runs its loop alone rather than wait. Workers are detached and never joined: the
 // pool lives until the process ends, and a forked child (which has none of the parent's
@@ -25,6 +28,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -36,6 +40,16 @@
 namespace structgen {
 
 class Pool {
+  struct Loop {
+    const std::function<void(int64_t)>& body;
+    std::atomic<int64_t> n{0};         // items published
+    std::atomic<bool> open{false};     // more may be published (a Feed's loop until finish)
+    std::atomic<int64_t> next{0};
+    int wanted = 0;                // workers that may still join (under mu_)
+    std::atomic<int> running{0};  // workers inside run() (incremented under mu_)
+    std::exception_ptr error;     // the first one (under mu_)
+  };
+
  public:
   // The pool of this process (made on first use; a forked child makes its own).
   static Pool& get() {
@@ -59,8 +73,95 @@ class Pool {
       for (int64_t i = 0; i < n; ++i) body(i);
       return;
     }
-    Loop loop{body, n};
-    const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, n - 1));
+    Loop loop{body};
+    loop.n.store(n, std::memory_order_relaxed);
+    start(loop, static_cast<int>(std::min<int64_t>(threads - 1, n - 1)));
+    run(loop);
+    join(loop);
+    if (loop.error) std::rethrow_exception(loop.error);
+  }
+
+  // A loop over items that its caller publishes while the loop runs: the helpers start on the
+  // first items while the caller is still finding the others (structgen.runtime.batch reads
+  // its matchers with the GIL held, a serial part of each step that the helpers' first mask
+  // now overlaps). Items are published in order, by count; the helpers are woken by the first
+  // publication, so a feed that publishes nothing wakes nobody. With one thread, or the pool
+  // busy with another caller's loop, finish() runs every item in the caller.
+  class Feed {
+   public:
+    Feed(int threads, const std::function<void(int64_t)>& body)
+        : pool_(get()), busy_(pool_.busy_, std::try_to_lock), loop_{body}, threads_(threads) {
+      loop_.open.store(true, std::memory_order_relaxed);
+    }
+    Feed(const Feed&) = delete;
+    Feed& operator=(const Feed&) = delete;
+    // An exception while feeding: the helpers finish what was published, and are waited for
+    // (the loop lives here).
+    ~Feed() {
+      close();
+      if (started_) pool_.join(loop_);
+    }
+
+    // Items [0, count) may be taken from now on (count never decreases).
+    void publish(int64_t count) {
+      loop_.n.store(count, std::memory_order_release);
+      if (!started_ && count > 0 && threads_ > 1 && busy_.owns_lock()) {
+        pool_.start(loop_, threads_ - 1);
+        started_ = true;
+      }
+    }
+
+    // Whether helpers were woken (the caller may still publish more items).
+    bool started() const { return started_; }
+
+    // Ends the feed: the caller takes items with the helpers until none is left and waits for
+    // them; the first exception an item threw is rethrown. The pool is free for other loops
+    // once this returns.
+    void finish() {
+      close();
+      pool_.run(loop_);
+      if (started_) pool_.join(loop_);
+      started_ = false;
+      if (busy_.owns_lock()) busy_.unlock();
+      if (loop_.error) std::rethrow_exception(loop_.error);
+    }
+
+   private:
+    void close() { loop_.open.store(false, std::memory_order_release); }
+
+    Pool& pool_;
+    std::unique_lock<std::mutex> busy_;
+    Loop loop_;
+    int threads_;
+    bool started_ = false;
+  };
+
+ private:
+  Pool() : pid_(getpid()) {}
+
+  // Spin until done() holds or `limit` has passed; returns done().
+  template <class Done>
+  static bool spin_until(std::chrono::microseconds limit, Done done) {
+    if (done()) return true;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      for (int k = 0; k < 64; ++k) {
+        if (done()) return true;
+        pause();
+      }
+      if (std::chrono::steady_clock::now() >= until) return done();
+    }
+  }
+
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
+  // Publishes `loop` to up to `helpers` workers (started here if the pool has fewer) and
+  // wakes the parked ones. The caller holds busy_.
+  void start(Loop& loop, int helpers) {
     bool sleepers;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -78,7 +179,10 @@ class Pool {
       sleepers = sleeping_ > 0;  // read with the new generation published: none is missed
     }
     if (sleepers) wake_.notify_all();
-    run(loop);
+  }
+
+  // Waits until the helpers of `loop` have left it (the caller has run out of items).
+  void join(Loop& loop) {
     {
       std::lock_guard<std::mutex> g(mu_);
       loop_ = nullptr;  // workers that wake from now on find nothing to join
@@ -89,45 +193,24 @@ class Pool {
       std::unique_lock<std::mutex> g(mu_);
       done_.wait(g, [&] { return loop.running.load(std::memory_order_acquire) == 0; });
     }
-    if (loop.error) std::rethrow_exception(loop.error);
   }
 
- private:
-  struct Loop {
-    const std::function<void(int64_t)>& body;
-    int64_t n;
-    std::atomic<int64_t> next{0};
-    int wanted = 0;                // workers that may still join (under mu_)
-    std::atomic<int> running{0};  // workers inside run() (incremented under mu_)
-    std::exception_ptr error;     // the first one (under mu_)
-  };
-
-  Pool() : pid_(getpid()) {}
-
-  // Spin until done() holds or `limit` has passed; returns done().
-  template <class Done>
-  static bool spin_until(std::chrono::microseconds limit, Done done) {
-    if (done()) return true;
-    const auto until = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      for (int k = 0; k < 64; ++k) {
-        if (done()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-      if (std::chrono::steady_clock::now() >= until) return done();
-    }
-  }
-
+  // Takes items until none is left: an item not published yet is waited for while the loop
+  // is open (its caller publishing); after an exception every later item is skipped.
   void run(Loop& loop) {
-    for (int64_t i; (i = loop.next.fetch_add(1, std::memory_order_relaxed)) < loop.n;) {
+    for (;;) {
+      const int64_t i = loop.next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= loop.n.load(std::memory_order_acquire)) {
+        // (open is read before n: the count a closed loop ends with is published before it closes)
+        while (loop.open.load(std::memory_order_acquire) && i >= loop.n.load(std::memory_order_acquire)) pause();
+        if (i >= loop.n.load(std::memory_order_acquire)) return;
+      }
       try {
         loop.body(i);
       } catch (...) {
         std::lock_guard<std::mutex> g(mu_);
         if (!loop.error) loop.error = std::current_exception();
-        loop.next.store(loop.n, std::memory_order_relaxed);
+        loop.next.store(std::numeric_limits<int64_t>::max() / 2, std::memory_order_relaxed);
       }
     }
   }

@@ -6,7 +6,8 @@ position (its slots, through the C API: a Python loop over the rows was the larg
 part of a step) and, with the GIL released, fills every row: memoised masks are copied (zero
 tail and, for matchers that track member names, structgen.runtime.names, the name clears),
 and the missing masks are computed by a pool of native threads, each thread taking the next
-missing configuration from a shared counter. While a grammar of the batch has a background
+missing configuration from a shared counter, the first ones while the call is still reading
+the other matchers. While a grammar of the batch has a background
 precompute running (whose demand protocol is in Python), its rows whose masks are missing
 are handed back instead and filled by a second call. The result is bit for bit what
 :meth:`GrammarMatcher.fill_next_token_bitmask` writes row by row.
