@@ -61,6 +61,17 @@ def test_specials_and_stops(tokenizer, info):
         assert info.token_bytes[tok.convert_tokens_to_ids("▁the")] == b" the"
 
 
+def test_byte_alphabet_is_the_bytes_of_the_tokens(tokenizer, info):
+    """The compiler's byte alphabet (read off the trie's nodes) is every byte that occurs in
+    some token: bytes outside it are dropped from the automata, so one missing would mask a
+    token a valid continuation needs."""
+    counts = np.zeros(256, np.int64)
+    for b in info.token_bytes:
+        if b:
+            counts += np.bincount(np.frombuffer(b, np.uint8), minlength=256)
+    np.testing.assert_array_equal(GrammarCompiler(info).byte_alphabet, counts > 0)
+
+
 def test_strings_by_id_match_the_vocabulary_dict(tokenizer, info):
     # from_huggingface reads a fast tokenizer's strings by id; the get_vocab path (taken
     # where the ids are not exactly 0..len-1) must give the same token bytes and encoding

@@ -147,9 +147,12 @@ class GrammarCompiler:
 
     def _byte_alphabet(self):
         if self._alphabet is None:
-            # one pass over all token bytes joined (a numpy assignment per token was ~50 ms at 49K)
-            joined = b"".join(b for b in self.tokenizer_info.token_bytes if b)
-            self._alphabet = np.bincount(np.frombuffer(joined, dtype=np.uint8), minlength=256) > 0
+            # every byte of every token is the last byte of one of the trie's nodes (the node
+            # of the token's prefix ending there): a count over the nodes, not over the token
+            # bytes joined (17 ms at 128K tokens, which the first compile paid)
+            trie = self._trie if self._trie is not None else load_trie(self.tokenizer_info)
+            self._trie = trie
+            self._alphabet = np.bincount(trie.byte[1:], minlength=256) > 0
         return self._alphabet
 
     def compile_json_schema(
