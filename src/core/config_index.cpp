@@ -1049,43 +1049,75 @@ class ConfigIndex final : public structgen::IndexView {
     return frame_tables_.emplace(key, std::move(table)).first->second.data();
   }
 
+  // One past the last byte of the run of `targets[b]` that starts at `b`.
+  static int run_end(const int32_t* targets, int b) {
+    const int32_t t = targets[b];
+    int e = b + 1;
+#if defined(__SSE2__)
+    const __m128i want = _mm_set1_epi32(t);
+    for (; e + 4 <= 256; e += 4) {
+      const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(targets + e));
+      const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)));
+      if (same != 0xF) return e + __builtin_ctz(~same & 0xF);
+    }
+#endif
+    while (e < 256 && targets[e] == t) ++e;
+    return e;
+  }
+
+  // Sets in `change` (256 bits) the bytes b > 0 where targets[b] != targets[b - 1].
+  static void changes(const int32_t* targets, uint64_t* change) {
+    int b = 1;
+#if defined(__SSE2__)
+    for (; b < 4; ++b) change[0] |= uint64_t(targets[b] != targets[b - 1]) << b;
+    for (; b < 256; b += 4) {
+      const __m128i cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(targets + b));
+      const __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(targets + b - 1));
+      const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(cur, before)));
+      change[b >> 6] |= static_cast<uint64_t>(~same & 0xF) << (b & 63);
+    }
+#endif
+    for (; b < 256; ++b) change[b >> 6] |= uint64_t(targets[b] != targets[b - 1]) << (b & 63);
+  }
+
   // New configurations are closed and interned in the order a walk over the bytes 0..255
   // meets them. The row is read byte by byte: byte classes per rule (bytes alike in every
   // state) would cost a pass over the rule's whole table, which for a large rule met in a few
   // rows only (the member-name DFA of a big object) was most of the work.
   int32_t compute_row_locked(int32_t cid) {
-    int32_t row[256] = {0};
+    int32_t row[256];
     const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
+    if (stacks.empty()) std::fill(row, row + 256, kDead);
     if (stacks.size() == 1) {
       // one stack: the row is its DFA row mapped through "state t of this rule under this
-      // parent -> configuration", filled on demand; runs of one target (most of a DFA row)
-      // take one lookup
+      // parent -> configuration", filled on demand; a run of one target (most of a DFA row)
+      // takes one lookup and one fill (its end found four bytes per compare: a branch per
+      // byte was most of this function's own cost)
       const Frame f = stacks_[stacks[0]];
       const Rule& R = rules_[f.r];
       const int32_t* targets = R.trans + f.s * 256;
       int32_t* table = frame_table(f.r, f.p);
       std::unordered_map<int32_t, int32_t> done;  // past the tables' budget: each target closed once
-      int32_t last = -2, v = kDead;
-      for (int b = 0; b < 256; ++b) {
+      for (int b = 0; b < 256;) {
         const int32_t t = targets[b];
-        if (t != last) {
-          last = t;
-          if (t < 0) {
-            v = kDead;
-          } else if (table != nullptr) {
-            if (table[t] < 0) table[t] = close_one({f.r, t, f.p});
-            v = table[t];
-          } else {
-            auto it = done.find(t);
-            v = it != done.end() ? it->second : (done[t] = close_one({f.r, t, f.p}));
-          }
+        const int e = run_end(targets, b);
+        int32_t v;
+        if (t < 0) {
+          v = kDead;
+        } else if (table != nullptr) {
+          if (table[t] < 0) table[t] = close_one({f.r, t, f.p});
+          v = table[t];
+        } else {
+          auto it = done.find(t);
+          v = it != done.end() ? it->second : (done[t] = close_one({f.r, t, f.p}));
         }
-        row[b] = v;
+        std::fill(row + b, row + e, v);
+        b = e;
       }
     } else if (!stacks.empty()) {
       // group the bytes by the tuple of per-frame targets (usually a handful of groups), then
       // close each group once. Most bytes have the tuple of the byte before: those are found
-      // frame by frame first (a tight loop per frame), and only the others are grouped.
+      // frame by frame first (four bytes per compare), and only the others are grouped.
       const size_t k = stacks.size();
       std::vector<Frame> frames;
       std::vector<const int32_t*> targets;
@@ -1093,32 +1125,34 @@ class ConfigIndex final : public structgen::IndexView {
         frames.push_back(stacks_[sid]);
         targets.push_back(rules_[frames.back().r].trans + frames.back().s * 256);
       }
-      uint8_t change[256] = {1};
-      for (const int32_t* t : targets)
-        for (int b = 1; b < 256; ++b) change[b] |= t[b] != t[b - 1];
+      uint64_t change[4] = {1, 0, 0, 0};  // bytes whose tuple may differ from the byte before's
+      for (const int32_t* t : targets) changes(t, change);
       std::vector<int32_t> reps;  // g * k targets
       std::vector<int32_t> after;
       std::vector<int32_t> col(k);
-      for (int b = 0; b < 256; ++b) {
-        if (!change[b]) {
-          row[b] = row[b - 1];
-          continue;
+      int b = 0;  // the change point being filled: its tuple's configuration up to the next one
+      for (int word = 0; word < 4; ++word) {
+        for (uint64_t bits = change[word]; bits != 0; bits &= bits - 1) {
+          const int next = word * 64 + __builtin_ctzll(bits);
+          if (next > b) std::fill(row + b + 1, row + next, row[b]);
+          b = next;
+          for (size_t j = 0; j < k; ++j) col[j] = targets[j][b];
+          size_t g = 0;
+          const size_t groups = after.size();
+          for (; g < groups; ++g)
+            if (std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
+          if (g == groups) {
+            reps.insert(reps.end(), col.begin(), col.end());
+            std::vector<Frame>& raw = row_raw_;
+            raw.clear();
+            for (size_t j = 0; j < k; ++j)
+              if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
+            after.push_back(raw.empty() ? kDead : close_memo(raw));
+          }
+          row[b] = after[g];
         }
-        for (size_t j = 0; j < k; ++j) col[j] = targets[j][b];
-        size_t g = 0;
-        const size_t groups = after.size();
-        for (; g < groups; ++g)
-          if (std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
-        if (g == groups) {
-          reps.insert(reps.end(), col.begin(), col.end());
-          std::vector<Frame>& raw = row_raw_;
-          raw.clear();
-          for (size_t j = 0; j < k; ++j)
-            if (col[j] >= 0) raw.push_back({frames[j].r, col[j], frames[j].p});
-          after.push_back(raw.empty() ? kDead : close_memo(raw));
-        }
-        row[b] = after[g];
       }
+      std::fill(row + b + 1, row + 256, row[b]);
     }
     const auto slot = static_cast<int32_t>(rows_.append(row));
     slot_.store(cid, slot);  // published last: a reader finding it sees the row
