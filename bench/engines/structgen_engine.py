@@ -17,7 +17,8 @@ class Adapter(Engine):
         super().__init__(hf_tokenizer, vocab_size)
         self.compiler = GrammarCompiler(TokenizerInfo.from_huggingface(hf_tokenizer, vocab_size=vocab_size),
                                         cache_size=0)
-        _ = self.compiler.trie  # the per-vocabulary work, so that it is not charged to the first schema
+        # the per-vocabulary work (trie, byte alphabet), so that it is not charged to the first schema
+        _ = self.compiler.trie, self.compiler.byte_alphabet
 
     def compile(self, schema: dict) -> Any:
         return self.compiler.compile_json_schema(schema)

@@ -422,7 +422,9 @@ struct Vocab {
   std::vector<int64_t> dups;  // (canonical, duplicate) pairs, flat
   std::unique_ptr<Plain> plain;
   uint8_t used[256] = {0};  // bytes some token contains
-  std::vector<std::vector<std::pair<int, int>>> mb_seqs;  // [lo, end) byte ranges per character shape
+  // per character shape (a UTF-8 lead byte range, then continuation byte ranges), per byte of
+  // the character: the [lo, end) runs of its range's bytes that some token contains
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> mb_seqs;
   int64_t max_id = -1;      // the largest token id any table holds
   int64_t plain_words = -1;  // words of the plain bitmasks
   std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
@@ -453,15 +455,21 @@ struct Vocab {
     for (int64_t i = trie.nodes - 1; i >= 0; --i)  // children come after their parent
       for (int64_t c = i + 1; c < trie.end[i]; c = trie.end[c]) below[i] |= below[c] | uint64_t(1) << cls[trie.byte[c]];
     for (const auto& seq : multibyte) {
-      std::vector<std::pair<int, int>> ranges;
+      std::vector<std::vector<std::pair<int, int>>> ranges;
       bool usable = true;
       for (const auto& rg : seq) {
         auto pr = rg.cast<std::pair<int, int>>();
         if (pr.first < 0 || pr.second > 255 || pr.first > pr.second) throw std::invalid_argument("bad byte range");
-        bool any = false;
-        for (int b = pr.first; b <= pr.second; ++b) any = any || used[b];
-        usable = usable && any;
-        ranges.emplace_back(pr.first, pr.second + 1);
+        std::vector<std::pair<int, int>> runs;
+        for (int b = pr.first; b <= pr.second; ++b) {
+          if (!used[b]) continue;
+          if (!runs.empty() && runs.back().second == b)
+            ++runs.back().second;
+          else
+            runs.emplace_back(b, b + 1);
+        }
+        usable = usable && !runs.empty();
+        ranges.push_back(std::move(runs));
       }
       if (usable) mb_seqs.push_back(std::move(ranges));  // no token holds the others
     }
@@ -1599,15 +1607,17 @@ class ConfigIndex final : public structgen::IndexView {
     bool stop = false;
     for (const auto& seq : V.mb_seqs) {
       states.assign(1, cid);
-      for (const auto& rg : seq) {
+      for (const auto& runs : seq) {
         after.clear();
         for (int32_t c : states) {
           const int32_t* r = row(c);
           // runs of bytes with one successor are the rule (a continuation-byte range mostly
-          // leads to one configuration): pushing each run once keeps the sort below short
+          // leads to one configuration): each is pushed once, and skipped to its end four
+          // bytes per compare, which keeps this scan and the sort below short
           int64_t prev = -1;
-          for (int b = rg.first; b < rg.second; ++b)
-            if (V.used[b] && r[b] != prev) after.push_back(prev = r[b]);
+          for (const auto& [lo, end] : runs)
+            for (int b = lo; b < end; b = std::min(run_end(r, b), end))
+              if (r[b] != prev) after.push_back(prev = r[b]);
         }
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
