@@ -896,7 +896,8 @@ class ConfigIndex final : public structgen::IndexView {
     return h;
   }
 
-  int32_t intern_config(std::vector<int32_t> stacks, bool accepting) {
+  // (by reference: nearly every configuration a closure makes exists already, and is not copied)
+  int32_t intern_config(const std::vector<int32_t>& stacks, bool accepting) {
     const uint64_t h = config_hash(stacks, accepting);
     const int32_t hit = config_ids_.find(
         h, [&](int32_t c) { return (accepting_[c] != 0) == accepting && configs_[c] == stacks; });
@@ -909,7 +910,7 @@ class ConfigIndex final : public structgen::IndexView {
       for (int32_t sid : stacks) d = std::min(d, stack_dist_[sid]);
     slot_.ensure(cid);
     masks_.ensure(cid);
-    configs_.push_back(std::move(stacks));
+    configs_.push_back(stacks);
     accepting_.push_back(accepting ? 1 : 0);
     config_dist_.push_back(d);
     config_ids_.insert(h, cid);
@@ -948,7 +949,8 @@ class ConfigIndex final : public structgen::IndexView {
     seen.clear();
     std::vector<Frame>& work = close_work_;
     work.assign(raw.begin(), raw.end());
-    std::vector<int32_t> tops;
+    std::vector<int32_t>& tops = close_tops_;
+    tops.clear();
     bool accepting = false;
     while (!work.empty()) {
       const Frame f = work.back();
@@ -979,7 +981,7 @@ class ConfigIndex final : public structgen::IndexView {
       const auto n = static_cast<int64_t>(tops.size());
       if (n > stack_limit_.load(std::memory_order_relaxed)) throw StackLimitExceeded{n};
     }
-    return intern_config(std::move(tops), accepting);
+    return intern_config(tops, accepting);
   }
 
   // The same raw frames always close to the same configuration. Memo entries keep their raw
@@ -1094,7 +1096,10 @@ class ConfigIndex final : public structgen::IndexView {
   // rows only (the member-name DFA of a big object) was most of the work.
   int32_t compute_row_locked(int32_t cid) {
     int32_t row[256];
-    const std::vector<int32_t> stacks = configs_[cid];  // a copy: close() interns more configs
+    // a copy (close() interns more configs, which may move configs_[cid]) into scratch kept
+    // across calls, like the vectors below: allocating them per row was a tenth of its cost
+    std::vector<int32_t>& stacks = row_stacks_;
+    stacks.assign(configs_[cid].begin(), configs_[cid].end());
     if (stacks.empty()) std::fill(row, row + 256, kDead);
     if (stacks.size() == 1) {
       // one stack: the row is its DFA row mapped through "state t of this rule under this
@@ -1127,17 +1132,22 @@ class ConfigIndex final : public structgen::IndexView {
       // close each group once. Most bytes have the tuple of the byte before: those are found
       // frame by frame first (four bytes per compare), and only the others are grouped.
       const size_t k = stacks.size();
-      std::vector<Frame> frames;
-      std::vector<const int32_t*> targets;
+      std::vector<Frame>& frames = row_frames_;
+      std::vector<const int32_t*>& targets = row_targets_;
+      frames.clear();
+      targets.clear();
       for (int32_t sid : stacks) {
         frames.push_back(stacks_[sid]);
         targets.push_back(rules_[frames.back().r].trans + frames.back().s * 256);
       }
       uint64_t change[4] = {1, 0, 0, 0};  // bytes whose tuple may differ from the byte before's
       for (const int32_t* t : targets) changes(t, change);
-      std::vector<int32_t> reps;  // g * k targets
-      std::vector<int32_t> after;
-      std::vector<int32_t> col(k);
+      std::vector<int32_t>& reps = row_reps_;  // g * k targets
+      std::vector<int32_t>& after = row_after_;
+      std::vector<int32_t>& col = row_col_;
+      reps.clear();
+      after.clear();
+      col.assign(k, 0);
       int b = 0;  // the change point being filled: its tuple's configuration up to the next one
       for (int word = 0; word < 4; ++word) {
         for (uint64_t bits = change[word]; bits != 0; bits &= bits - 1) {
@@ -1682,7 +1692,12 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<int32_t> closed_cid_;
   SeenFrames close_seen_;
   std::vector<Frame> close_work_;
-  std::vector<Frame> row_raw_;  // compute_row_locked's frames to close (never re-entered: close() computes no row)
+  std::vector<int32_t> close_tops_;
+  // compute_row_locked's scratch (never re-entered: close() computes no row)
+  std::vector<Frame> row_raw_;  // frames to close
+  std::vector<int32_t> row_stacks_, row_reps_, row_after_, row_col_;
+  std::vector<Frame> row_frames_;
+  std::vector<const int32_t*> row_targets_;
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
   int64_t table_cells_ = 0;
   std::unordered_map<int64_t, int32_t> single_;
