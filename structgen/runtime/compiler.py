@@ -150,9 +150,7 @@ class GrammarCompiler:
             # every byte of every token is the last byte of one of the trie's nodes (the node
             # of the token's prefix ending there): a count over the nodes, not over the token
             # bytes joined (17 ms at 128K tokens, which the first compile paid)
-            trie = self._trie if self._trie is not None else load_trie(self.tokenizer_info)
-            self._trie = trie
-            self._alphabet = np.bincount(trie.byte[1:], minlength=256) > 0
+            self._alphabet = np.bincount(self.trie.byte[1:], minlength=256) > 0  # (the lock is reentrant)
         return self._alphabet
 
     def compile_json_schema(
