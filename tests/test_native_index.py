@@ -195,6 +195,40 @@ def test_class_loops_equal_reference(smollm2_info, real_info):
         assert pair.states > 40
 
 
+# Where a member name may start, the first bytes that lead into a free name are the same from
+# every member of one object: their tokens are set once per (token group, first bytes) into a
+# memoised mask and ORed from it. A hit must give the bits that setting them gives, whichever
+# configuration filled the memo first.
+_INT = {"type": "integer"}
+# two objects whose declared names start with common letters (many tokens left out of the
+# free names' first bytes, each object its own): several memo entries in one index
+NAME_MEMO_SCHEMA = {"type": "object", "properties": {
+    "one": {"type": "object", "properties": {"s1": _INT, "c1": _INT, "p1": _INT, "t1": _INT}, "additionalProperties": _INT},
+    "two": {"type": "object", "properties": {"a1": _INT, "d1": _INT, "m1": _INT, "r1": _INT}, "additionalProperties": _INT}}}
+NAME_MEMO_TEXT = b'{"one":{"s1":1,"c1":2,"k":2},"two":{"a1":1,"m1":2,"k":3}}'
+
+
+def test_name_start_memo_equals_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(NAME_MEMO_SCHEMA)
+        pair = Pair(compiled, successors=False)
+        pair.walk_text(NAME_MEMO_TEXT)
+        if info is smollm2_info:  # (elsewhere the ids may be few enough to set without it)
+            assert compiled.index.stats()["run_masks"] > 1  # the memo took part, with several entries
+        masks = []
+        cid = compiled.index.initial
+        for b in NAME_MEMO_TEXT:
+            masks.append(compiled.index.mask(cid))
+            cid = compiled.index.step_bytes(cid, bytes([b]))
+        # a second index of the same grammar, its masks computed last position first
+        other = GrammarCompiler(info, cache_size=0).compile_json_schema(NAME_MEMO_SCHEMA).index
+        cids = [other.initial]
+        for b in NAME_MEMO_TEXT[:-1]:
+            cids.append(other.step_bytes(cids[-1], bytes([b])))
+        for k in reversed(range(len(cids))):
+            assert np.array_equal(other.mask(cids[k]), masks[k]), NAME_MEMO_TEXT[:k]
+
+
 def test_without_frame_tables_equals_reference(smollm2_info, monkeypatch):
     # past the frame tables' budget rows close each distinct target once: same configurations
     from structgen.index import token_index

@@ -620,6 +620,10 @@ class ConfigIndex final : public structgen::IndexView {
     d["frame_tables"] = frame_tables_.size();
     d["table_cells"] = table_cells_;
     d["masks"] = mask_store_.size();  // distinct masks stored
+    {
+      std::lock_guard<std::mutex> r(runs_mu_);
+      d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
+    }
     int64_t with_mask = 0;
     for (size_t c = 0; c < configs_.size(); ++c) with_mask += masks_.load(static_cast<int64_t>(c)) != nullptr;
     d["mask_configs"] = with_mask;  // configurations whose mask is known (sharing those)
@@ -1416,7 +1420,33 @@ class ConfigIndex final : public structgen::IndexView {
     // A property name's first character takes nearly every plain byte: tens of thousands of
     // ids one bit at a time, where the union less the few groups left out costs two passes
     // over the mask's words.
-    if (!runs.all.empty() && static_cast<int64_t>(runs.all.size()) == words_ && on > off + 2 * words_) {
+    const bool by_union = !runs.all.empty() && static_cast<int64_t>(runs.all.size()) == words_ && on > off + 2 * words_;
+    if ((by_union ? off : on) <= words_) {  // fewer ids than words: set them, no memo
+      set_flagged(mask, runs, flags, by_union);
+      return;
+    }
+    // The same flags come back at every place a name may start in one object (a name
+    // starts, or a comma and a name, from each of the object's states), about six calls in
+    // seven on MaskBench's first visits: the ids of each (runs, flags) are set once into a
+    // memoised mask and ORed from there, a pass over the words instead of thousands of ids.
+    RunsKey key{&runs, {0, 0, 0, 0}};
+    for (int b = 0; b < 256; ++b) key.bits[b >> 6] |= static_cast<uint64_t>(flags[b] != 0) << (b & 63);
+    const uint32_t* bits = nullptr;
+    {
+      std::lock_guard<std::mutex> g(runs_mu_);
+      auto it = runs_memo_.find(key);
+      if (it != runs_memo_.end()) bits = it->second.get();
+    }
+    if (bits == nullptr) {
+      std::unique_ptr<uint32_t[]> made(new uint32_t[words_]());
+      set_flagged(made.get(), runs, flags, by_union);
+      std::lock_guard<std::mutex> g(runs_mu_);
+      bits = runs_memo_.emplace(key, std::move(made)).first->second.get();  // a racing thread's copy wins: same bits
+    }
+    for (int64_t w = 0; w < words_; ++w) mask[w] |= bits[w];
+  }
+  void set_flagged(uint32_t* mask, const IdRuns& runs, const uint8_t* flags, bool by_union) {
+    if (by_union) {
       std::unique_ptr<uint32_t[]> left(new uint32_t[words_]());
       for (int b = 0; b < 256; ++b)
         if (!flags[b]) set_ids(left.get(), runs.ids + runs.offsets[b], runs.offsets[b + 1] - runs.offsets[b]);
@@ -1707,6 +1737,23 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<int32_t, bool> plain_loop_;
   std::deque<std::unique_ptr<uint32_t[]>> mask_store_;  // each distinct mask once
   std::unordered_multimap<uint64_t, const uint32_t*> mask_by_content_;  // hash_words -> mask
+  // set_runs' memo (its own lock: taken inside walks, which hold no other)
+  struct RunsKey {
+    const IdRuns* runs;
+    uint64_t bits[4];
+    bool operator==(const RunsKey& o) const {
+      return runs == o.runs && bits[0] == o.bits[0] && bits[1] == o.bits[1] && bits[2] == o.bits[2] && bits[3] == o.bits[3];
+    }
+  };
+  struct RunsKeyHash {
+    size_t operator()(const RunsKey& k) const {
+      uint64_t h = reinterpret_cast<uintptr_t>(k.runs) * 0x9E3779B97F4A7C15ull;
+      for (uint64_t x : k.bits) h = (h ^ x) * 0xBF58476D1CE4E5B9ull ^ (h >> 29);
+      return static_cast<size_t>(h);
+    }
+  };
+  std::mutex runs_mu_;
+  std::unordered_map<RunsKey, std::unique_ptr<uint32_t[]>, RunsKeyHash> runs_memo_;
   // lock-free reads
   RowStore rows_;
   AtomicTable<int32_t> slot_;
