@@ -1,6 +1,6 @@
 """Compile time and per-token mask time, structgen vs XGrammar, llguidance and outlines-core.
 
-    python bench/masks.py [--tokenizers smollm2,llama3] [--per-subset 8] [--engines ...]
+    python bench/masks.py [--tokenizers smollm2,llama3] [--per-subset 8] [--engines ...] [--rounds 3]
 
 Corpus: the first ``--per-subset`` schemas (with a valid instance) of every MaskBench subset
 in ``../shared/data/maskbench``; each valid instance (up to ``--paths``) is written as
@@ -20,6 +20,10 @@ Each engine runs in its own worker process (``--worker``), one engine at a time,
 engine's caches, threads and memory do not touch another's; a schema that does not compile
 within ``--timeout`` seconds is recorded as a timeout and the worker is restarted after it.
 Peak RSS is the worker's (tokenizer + all compiled grammars of the corpus).
+
+``--rounds N`` runs every engine N times, each round in fresh processes and starting with
+another engine; each figure is then its median over the rounds (one round's figures move by
+tens of percent on a shared machine) and the rounds' own ratios are kept beside it.
 
 Ratios compare structgen with the best peer on the schemas every engine compiled. Writes
 bench/results/masks.json and prints a markdown table naming the machine.
@@ -260,22 +264,65 @@ def summarise(results: dict, corpus: list[dict]) -> dict:
             "compile_ms_own": pct([c["compile_s"] * 1e3 for c in compiled]),
             "mask_us_own": pct([x for c in compiled for x in c["mask_us"]]),
         }
-    peers = [e for e in out if e != "structgen"]
-    if "structgen" in out and peers:
-        ratios = {}
-        for metric in ("compile_ms_common", "mask_us_common", "first_pass_mask_us_common",
-                       "first_pass_per_schema_us_common", "warm_mask_us_common", "request_total_ms_common"):
-            for q in ("p50", "p90", "p99", "max"):
-                best = min(out[p][metric].get(q, float("inf")) for p in peers)
-                mine = out["structgen"][metric].get(q)
-                ratios[f"{metric}.{q}"] = round(mine / best, 2) if mine is not None and best > 0 else None
+    ratios = _ratios(out)
+    if ratios:
         out["ratio_structgen_to_best_peer"] = ratios
     out["common_schemas"] = len(common)
     return out
 
 
+_RATIO_METRICS = ("compile_ms_common", "mask_us_common", "first_pass_mask_us_common",
+                  "first_pass_per_schema_us_common", "warm_mask_us_common", "request_total_ms_common")
+
+
+def _ratios(out: dict) -> dict:
+    """structgen ÷ the best peer, per metric and quantile."""
+    peers = [e for e in out if e != "structgen" and isinstance(out[e], dict) and "compiled" in out[e]]
+    if "structgen" not in out or not peers:
+        return {}
+    ratios = {}
+    for metric in _RATIO_METRICS:
+        for q in ("p50", "p90", "p99", "max"):
+            best = min(out[p][metric].get(q, float("inf")) for p in peers)
+            mine = out["structgen"][metric].get(q)
+            ratios[f"{metric}.{q}"] = round(mine / best, 2) if mine is not None and best > 0 else None
+    return ratios
+
+
+def combine_rounds(rounds: list[dict]) -> dict:
+    """One summary from several rounds of the same run: each figure (engine, metric,
+    quantile) is its median over the rounds, and the ratios are taken between those medians.
+    A round's figures move by tens of percent on a shared machine, every engine's alike or
+    not; the median of three rounds is steadier than any one of them. The rounds' own
+    ratios are kept (``ratio_per_round``) to show the spread."""
+    if len(rounds) == 1:
+        return rounds[0]
+    out = {}
+    for e, first in rounds[0].items():
+        if not isinstance(first, dict) or "compiled" not in first:
+            continue
+        merged = dict(first)
+        for key, val in first.items():
+            if isinstance(val, dict) and val and set(val) <= {"p50", "p90", "p99", "max"}:  # a pct() figure
+                merged[key] = {q: round(float(np.median([r[e][key][q] for r in rounds if q in r[e].get(key, {})])), 3)
+                               for q in val}
+        merged["tokenizer_prep_s"] = round(float(np.median([r[e]["tokenizer_prep_s"] for r in rounds])), 3)
+        merged["peak_rss_mb"] = max(r[e]["peak_rss_mb"] for r in rounds)
+        merged["full_gc_fills_common"] = [f for r in rounds for f in r[e]["full_gc_fills_common"]]
+        out[e] = merged
+    ratios = _ratios(out)
+    if ratios:
+        out["ratio_structgen_to_best_peer"] = ratios
+        out["ratio_per_round"] = [_ratios(r) for r in rounds]
+    out["common_schemas"] = rounds[0]["common_schemas"]
+    out["rounds"] = len(rounds)
+    return out
+
+
 def table(tok_name: str, summary: dict) -> str:
-    rows = [f"### {tok_name}: {summary['common_schemas']} schemas compiled by every engine",
+    rounds = summary.get("rounds", 1)
+    rows = [f"### {tok_name}: {summary['common_schemas']} schemas compiled by every engine"
+            + (f"; each figure the median of {rounds} rounds" if rounds > 1 else ""),
             "| engine | compiled | prep s | compile ms p50/p90/p99/max | mask µs p50/p90/p99/max | "
             "first-pass mask µs p50/p90/p99/max | warm mask µs p50/p90/p99/max | request total ms p50/p90/p99/max | "
             "fills with a full GC (ms of GC) | mask max without them µs | peak RSS MB |",
@@ -294,6 +341,10 @@ def table(tok_name: str, summary: dict) -> str:
     if "ratio_structgen_to_best_peer" in summary:
         rows.append("")
         rows.append("structgen ÷ best peer: " + ", ".join(f"{k} {v}" for k, v in summary["ratio_structgen_to_best_peer"].items()))
+        for k, r in enumerate(summary.get("ratio_per_round", [])):
+            keys = ("compile_ms_common.p50", "first_pass_mask_us_common.p50", "request_total_ms_common.p50",
+                    "request_total_ms_common.p99")
+            rows.append(f"round {k + 1}: " + ", ".join(f"{key} {r.get(key)}" for key in keys))
     return "\n".join(rows)
 
 
@@ -304,6 +355,8 @@ def main() -> None:
     ap.add_argument("--per-subset", type=int, default=8)
     ap.add_argument("--paths", type=int, default=2, help="valid instances walked per schema")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds one schema may take before it counts as a timeout")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every engine this many times (fresh processes); figures are medians over the rounds")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "masks.json"))
     ap.add_argument("--worker")
@@ -325,16 +378,23 @@ def main() -> None:
                           "python": platform.python_version(), "platform": platform.platform()},
               "corpus": {"schemas": len(corpus), "per_subset": args.per_subset, "paths_per_schema": args.paths,
                          "ids": [c["id"] for c in corpus]},
-              "timeout_s": args.timeout, "tokenizers": {}}
+              "timeout_s": args.timeout, "rounds": args.rounds, "tokenizers": {}}
     tables = []
+    engines = args.engines.split(",")
     for tok_name in args.tokenizers.split(","):
-        results = {}
-        for engine in args.engines.split(","):
-            t0 = time.perf_counter()
-            results[engine] = run_engine(engine, tok_name, shared, corpus_file, len(corpus), args.timeout)
-            note = results[engine].get("skipped", f"{time.perf_counter() - t0:.0f} s")
-            print(f"[{tok_name}] {engine}: {note}", flush=True)
-        summary = summarise(results, corpus)
+        rounds = []
+        for rnd in range(args.rounds):
+            results = {}
+            # each round starts with another engine, so that a slow stretch of the machine
+            # does not always fall on the same one (the summary lists engines in --engines order)
+            for engine in engines[rnd % len(engines):] + engines[:rnd % len(engines)]:
+                t0 = time.perf_counter()
+                results[engine] = run_engine(engine, tok_name, shared, corpus_file, len(corpus), args.timeout)
+                note = results[engine].get("skipped", f"{time.perf_counter() - t0:.0f} s")
+                print(f"[{tok_name}] round {rnd + 1}/{args.rounds} {engine}: {note}", flush=True)
+            results = {e: results[e] for e in engines}
+            rounds.append(summarise(results, corpus))
+        summary = combine_rounds(rounds)
         summary["skipped"] = {e: r["skipped"] for e, r in results.items() if "skipped" in r}
         report["tokenizers"][tok_name] = summary
         tables.append(table(tok_name, summary))

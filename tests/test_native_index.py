@@ -186,11 +186,17 @@ CLASS_LOOP_SCHEMA = {"type": "object", "properties": {
 CLASS_LOOP_TEXT = b'{"p":"abc_dead_0812","q":"www.example-9.org","r":"x=1;y=[2]","s":"Hello World"}'
 
 
+def _walked_pair(info, schema, text: bytes) -> tuple:
+    """A fresh compile of ``schema`` paired with the reference, ``text`` walked in both."""
+    compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+    pair = Pair(compiled, successors=False)
+    pair.walk_text(text)
+    return compiled, pair
+
+
 def test_class_loops_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(CLASS_LOOP_SCHEMA)
-        pair = Pair(compiled, successors=False)
-        pair.walk_text(CLASS_LOOP_TEXT)
+        compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT)
         pair.walk_tokens(compiled, info, np.random.default_rng(5), walks=2, max_steps=15)
         assert pair.states > 40
 
@@ -210,9 +216,7 @@ NAME_MEMO_TEXT = b'{"one":{"s1":1,"c1":2,"k":2},"two":{"a1":1,"m1":2,"k":3}}'
 
 def test_name_start_memo_equals_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(NAME_MEMO_SCHEMA)
-        pair = Pair(compiled, successors=False)
-        pair.walk_text(NAME_MEMO_TEXT)
+        compiled, _ = _walked_pair(info, NAME_MEMO_SCHEMA, NAME_MEMO_TEXT)
         if info is smollm2_info:  # (elsewhere the ids may be few enough to set without it)
             assert compiled.index.stats()["run_masks"] > 1  # the memo took part, with several entries
         masks = []

@@ -1,0 +1,36 @@
+"""bench/masks.py's rounds: figures are medians over the rounds, ratios taken between them."""
+from __future__ import annotations
+
+from bench.masks import combine_rounds
+
+
+def _round(sg: float, xg: float, llg: float) -> dict:
+    def engine(v: float) -> dict:
+        fig = {"p50": v, "p90": 2 * v, "p99": 3 * v, "max": 4 * v}
+        return {"version": "x", "compiled": 3, "tokenizer_prep_s": v, "peak_rss_mb": 10 * v,
+                "full_gc_fills_common": [[v, 1.0]], "compile_ms_common": dict(fig), "mask_us_common": dict(fig),
+                "first_pass_mask_us_common": dict(fig), "first_pass_per_schema_us_common": dict(fig),
+                "warm_mask_us_common": dict(fig), "request_total_ms_common": dict(fig),
+                "mask_us_common_without_full_gc": dict(fig)}
+    return {"structgen": engine(sg), "xgrammar": engine(xg), "llguidance": engine(llg), "common_schemas": 3}
+
+
+def test_one_round_is_returned_as_it_is():
+    r = _round(1.0, 2.0, 3.0)
+    assert combine_rounds([r]) is r
+
+
+def test_figures_are_medians_and_ratios_are_between_medians():
+    rounds = [_round(1.0, 2.0, 8.0), _round(9.0, 4.0, 2.0), _round(3.0, 6.0, 4.0)]
+    out = combine_rounds(rounds)
+    assert out["rounds"] == 3
+    assert out["structgen"]["compile_ms_common"] == {"p50": 3.0, "p90": 6.0, "p99": 9.0, "max": 12.0}
+    assert out["xgrammar"]["warm_mask_us_common"]["p50"] == 4.0
+    assert out["llguidance"]["request_total_ms_common"]["p99"] == 12.0
+    assert out["structgen"]["mask_us_common_without_full_gc"]["max"] == 12.0  # every pct() figure
+    # best peer of the medians: llguidance 4.0 against XGrammar 4.0 -> 3.0 / 4.0
+    assert out["ratio_structgen_to_best_peer"]["compile_ms_common.p50"] == 0.75
+    # the rounds' own ratios: 1/2, 9/2, 3/4
+    assert [r["compile_ms_common.p50"] for r in out["ratio_per_round"]] == [0.5, 4.5, 0.75]
+    assert out["structgen"]["peak_rss_mb"] == 90.0
+    assert len(out["structgen"]["full_gc_fills_common"]) == 3
