@@ -230,3 +230,41 @@ def test_native_expr_size_matches_reference():
             assert expr_size(x) == _expr_size_reference(x)
             for cap in (0, 1, 5, 64):
                 assert expr_size(x, cap) == _expr_size_reference(x, cap)
+
+
+
+@pytest.mark.parametrize("bad", [-2, 3, np.iinfo(np.int32).min, np.iinfo(np.int32).max])
+def test_transition_tables_are_range_checked(bad):
+    # every binding that takes a (states, 256) table checks its targets, four at a time:
+    # -1 and the last state pass, anything else anywhere in the table is refused
+    from structgen import GrammarCompiler, _core
+    from structgen.index import token_index as ti
+    from structgen.index.automaton import calls_csr, completion_distances
+
+    from .conftest import toy_info
+
+    trans = np.full((3, 256), -1, np.int32)
+    trans[0, 0], trans[0, 5], trans[1, 254], trans[2, 255] = 1, 2, 2, 0
+    final = np.array([False, False, True])
+    off, edge = np.zeros(4, np.int64), np.zeros((0, 2), np.int32)
+    assert _core.distances(trans, final, off, edge, np.zeros(1, np.int64), 1 << 60).tolist() == [1, 1, 0]
+    # the configuration index's constructor, with the tables a compiled grammar gives it
+    info = toy_info([b"ab"])
+    compiled = GrammarCompiler(info, cache_size=0).compile_grammar('start: "a" "b"')
+    pda = compiled.index._pda
+    (rule,) = pda.rules
+    good = ("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule), completion_distances(pda)[0])
+    args = (pda.root, ti._vocab_tables(compiled.index.trie), list(info.stop_token_ids), compiled.index.words,
+            ti._TABLE_CELLS, 1000)
+    assert _core.ConfigIndex([good], *args).num_configs >= 1
+    for row, col in ((1, 77), (2, 3), (0, 255)):
+        bad_trans = trans.copy()
+        bad_trans[row, col] = bad
+        with pytest.raises(ValueError, match="out of range"):
+            _core.distances(bad_trans, final, off, edge, np.zeros(1, np.int64), 1 << 60)
+        with pytest.raises(ValueError, match="out of range"):
+            _core.minimise(bad_trans, final, off, edge)
+        bad_rule = rule.trans.copy()
+        bad_rule[min(row, len(bad_rule) - 1), col] = bad if bad != 3 else len(bad_rule)
+        with pytest.raises(ValueError, match="out of range"):
+            _core.ConfigIndex([("dfa", bad_rule, *good[2:])], *args)

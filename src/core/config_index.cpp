@@ -18,6 +18,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "fa.hpp"
 #include "index_view.hpp"
 
 #if defined(__SSE2__)
@@ -55,6 +56,22 @@ constexpr int32_t kNone = -1;                     // "no single target" (Python'
 constexpr int32_t kNoChars = -2;                  // no token holds a character from U+0080 up
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
+
+// Whether a 256-entry DFA row has any target (not every entry -1): four entries per compare
+// (most states of a large object's rule take only a few bytes, far into the row).
+bool any_target(const int32_t* row) {
+#if defined(__SSE2__)
+  const __m128i none = _mm_set1_epi32(-1);
+  for (int b = 0; b < 256; b += 4)
+    if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b)), none)) != 0xFFFF)
+      return true;
+  return false;
+#else
+  for (int b = 0; b < 256; ++b)
+    if (row[b] >= 0) return true;
+  return false;
+#endif
+}
 
 // Printable ASCII but '"' and '\\': the bytes a JSON string body takes literally (token_index.PLAIN_BYTES).
 const std::vector<uint8_t>& plain_bytes() {
@@ -777,34 +794,39 @@ class ConfigIndex final : public structgen::IndexView {
       if (r.lo < 0 || (r.hi >= 0 && r.hi < r.lo)) throw std::invalid_argument("bad counter bounds");
       r.num_states = 0;  // virtual: never a stack top, never a frame table
     } else if (kind == "dfa") {
+      // the calls come as CSR arrays (per state, its (callee, return state) pairs): reading
+      // them as Python tuples, one per state, was most of this constructor's time on large
+      // schemas (thousands of states)
       i32 trans = d[1].cast<i32>();
       u8 fin = d[2].cast<u8>();
-      py::sequence calls = d[3].cast<py::sequence>();
-      i64 dist = d[4].cast<i64>();
+      i64 call_off = d[3].cast<i64>();
+      i32 call_edge = d[4].cast<i32>();
+      i64 dist = d[5].cast<i64>();
       if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
       r.num_states = static_cast<int32_t>(trans.shape(0));
-      if (fin.shape(0) != r.num_states || dist.shape(0) != r.num_states ||
-          static_cast<int32_t>(py::len(calls)) != r.num_states)
+      if (fin.shape(0) != r.num_states || dist.shape(0) != r.num_states || call_off.shape(0) != r.num_states + 1)
         throw std::invalid_argument("rule tables differ in length");
+      const int64_t m = call_edge.size() / 2;
+      if (call_edge.size() && (call_edge.ndim() != 2 || call_edge.shape(1) != 2))
+        throw std::invalid_argument("call_edge must be (k, 2)");
+      const int64_t* co = call_off.data();
+      if (co[0] != 0 || co[r.num_states] != m) throw std::invalid_argument("call offsets do not match the calls");
+      for (int32_t s = 0; s < r.num_states; ++s)
+        if (co[s] > co[s + 1]) throw std::invalid_argument("call offsets must not decrease");
       r.trans_ref = trans;
       r.trans = trans.data();
-      for (int64_t k = 0; k < static_cast<int64_t>(r.num_states) * 256; ++k)
-        if (r.trans[k] < -1 || r.trans[k] >= r.num_states) throw std::invalid_argument("transition out of range");
+      if (!fa::targets_in_range(r.trans, static_cast<int64_t>(r.num_states) * 256, r.num_states))
+        throw std::invalid_argument("transition out of range");
       r.final.assign(fin.data(), fin.data() + r.num_states);
       r.dist.assign(dist.data(), dist.data() + r.num_states);
       r.has_bytes.assign(r.num_states, 0);
-      for (int32_t s = 0; s < r.num_states; ++s)
-        for (int b = 0; b < 256 && !r.has_bytes[s]; ++b) r.has_bytes[s] = r.trans[s * 256 + b] >= 0;
-      r.call_off.push_back(0);
-      for (const auto& st : calls) {
-        for (const auto& c : st) {
-          auto pr = c.cast<std::pair<int32_t, int32_t>>();
-          if (pr.second < 0 || pr.second >= r.num_states) throw std::invalid_argument("return state out of range");
-          r.call_data.push_back(pr.first);
-          r.call_data.push_back(pr.second);
-        }
-        r.call_off.push_back(static_cast<int32_t>(r.call_data.size() / 2));
-      }
+      for (int32_t s = 0; s < r.num_states; ++s) r.has_bytes[s] = any_target(r.trans + s * 256);
+      const int32_t* ce = call_edge.data();
+      for (int64_t k = 0; k < m; ++k)
+        if (ce[2 * k + 1] < 0 || ce[2 * k + 1] >= r.num_states) throw std::invalid_argument("return state out of range");
+      r.call_data.assign(ce, ce + 2 * m);
+      r.call_off.resize(static_cast<size_t>(r.num_states) + 1);
+      for (int32_t s = 0; s <= r.num_states; ++s) r.call_off[s] = static_cast<int32_t>(co[s]);
     } else {
       throw std::invalid_argument("unknown rule kind " + kind);
     }

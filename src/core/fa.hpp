@@ -9,11 +9,37 @@
 // points to bytes work on the same structures.
 #pragma once
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <climits>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
 
 namespace fa {
+
+// Whether every entry of T[0, count) is -1 or a state below n (a transition table's targets).
+// Four entries per SSE2 compare: run over whole (states x 256) tables at every binding that
+// takes one, a compare-and-branch per entry was a visible share of a large schema's compile.
+inline bool targets_in_range(const int32_t* T, int64_t count, int32_t n) {
+  int64_t k = 0;
+  bool ok = true;
+#if defined(__SSE2__)
+  // x in [-1, n) <=> unsigned(x + 1) <= unsigned(n): compared signed after flipping the sign bit
+  const __m128i one = _mm_set1_epi32(1), sign = _mm_set1_epi32(INT32_MIN);
+  const __m128i limit = _mm_xor_si128(_mm_set1_epi32(n), sign);
+  __m128i bad = _mm_setzero_si128();
+  for (; k + 4 <= count; k += 4) {
+    const __m128i x = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + k)), one);
+    bad = _mm_or_si128(bad, _mm_cmpgt_epi32(_mm_xor_si128(x, sign), limit));
+  }
+  ok = _mm_movemask_epi8(bad) == 0;
+#endif
+  for (; k < count; ++k) ok = ok && T[k] >= -1 && T[k] < n;
+  return ok;
+}
 
 // A size limit was reached while an automaton grew (the Python side raises the matching
 // AutomatonSizeError or LimitError). kind: 0 = NFA states, 1 = DFA states.

@@ -26,7 +26,7 @@ from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from ..grammar import Expr, Grammar, Ref
 from ..regex.expr_arrays import CALL, INLINE, REF, REP, serializer
 
-__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
+__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "calls_csr", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
 DEFAULT_MAX_STATES = 50_000
 """Default limit on NFA and DFA states of one grammar (raise with ``max_states=``)."""
@@ -135,6 +135,12 @@ def _calls_csr(calls) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(np.fromiter(map(len, calls), np.int64, len(calls)), out=call_off[1:])
     call_edge = np.fromiter(chain.from_iterable(chain.from_iterable(calls)), np.int32).reshape(-1, 2)
     return call_off, call_edge
+
+
+def calls_csr(rule: RuleDFA) -> tuple[np.ndarray, np.ndarray]:
+    """``rule.calls`` as CSR arrays ``(call_off, call_edge)``: the builder's own when it kept
+    them, else made from the tuples."""
+    return rule.csr if rule.csr is not None else _calls_csr(rule.calls)
 
 
 def _trim_and_minimise(trans, final, csr, productive: np.ndarray):
@@ -430,7 +436,7 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     """
     rules = pda.rules
     n = len(rules)
-    csr = [None if isinstance(rule, CounterRule) else rule.csr or _calls_csr(rule.calls) for rule in rules]
+    csr = [None if isinstance(rule, CounterRule) else calls_csr(rule) for rule in rules]
     # callers[c]: the rules whose distances depend on rule c's shortest match
     callers: list[set[int]] = [set() for _ in rules]
     for r, rule in enumerate(rules):

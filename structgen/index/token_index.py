@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import _core
 from . import counters
-from .automaton import UNREACHABLE, PushdownAutomaton, completion_distances
+from .automaton import UNREACHABLE, PushdownAutomaton, calls_csr, completion_distances
 from .counters import CounterRule, check_config_stacks
 from ..grammar import CharSet
 from .tokenizer import TokenizerInfo
@@ -280,7 +280,7 @@ class TokenIndex:
             if isinstance(rule, CounterRule):
                 rules.append(("counter", rule.body, rule.lo, -1 if rule.hi is None else rule.hi, int(d.item_min)))
             else:
-                rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), rule.calls, d))
+                rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule), d))
         self._counted = any(isinstance(r, CounterRule) for r in pda.rules)
         self._native = _guarded(_core.ConfigIndex, rules, pda.root, _vocab_tables(trie), list(info.stop_token_ids),
                                 self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
