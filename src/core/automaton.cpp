@@ -460,22 +460,6 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
 
 // ---------------------------------------------------------------------------- completion distances
 
-// The bytes of a 256-entry row where a run of equal entries starts (byte 0 included).
-void run_starts(const int32_t* row, uint64_t* starts) {
-  starts[0] = 1;
-  starts[1] = starts[2] = starts[3] = 0;
-  int b = 1;
-#if defined(__SSE2__)
-  for (; b < 4; ++b) starts[0] |= uint64_t(row[b] != row[b - 1]) << b;
-  for (; b < 256; b += 4) {
-    const __m128i cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
-    const __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b - 1));
-    const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(cur, before)));
-    starts[b >> 6] |= static_cast<uint64_t>(~same & 0xF) << (b & 63);
-  }
-#endif
-  for (; b < 256; ++b) starts[b >> 6] |= uint64_t(row[b] != row[b - 1]) << (b & 63);
-}
 
 // Fewest bytes from each state of a rule DFA to its end: Dijkstra backwards from the final
 // states; a byte costs 1, a call to rule c costs minlen[c] (no edge where minlen[c] >=
@@ -496,8 +480,8 @@ py::array_t<int64_t> distances(const i32& trans, const b8& final_, const i64& ca
       // one edge per run of equal targets (a repeated edge costs a heap check, nothing
       // more): the runs' starts are found four bytes per compare, where a test per byte was
       // most of the distances of a large schema's rules (thousands of states x 256 bytes)
-      uint64_t starts[4];
-      run_starts(row, starts);
+      uint64_t starts[4] = {1, 0, 0, 0};  // byte 0 starts a run
+      fa::mark_changes(row, starts);
       for (int w = 0; w < 4; ++w)
         for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
           const int32_t t = row[w * 64 + __builtin_ctzll(bits)];

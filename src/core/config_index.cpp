@@ -1101,21 +1101,6 @@ class ConfigIndex final : public structgen::IndexView {
     return e;
   }
 
-  // Sets in `change` (256 bits) the bytes b > 0 where targets[b] != targets[b - 1].
-  static void changes(const int32_t* targets, uint64_t* change) {
-    int b = 1;
-#if defined(__SSE2__)
-    for (; b < 4; ++b) change[0] |= uint64_t(targets[b] != targets[b - 1]) << b;
-    for (; b < 256; b += 4) {
-      const __m128i cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(targets + b));
-      const __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(targets + b - 1));
-      const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(cur, before)));
-      change[b >> 6] |= static_cast<uint64_t>(~same & 0xF) << (b & 63);
-    }
-#endif
-    for (; b < 256; ++b) change[b >> 6] |= uint64_t(targets[b] != targets[b - 1]) << (b & 63);
-  }
-
   // New configurations are closed and interned in the order a walk over the bytes 0..255
   // meets them. The row is read byte by byte: byte classes per rule (bytes alike in every
   // state) would cost a pass over the rule's whole table, which for a large rule met in a few
@@ -1167,7 +1152,7 @@ class ConfigIndex final : public structgen::IndexView {
         targets.push_back(rules_[frames.back().r].trans + frames.back().s * 256);
       }
       uint64_t change[4] = {1, 0, 0, 0};  // bytes whose tuple may differ from the byte before's
-      for (const int32_t* t : targets) changes(t, change);
+      for (const int32_t* t : targets) fa::mark_changes(t, change);
       std::vector<int32_t>& reps = row_reps_;  // g * k targets
       std::vector<int32_t>& after = row_after_;
       std::vector<int32_t>& col = row_col_;

@@ -20,6 +20,22 @@
 
 namespace fa {
 
+// Sets in `change` (256 bits) the bytes b > 0 where row[b] != row[b - 1]: where a run of
+// equal targets starts, four bytes per compare (a DFA row is mostly a few long runs).
+inline void mark_changes(const int32_t* row, uint64_t* change) {
+  int b = 1;
+#if defined(__SSE2__)
+  for (; b < 4; ++b) change[0] |= uint64_t(row[b] != row[b - 1]) << b;
+  for (; b < 256; b += 4) {
+    const __m128i cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
+    const __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b - 1));
+    const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(cur, before)));
+    change[b >> 6] |= static_cast<uint64_t>(~same & 0xF) << (b & 63);
+  }
+#endif
+  for (; b < 256; ++b) change[b >> 6] |= uint64_t(row[b] != row[b - 1]) << (b & 63);
+}
+
 // Whether every entry of T[0, count) is -1 or a state below n (a transition table's targets).
 // Four entries per SSE2 compare: run over whole (states x 256) tables at every binding that
 // takes one, a compare-and-branch per entry was a visible share of a large schema's compile.
