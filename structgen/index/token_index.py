@@ -329,7 +329,9 @@ class TokenIndex:
 
     def stats(self) -> dict[str, int]:
         """Sizes of the native tables: configs, config_keys, stacks, rows, frame_tables,
-        table_cells (entries of all frame tables, bounded by ``_TABLE_CELLS``), masks."""
+        table_cells (entries of all frame tables, bounded by ``_TABLE_CELLS``), masks,
+        run_masks (memoised token groups of name starts, as large as a mask each),
+        mask_configs."""
         return self._native.stats()
 
     def _row(self, cid: int) -> np.ndarray:
