@@ -9,10 +9,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -459,7 +455,6 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
 
 
 // ---------------------------------------------------------------------------- completion distances
-
 
 // Fewest bytes from each state of a rule DFA to its end: Dijkstra backwards from the final
 // states; a byte costs 1, a call to rule c costs minlen[c] (no edge where minlen[c] >=

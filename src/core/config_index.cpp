@@ -57,20 +57,12 @@ constexpr int32_t kNoChars = -2;                  // no token holds a character 
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
 
-// Whether a 256-entry DFA row has any target (not every entry -1): four entries per compare
-// (most states of a large object's rule take only a few bytes, far into the row).
+// Whether a 256-entry DFA row has any target (not every entry -1; most states of a large
+// object's rule take only a few bytes, far into the row).
 bool any_target(const int32_t* row) {
-#if defined(__SSE2__)
-  const __m128i none = _mm_set1_epi32(-1);
-  for (int b = 0; b < 256; b += 4)
-    if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b)), none)) != 0xFFFF)
-      return true;
-  return false;
-#else
-  for (int b = 0; b < 256; ++b)
-    if (row[b] >= 0) return true;
-  return false;
-#endif
+  uint64_t none[4];
+  fa::equal_bits(row, -1, none);
+  return (none[0] & none[1] & none[2] & none[3]) != ~uint64_t(0);
 }
 
 // Printable ASCII but '"' and '\\': the bytes a JSON string body takes literally (token_index.PLAIN_BYTES).
@@ -1272,17 +1264,8 @@ class ConfigIndex final : public structgen::IndexView {
   // configuration a trie walk goes through, and most loop on no byte at all: the bytes that
   // loop are found first as a 256-bit set (four lanes per SSE2 compare).
   static uint64_t loop_classes(const int32_t* r, int32_t cid) {
-    uint64_t eq[4] = {0, 0, 0, 0};
-#if defined(__SSE2__)
-    const __m128i want = _mm_set1_epi32(cid);
-    for (int b = 0; b < 256; b += 4) {
-      const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + b));
-      const uint64_t bits = static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want))));
-      eq[b >> 6] |= bits << (b & 63);
-    }
-#else
-    for (int b = 0; b < 256; ++b) eq[b >> 6] |= uint64_t(r[b] == cid) << (b & 63);
-#endif
+    uint64_t eq[4];
+    fa::equal_bits(r, cid, eq);
     if ((eq[0] | eq[1] | eq[2] | eq[3]) == 0) return 0;
     const auto& masks = class_masks();
     uint64_t in = 0;

@@ -20,6 +20,21 @@
 
 namespace fa {
 
+// Sets `eq` (256 bits) to the bytes b where row[b] == value, four bytes per compare (a row's
+// loops, its live bytes, whether it has a target at all are each one of these and a test).
+inline void equal_bits(const int32_t* row, int32_t value, uint64_t* eq) {
+  eq[0] = eq[1] = eq[2] = eq[3] = 0;
+#if defined(__SSE2__)
+  const __m128i want = _mm_set1_epi32(value);
+  for (int b = 0; b < 256; b += 4) {
+    const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
+    eq[b >> 6] |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)))) << (b & 63);
+  }
+#else
+  for (int b = 0; b < 256; ++b) eq[b >> 6] |= uint64_t(row[b] == value) << (b & 63);
+#endif
+}
+
 // Sets in `change` (256 bits) the bytes b > 0 where row[b] != row[b - 1]: where a run of
 // equal targets starts, four bytes per compare (a DFA row is mostly a few long runs).
 inline void mark_changes(const int32_t* row, uint64_t* change) {

@@ -17,10 +17,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -37,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "fa.hpp"
 #include "index_view.hpp"
 #include "pool.hpp"
 
@@ -635,21 +632,13 @@ const std::vector<uint8_t>& byte_order() {
 }
 
 // Call fn(b) for each byte b whose row entry is not DEAD (0), in byte_order()'s order. Rows
-// inside a declared name allow a few bytes of 256: one SSE2 compare per four entries finds
-// them, where testing each byte in turn was a tenth of the name searches' instructions.
+// inside a declared name allow a few bytes of 256: found four at a compare (fa::equal_bits),
+// where testing each byte in turn was a tenth of the name searches' instructions.
 template <class Fn>
 inline bool each_live_byte(const int32_t* row, Fn&& fn) {
-  uint64_t live[4] = {0, 0, 0, 0};
-#if defined(__SSE2__)
-  const __m128i zero = _mm_setzero_si128();
-  for (int b = 0; b < 256; b += 4) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
-    const uint64_t dead = static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, zero))));
-    live[b >> 6] |= (~dead & 0xFu) << (b & 63);
-  }
-#else
-  for (int b = 0; b < 256; ++b) live[b >> 6] |= static_cast<uint64_t>(row[b] != 0) << (b & 63);
-#endif
+  uint64_t live[4];
+  fa::equal_bits(row, 0, live);  // the dead bytes, then flipped
+  for (uint64_t& w : live) w = ~w;
   // byte_order(): printable ASCII [0x20, 0x7F), then [0, 0x20), then [0x7F, 0x100)
   static constexpr int kRanges[3][2] = {{0x20, 0x7F}, {0x00, 0x20}, {0x7F, 0x100}};
   for (const auto& rg : kRanges)
