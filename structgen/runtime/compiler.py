@@ -21,7 +21,7 @@ from ..index.vocab_cache import load_trie
 from ..guards import deep_recursion as _deep_recursion, gc_paused as _gc_paused
 from ..schema.resources import embed_resources
 from ..schema.text import check_schema_depth, loads_schema
-from ..schema.to_grammar import schema_to_grammar
+from ..schema.to_grammar import convert_schema
 from ..grammar.builtin import load_grammar
 from .matcher import GrammarMatcher
 from .precompute import DEFAULT_LIMIT, BackgroundPrecompute
@@ -195,11 +195,15 @@ class GrammarCompiler:
         check_schema_depth(schema)  # before json.dumps and the converter recurse into it
         if resources:
             schema = embed_resources(schema, resources)
+            check_schema_depth(schema)  # the documents embedded too
         try:
             with _deep_recursion():
-                # key order matters: properties are generated in schema order
-                key = ("schema", json.dumps(schema), strict, whitespace, max_whitespace)
-                return self._cached(key, lambda: schema_to_grammar(
+                # key order matters: properties are generated in schema order. Without a cache
+                # nothing is looked up, and the schema's text is not made (a few percent of
+                # compiling a median schema)
+                text = json.dumps(schema) if self._cache_size else None
+                key = ("schema", text, strict, whitespace, max_whitespace)
+                return self._cached(key, lambda: convert_schema(
                     schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace))
         except RecursionError:
             raise SchemaError("the schema nests too deeply to compile", pointer="") from None

@@ -49,7 +49,7 @@ from .objects import ObjectsMixin
 from .strings import StringsMixin
 from .text import check_schema_depth
 
-__all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
+__all__ = ["schema_to_grammar", "convert_schema", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
 
 _PINNED = "x-structgen-pinned:"  # a reference pinned to a dynamic scope (see _Converter.pinned)
 
@@ -584,11 +584,19 @@ def schema_to_grammar(
         UnsupportedSchemaError: strict mode and a keyword structgen cannot enforce.
         LimitError: a construct past one of the limits in ``docs/limits.md`` (located).
     """
+    check_schema_depth(schema)
+    return convert_schema(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace,
+                          refuse_empty_subschemas=refuse_empty_subschemas)
+
+
+def convert_schema(schema: Any, *, strict: bool, whitespace: Literal["compact", "flexible"], max_whitespace: int,
+                   refuse_empty_subschemas: bool = False) -> Grammar:
+    """:func:`schema_to_grammar` for a caller that has checked the schema's depth already
+    (the compiler does, before it makes its cache key)."""
     if whitespace not in ("compact", "flexible"):
         raise ValueError(f"whitespace must be 'compact' or 'flexible', not {whitespace!r}")
     if max_whitespace < 0:
         raise ValueError("max_whitespace must be >= 0")
-    check_schema_depth(schema)
     # deeply nested schemas recurse in jsonschema and here; the limit is raised once for all
     # threads compiling at the same time (see structgen.guards.deep_recursion)
     with _deep_recursion():
