@@ -76,8 +76,6 @@ const std::vector<uint8_t>& plain_bytes() {
   return bytes;
 }
 
-// A 64-bit hash of `n` mask words (equal masks are shared; a match is checked in full).
-// Four independent lanes of 64 bits: a mask is hashed in about a microsecond at 128K.
 // Bytes in 48 classes: the runs a character class of a pattern keeps together (digits, a-f,
 // g-z, A-F, G-Z), every other printable ASCII byte alone, the controls that JSON whitespace
 // uses and the others, and four ranges of UTF-8 bytes. A configuration that goes back to
@@ -117,21 +115,36 @@ const std::vector<std::array<uint64_t, 4>>& class_masks() {
   return masks;
 }
 
+// A 64-bit hash of `n` mask words (equal masks are shared; a match is checked in full).
+// Four independent lanes of 64 bits: a mask is hashed in about a microsecond at 128K.
 uint64_t hash_words(const uint32_t* w, int64_t n) {
   constexpr uint64_t K = 0xBF58476D1CE4E5B9ull;
   uint64_t lane[4] = {0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n), 1, 2, 3};
   const auto* bytes = reinterpret_cast<const unsigned char*>(w);
-  const int64_t blocks = n / 8;  // 8 words = 4 lanes x 64 bits
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int j = 0; j < 4; ++j) {
+  const int64_t chunks = n / 16;  // 16 words = 64 bytes = 2 rounds of 4 lanes x 64 bits
+  for (int64_t c = 0; c < chunks; ++c) {
+    const unsigned char* at = bytes + c * 64;
+#if defined(__SSE2__)
+    // all-zero chunks are skipped (their position is mixed into the next nonzero one): most
+    // first visits inside a name or a literal allow a few tokens, and a hash of every word
+    // was a tenth of such a mask's cost
+    const __m128i a = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16)));
+    const __m128i b = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 32)),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 48)));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(a, b), _mm_setzero_si128())) == 0xFFFF) continue;
+#endif
+    lane[0] ^= static_cast<uint64_t>(c) * 0x94D049BB133111EBull;
+    for (int j = 0; j < 8; ++j) {
       uint64_t x;
-      std::memcpy(&x, bytes + (b * 4 + j) * 8, 8);
-      lane[j] = (lane[j] ^ x) * K;
-      lane[j] ^= lane[j] >> 31;
+      std::memcpy(&x, at + j * 8, 8);
+      uint64_t& l = lane[j & 3];
+      l = (l ^ x) * K;
+      l ^= l >> 31;
     }
   }
   uint64_t h = lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7);
-  for (int64_t k = blocks * 8; k < n; ++k) h = ((h ^ w[k]) * K) ^ (h >> 29);
+  for (int64_t k = chunks * 16; k < n; ++k) h = ((h ^ w[k]) * K) ^ (h >> 29);
   return (h ^ (h >> 32)) * K;
 }
 
@@ -356,7 +369,25 @@ struct Trie {
       packed[i] = {tok[i], end[i], static_cast<uint16_t>(depth[i]), byte[i]};
       max_tok = std::max(max_tok, tok[i]);
     }
+    // the root's children by byte, when they come in ascending byte order (a trie built by
+    // token_walk.build_trie always does) and are many enough that finding a row's live
+    // bytes first (64 compares) costs less than visiting every child; else the walks visit
+    // them one by one
+    std::fill(std::begin(root_child), std::end(root_child), -1);
+    bool ascending = nodes > 1 && end[0] == nodes;
+    int prev = -1, children = 0;
+    for (int64_t i = 1; i < nodes && ascending; i = end[i], ++children) {
+      ascending = depth[i] == 1 && byte[i] > prev;
+      prev = byte[i];
+      root_child[byte[i]] = static_cast<int32_t>(i);
+    }
+    by_first_byte = ascending && children >= kMinRootDispatch;
   }
+
+  // root_child[b]: the node of first byte b (-1: none); valid where by_first_byte
+  int32_t root_child[256];
+  bool by_first_byte = false;
+  static constexpr int kMinRootDispatch = 64;
 
   // The walk reads every field of a node it visits and jumps to end when it skips a subtree:
   // one 12-byte record per node is one cache line touched per step instead of four.
@@ -1352,8 +1383,30 @@ class ConfigIndex final : public structgen::IndexView {
     }
     row_at[1] = r0;
     const Trie::Node* N = t.packed.data();
-    int64_t i = 1;
-    const int64_t stop = N[0].end;
+    if (t.by_first_byte) {
+      // Only the first bytes the row takes are visited, each subtree in turn (in byte order,
+      // which is preorder): a configuration inside a property name or a literal takes a byte
+      // or two, and stepping over the root's two hundred other children one by one was a
+      // fifth of such a mask's walk.
+      uint64_t live[4];
+      fa::equal_bits(r0, kDead, live);
+      for (int w = 0; w < 4; ++w)
+        for (uint64_t bits = ~live[w]; bits != 0; bits &= bits - 1) {
+          const int32_t at = t.root_child[w * 64 + __builtin_ctzll(bits)];
+          if (at >= 0) walk_range<kMask, kCollect, kPlainLoops, kGroups, kClassLoops>(t, at, N[at].end, row_at, cache,
+                                                                                      mask, toks, cfgs, keep);
+        }
+      return;
+    }
+    walk_range<kMask, kCollect, kPlainLoops, kGroups, kClassLoops>(t, 1, N[0].end, row_at, cache, mask, toks, cfgs,
+                                                                   keep);
+  }
+
+  // walk_nodes' loop over the nodes [i, stop) (whole subtrees of depth-1 nodes)
+  template <bool kMask, bool kCollect, bool kPlainLoops, bool kGroups, bool kClassLoops>
+  void walk_range(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
+                  uint32_t* mask, std::vector<int32_t>* toks, std::vector<int32_t>* cfgs, const uint8_t* keep) {
+    const Trie::Node* N = t.packed.data();
     while (i < stop) {
       const Trie::Node& n = N[i];
       const int32_t next = row_at[n.depth][n.byte];
@@ -1473,8 +1526,26 @@ class ConfigIndex final : public structgen::IndexView {
   void split_walks(int32_t cid, uint32_t* mask) {
     const Plain& P = *V.plain;
     const auto& plain = plain_bytes();
-    std::vector<int32_t> into(plain.size());
     const int32_t* r = row(cid);
+    {
+      // A configuration that takes only a few plain bytes (inside a property name or a
+      // literal) gets the whole trie's walk below, which visits the first bytes it takes and
+      // nothing else; the per-byte bookkeeping that decides so cost as much as that walk.
+      static const std::array<uint64_t, 4> plain_set = [] {
+        std::array<uint64_t, 4> m{};
+        for (uint8_t b : plain_bytes()) m[b >> 6] |= uint64_t(1) << (b & 63);
+        return m;
+      }();
+      uint64_t dead[4];
+      fa::equal_bits(r, kDead, dead);
+      int live = 0;
+      for (int w = 0; w < 4; ++w) live += __builtin_popcountll(plain_set[w] & ~dead[w]);
+      if (live > 0 && live < kMinLoopingFirstBytes) {  // (none live: every plain byte alike, below)
+        walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
+        return;
+      }
+    }
+    std::vector<int32_t> into(plain.size());
     for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
     const int64_t room = plain_room(cid, into, P.longest);
     if (room >= 0) {  // every plain byte acts alike, step after step
