@@ -702,12 +702,21 @@ class NameIndex {
   // that repeat a name, or trap one, from `st`. No GIL needed.
   void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
     std::string key;
+    if (!clear_if_memoised(st, cid, row, row_words, key)) clear_new(st, cid, row, row_words, std::move(key));
+  }
+
+  // clear() when its result is memoised (a lookup, no search); false, row untouched, if not.
+  // `key` becomes the memo key, for clear_new().
+  bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, std::string& key) {
     std::shared_ptr<const Diff> hit = memoised(st, cid, key);
-    if (hit != nullptr) {
-      for (const auto& [k, v] : *hit)
-        if (k < row_words) row[k] &= v;
-      return;
-    }
+    if (hit == nullptr) return false;
+    for (const auto& [k, v] : *hit)
+      if (k < row_words) row[k] &= v;
+    return true;
+  }
+
+  // clear() of a (cid, st) not memoised yet, whose memo key clear_if_memoised() made
+  void clear_new(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, std::string key) {
     const int64_t w = ix_->words();
     const uint32_t* mask = ix_->mask(cid);
     // a row as wide as the mask is worked on in place; a narrower one through a copy
@@ -730,15 +739,6 @@ class NameIndex {
     cleared_.emplace(std::move(key), std::move(diff));
   }
 
-  // clear() when its result is memoised (a lookup, no search); false, row untouched, if not
-  bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
-    std::string key;
-    std::shared_ptr<const Diff> hit = memoised(st, cid, key);
-    if (hit == nullptr) return false;
-    for (const auto& [k, v] : *hit)
-      if (k < row_words) row[k] &= v;
-    return true;
-  }
 
   // words of a mask that the clears change, with their cleared values
   using Diff = std::vector<std::pair<int32_t, uint32_t>>;
@@ -1306,7 +1306,8 @@ class BatchFill {
         const FillJob& j = jobs_[k];
         if (threads_ > 1 && j.ni != nullptr) {
           copy(j, mask);
-          if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words_)) ready.push_back(k);
+          std::string key;
+          if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words_, key)) ready.push_back(k);
         } else {
           write(j, mask);
         }
@@ -1467,18 +1468,24 @@ void register_names(py::module_& m) {
         const NameState* st = ni == nullptr ? nullptr : &state.cast<const NameState&>();
         const uint32_t* mask = ix.mask_if_ready(cid);
         if (mask == nullptr && !compute) return false;
-        auto fill = [&] {
-          if (mask == nullptr) mask = ix.mask(cid);
+        auto copy = [&] {
           std::memcpy(row, mask, static_cast<size_t>(n) * 4);
           if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
-          if (ni != nullptr) ni->clear(*st, cid, row, words);
         };
-        if (mask != nullptr && ni == nullptr) {
-          fill();  // a copy of a few KB: cheaper than releasing the GIL
-        } else {
-          py::gil_scoped_release release;  // a first visit walks the vocabulary or searches the grammar
-          fill();
+        if (mask != nullptr) {
+          copy();  // a copy of a few KB: cheaper than releasing the GIL
+          if (ni == nullptr) return true;
+          // so is a memoised name clear (most fills inside an object after the first visit)
+          std::string key;
+          if (ni->clear_if_memoised(*st, cid, row, words, key)) return true;
+          py::gil_scoped_release release;  // a first clear searches the grammar
+          ni->clear_new(*st, cid, row, words, std::move(key));
+          return true;
         }
+        py::gil_scoped_release release;  // a first visit walks the vocabulary
+        mask = ix.mask(cid);
+        copy();
+        if (ni != nullptr) ni->clear(*st, cid, row, words);
         return true;
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
