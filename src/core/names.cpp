@@ -739,7 +739,6 @@ class NameIndex {
     cleared_.emplace(std::move(key), std::move(diff));
   }
 
-
   // words of a mask that the clears change, with their cleared values
   using Diff = std::vector<std::pair<int32_t, uint32_t>>;
 
