@@ -289,6 +289,18 @@ def test_deep_nesting_10000_levels_is_answered(compiler):
     assert accepts(compiler.compile_json_schema(ok), "[" * 1000 + "1" + "]" * 1000)
 
 
+def test_deep_resource_is_refused_where_it_nests(compiler):
+    """A document given in ``resources=`` is checked for depth once embedded, located in it."""
+    deep: object = {"type": "integer"}
+    for _ in range(5_000):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(LimitError) as info:
+        compiler.compile_json_schema({"$ref": "https://example.com/deep.json"},
+                                     resources={"https://example.com/deep.json": deep})
+    assert info.value.limit_name == "MAX_SCHEMA_DEPTH"
+    assert info.value.pointer.startswith("/$defs/") and info.value.pointer.endswith("/items" * 100)
+
+
 def test_long_ref_chain_is_answered(compiler):
     defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(3000)}
     defs["d3000"] = {"type": "integer"}
