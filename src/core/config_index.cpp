@@ -56,6 +56,7 @@ constexpr int32_t kNone = -1;                     // "no single target" (Python'
 constexpr int32_t kNoChars = -2;                  // no token holds a character from U+0080 up
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
+constexpr int kMinRootDispatch = 64;              // root children: fewer are visited one by one (Trie::root_child)
 
 // Whether a 256-entry DFA row has any target (not every entry -1; most states of a large
 // object's rule take only a few bytes, far into the row).
@@ -387,7 +388,6 @@ struct Trie {
   // root_child[b]: the node of first byte b (-1: none); valid where by_first_byte
   int32_t root_child[256];
   bool by_first_byte = false;
-  static constexpr int kMinRootDispatch = 64;
 
   // The walk reads every field of a node it visits and jumps to end when it skips a subtree:
   // one 12-byte record per node is one cache line touched per step instead of four.

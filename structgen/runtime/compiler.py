@@ -199,7 +199,7 @@ class GrammarCompiler:
         try:
             with _deep_recursion():
                 # key order matters: properties are generated in schema order. Without a cache
-                # nothing is looked up, and the schema's text is not made (a few percent of
+                # nothing is looked up, and the schema's text is not made (about 1% of
                 # compiling a median schema)
                 text = json.dumps(schema) if self._cache_size else None
                 key = ("schema", text, strict, whitespace, max_whitespace)
