@@ -38,6 +38,8 @@ _ALPHABET[[0xC0, 0xC1] + list(range(0xF5, 0x100))] = False  # as a byte-level vo
 
 def _build(grammar, reference: bool, monkeypatch, **kw):
     with monkeypatch.context() as m:
+        # both sides build every rule: none comes from the process's cache of library rules
+        m.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
         if reference:
             m.setattr(automaton, "_rule_dfa", reference_automaton.rule_dfa)
             m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
@@ -82,6 +84,7 @@ def test_rule_dfa_outputs_equal_reference(monkeypatch):
         return got
 
     monkeypatch.setattr(automaton, "_rule_dfa", both)
+    monkeypatch.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
     for _, schema in GRAMMARS:
         build_automaton(schema_to_grammar(schema), byte_alphabet=_ALPHABET)
     assert seen[True] and seen[False]  # both answers occur
@@ -114,6 +117,78 @@ def test_size_limit_reports_the_same_count(monkeypatch):
             _build(grammar, reference, monkeypatch, max_states=500)
         errors.append(str(info.value))
     assert errors[0] == errors[1] and "DFA states" in errors[0]
+
+
+FREE = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True}
+
+
+def test_library_rule_built_once_and_equal_to_its_build(monkeypatch):
+    """The any-value rule of a schema's free members is built once per process and byte
+    alphabet: later grammars share its arrays (read-only), which equal a fresh build's."""
+    monkeypatch.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
+    grammar = schema_to_grammar(FREE)
+    assert "json_value" in grammar.library_rules
+    first = build_automaton(grammar, byte_alphabet=_ALPHABET)
+    other = build_automaton(schema_to_grammar({"type": "array", "items": {}}), byte_alphabet=_ALPHABET)
+    value = {r.name: r for r in first.rules}["json_value"]
+    again = {r.name: r for r in other.rules}["json_value"]
+    assert again.trans is value.trans and not value.trans.flags.writeable
+    fresh = _build(schema_to_grammar({"type": "array", "items": {}}), True, monkeypatch, byte_alphabet=_ALPHABET)
+    _assert_same(other, fresh)
+    # another alphabet is another automaton
+    wide = {r.name: r for r in build_automaton(grammar).rules}["json_value"]
+    assert wide.trans is not value.trans
+
+
+def test_library_rule_keeps_the_size_limit(monkeypatch):
+    """A limit the library rule does not fit is refused as if it were built, whatever the
+    process built before: each outcome (the automaton's size or the error) equals a build
+    with nothing cached."""
+    # limits around the any-value rule's own NFA need (its caller is small), and its DFA need
+    # (its caller, about 130 states, built first, counts against the DFA limit)
+    cases = [({"type": "array"}, range(150, 170)),
+             ({"type": "array", "prefixItems": [{"type": "string", "pattern": "^[ab]*a[ab]{6}$"}]}, range(125, 215))]
+    kinds = set()
+    for schema, limits in cases:
+        grammar = schema_to_grammar(schema)
+        for max_states in limits:
+            outcomes = []
+            for cold in (True, False):
+                if cold:
+                    monkeypatch.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
+                else:  # the rule cached under the default limit first
+                    build_automaton(grammar)
+                try:
+                    outcomes.append(build_automaton(grammar, max_states=max_states).num_states)
+                except AutomatonSizeError as exc:
+                    outcomes.append(str(exc))
+            assert outcomes[0] == outcomes[1], (schema, max_states)
+            if isinstance(outcomes[0], str) and "#/items" in outcomes[0]:
+                kinds.add("NFA" if "NFA" in outcomes[0] else "DFA")
+    assert kinds == {"NFA", "DFA"}  # the rule itself passed each limit somewhere
+
+
+def test_rule_key_is_canonical():
+    """Equal keys for the same expression serialized at other node numbers; another byte,
+    bound or called rule changes the key."""
+    from structgen import _core
+    from structgen.grammar import Alt, Lit, Repeat, Seq
+    from structgen.regex.expr_arrays import serializer
+
+    def key(expr, pad=()):
+        ser = serializer({"r": 0})
+        for p in pad:
+            ser.add(p)
+        root = ser.add(expr)
+        nodes, data = ser.arrays()
+        return _core.rule_key(nodes, data, root)
+
+    body = Seq((Lit("ab"), Repeat(Alt((Lit("x"), Lit("yz"))), 1, 3)))
+    assert key(body) == key(body, pad=[Lit("zzz"), Repeat(Lit("q"), 0, 2)])
+    assert key(body) != key(Seq((Lit("ab"), Repeat(Alt((Lit("x"), Lit("yy"))), 1, 3))))
+    assert key(body) != key(Seq((Lit("ab"), Repeat(Alt((Lit("x"), Lit("yz"))), 1, 4))))
+    with pytest.raises(ValueError, match="out of range"):
+        _core.rule_key(np.array([[2, 0, 1, 0]], np.int32), np.array([5], np.int32), 0)
 
 
 def test_native_stages_reject_malformed_input():

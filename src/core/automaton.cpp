@@ -375,8 +375,9 @@ py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off,
 // One rule's automaton, all of it here: build_dfa() of node `root` (bytes, calls kept), bytes
 // outside `alphabet` (bool[256]) removed, then trim_minimal() with every one of the `n_rules`
 // callees taken as productive. The same result as those steps apart, without the (n, 256)
-// tables between them. Returns (trans, final, call_off, call_edge, nfa_states), or (kind,
-// reached) past a limit (as build_dfa).
+// tables between them. Returns (trans, final, call_off, call_edge, nfa_states, alone,
+// dfa_need), or (kind, reached) past a limit (as build_dfa). The build fits exactly the limits
+// with max_nfa - nfa_used >= nfa_states and max_dfa - dfa_used >= dfa_need.
 py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t max_nfa, int64_t nfa_used,
                      int64_t max_dfa, int64_t dfa_used, const b8& alphabet, int64_t n_rules) {
   if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
@@ -384,10 +385,11 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
   const fa::Expr e{nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size())};
   const bool* A = alphabet.data();
   fa::DFA m;
-  int64_t nfa_states = 0;
+  int64_t nfa_states = 0, dfa_need = 0;
   try {
     py::gil_scoped_release release;
     fa::DFA d = expr_dfa(e, root, true, max_nfa, nfa_used, max_dfa, dfa_used, nfa_states);
+    dfa_need = d.need;
     // bytes no token contains: each row keeps its runs of allowed bytes
     // the alphabet's runs of allowed bytes, once; each row keeps its overlaps with them (a
     // test per byte of every row was most of this call's own time on large rules)
@@ -450,7 +452,103 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
     }
   }
   py::tuple out = byte_table_out(m);
-  return py::make_tuple(out[0], out[1], out[2], out[3], nfa_states, alone);
+  return py::make_tuple(out[0], out[1], out[2], out[3], nfa_states, alone, dfa_need);
+}
+
+
+// ---------------------------------------------------------------------------- rule keys
+
+// The expression reachable from node `root` in a canonical form, as bytes: nodes numbered in
+// order of first visit (children in their stored order), inlined rules' ids likewise (an
+// inlined copy is shared by rule id, so only their pattern matters), data slices written out,
+// called rules' ids kept (they are the automaton's call entries). Two roots with equal keys
+// are isomorphic expressions over the same calls: build_rule gives them the same automaton.
+// structgen.index.automaton keys its cache of the library rules' automata with it (a rule the
+// same in every schema, such as the any-value rule, is then built once per process).
+py::bytes rule_key(const i32& nodes, const i32& data, int32_t root) {
+  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
+  const int64_t n = nodes.shape(0), nd = static_cast<int64_t>(data.size());
+  const int32_t* N = nodes.data();
+  const int32_t* D = data.data();
+  auto span = [&](int64_t a, int64_t len) {
+    if (a < 0 || len < 0 || a + len > nd) throw std::invalid_argument("a node's data out of range");
+    return D + a;
+  };
+  std::vector<int32_t> id(static_cast<size_t>(n), -1), order, out;
+  std::unordered_map<int32_t, int32_t> rule_ids;
+  auto visit = [&](int64_t x) {
+    if (x < 0 || x >= n) throw std::invalid_argument("node out of range");
+    if (id[x] < 0) {
+      id[x] = static_cast<int32_t>(order.size());
+      order.push_back(static_cast<int32_t>(x));
+    }
+    return id[x];
+  };
+  // an EGRAPH's (node, target) entries: f(entry index) for each node entry of data[a : a + len]
+  auto egraph_nodes = [&](int64_t a, int64_t len, auto f) {
+    const int32_t* d = span(a, len);
+    if (len < 1 || d[0] < 0 || 1 + d[0] > len) throw std::invalid_argument("bad automaton node");
+    for (int64_t k = 1 + d[0], s = 0; s < d[0]; ++s) {
+      if (k >= len) throw std::invalid_argument("bad automaton node");
+      const int64_t cnt = d[k++];
+      if (cnt < 0 || k + 2 * cnt > len) throw std::invalid_argument("bad automaton node");
+      for (int64_t j = 0; j < cnt; ++j, k += 2) f(k);
+    }
+  };
+  visit(root);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int32_t* q = N + 4 * static_cast<int64_t>(order[i]);
+    const int32_t kind = q[0], a = q[1], b = q[2], c = q[3];
+    out.push_back(kind);
+    switch (kind) {
+      case fa::LIT:
+      case fa::GRAPH: {
+        const int32_t* d = span(a, b);
+        out.push_back(b);
+        out.insert(out.end(), d, d + b);
+        break;
+      }
+      case fa::SET: {
+        const int32_t* d = span(a, 2 * static_cast<int64_t>(b));
+        out.push_back(b);
+        out.insert(out.end(), d, d + 2 * static_cast<int64_t>(b));
+        break;
+      }
+      case fa::SEQ:
+      case fa::ALT: {
+        const int32_t* d = span(a, b);
+        out.push_back(b);
+        for (int32_t k = 0; k < b; ++k) out.push_back(visit(d[k]));
+        break;
+      }
+      case fa::REP:
+        out.push_back(visit(a));
+        out.push_back(b);
+        out.push_back(c);
+        break;
+      case fa::CALL:
+        out.push_back(a);
+        break;
+      case fa::INLINE:
+        out.push_back(rule_ids.emplace(a, static_cast<int32_t>(rule_ids.size())).first->second);
+        out.push_back(visit(b));
+        break;
+      case fa::EGRAPH: {
+        std::vector<int32_t> d(span(a, b), span(a, b) + b);
+        egraph_nodes(a, b, [&](int64_t k) { d[k] = visit(d[k]); });
+        out.push_back(b);
+        out.insert(out.end(), d.begin(), d.end());
+        break;
+      }
+      case fa::REGEX:
+        out.push_back(visit(a));
+        out.push_back(b);
+        break;
+      default:  // REF (unresolved) and unknown kinds: build_rule refuses them
+        throw std::invalid_argument("a node build_rule does not take");
+    }
+  }
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int32_t));
 }
 
 
@@ -534,6 +632,7 @@ void register_automaton(py::module_& m) {
         py::arg("productive"));
   m.def("build_rule", &build_rule, py::arg("nodes"), py::arg("data"), py::arg("root"), py::arg("max_nfa"),
         py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"), py::arg("alphabet"), py::arg("n_rules"));
+  m.def("rule_key", &rule_key, py::arg("nodes"), py::arg("data"), py::arg("root"));
   m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));
   m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),

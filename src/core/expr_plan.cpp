@@ -109,8 +109,9 @@ class ExprSerializer {
         emit(f.kind == kSeq ? fa::SEQ : fa::ALT, at, static_cast<int32_t>(n), 0);
       } else if (f.kind == kRepeat) {
         PyObject* mx = attr(e, kMax).ptr();
-        emit(fa::REP, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), clamped(attr(e, kMin).ptr()),
-             mx == Py_None ? -1 : clamped(mx));
+        const int32_t lo = clamped(attr(e, kMin).ptr()), hi = mx == Py_None ? -1 : clamped(mx);
+        emit(fa::REP, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), lo, hi);
+        largest_bound_ = std::max(largest_bound_, hi >= 0 ? hi : lo);
       } else {
         const Py_ssize_t len = PyUnicode_GetLength(attr(e, kPattern).ptr());
         emit(fa::REGEX, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), static_cast<int32_t>(std::min<Py_ssize_t>(len, kInt32Max)), 0);
@@ -156,6 +157,10 @@ class ExprSerializer {
   }
 
   int64_t size() const { return static_cast<int64_t>(nodes_.size() / 4); }
+
+  // The largest bound of a repeat serialized so far (its max, or its min when unbounded; -1
+  // without repeats): counters are lifted only past a threshold (RulePlan.large_repeats).
+  int32_t largest_bound() const { return largest_bound_; }
 
  private:
   enum { kLit, kRegex, kCharSet, kSeq, kAlt, kRepeat, kRef, kDfa };
@@ -283,6 +288,7 @@ class ExprSerializer {
   py::dict regex_;
   std::vector<py::object> attrs_;
   std::vector<int32_t> nodes_, data_, refs_;
+  int32_t largest_bound_ = -1;
   std::unordered_map<PyObject*, int32_t> memo_;
   std::vector<py::object> keep_;
 };
@@ -796,6 +802,7 @@ void register_expr_plan(py::module_& m) {
       .def("graph", &ExprSerializer::graph, py::arg("final"), py::arg("edges"))
       .def("arrays", &ExprSerializer::arrays)
       .def("refs", &ExprSerializer::refs)
+      .def("largest_bound", &ExprSerializer::largest_bound)
       .def("__len__", &ExprSerializer::size);
   m.def("plan_rules", &plan_rules, py::arg("nodes"), py::arg("data"), py::arg("roots"), py::arg("name_rank"),
         py::arg("inline_limit"), py::arg("split_limit"));

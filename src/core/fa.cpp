@@ -472,7 +472,10 @@ DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, 
     const uint64_t hs = SetTable::hash(set.data(), ns);
     int32_t id = order.find(set.data(), ns, hs);
     if (id < 0) {
-      if (limited && used + order.size() >= max_states) throw LimitHit{1, used + order.size()};
+      if (limited) {
+        if (used + order.size() >= max_states) throw LimitHit{1, used + order.size()};
+        d.need = std::max<int64_t>(d.need, order.size() + 1);
+      }
       id = order.add(set.data(), ns, hs);
     }
     seen_targets.add(targets.data(), nt, ht);

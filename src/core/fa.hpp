@@ -141,6 +141,9 @@ struct DFA {
   std::vector<int64_t> row_off{0}, call_off{0};
   std::vector<int32_t> rows, calls;
   std::vector<uint8_t> final;
+  // determinise(): the smallest `max_states - used` this construction fits in (its largest
+  // count of states where a new one was checked against the limit, plus one)
+  int64_t need = 0;
   int64_t size() const { return static_cast<int64_t>(final.size()); }
 };
 

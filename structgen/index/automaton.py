@@ -14,6 +14,8 @@ construction and minimisation run in the native core (structgen._core).
 from __future__ import annotations
 
 import heapq
+import threading
+from collections import OrderedDict
 from itertools import chain
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -24,7 +26,7 @@ from .. import _core
 from .counters import COUNT_THRESHOLD, CounterRule, lift_counters
 from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from ..grammar import Expr, Grammar, Ref
-from ..regex.expr_arrays import CALL, INLINE, REF, REP, serializer
+from ..regex.expr_arrays import CALL, INLINE, REF, serializer
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "calls_csr", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
@@ -86,9 +88,10 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     """The trimmed minimal DFA of node ``root`` of the serialized expressions, in one native
     call: Thompson NFA, subset construction, bytes outside ``alphabet`` (bool ``(256,)``)
     removed, then :func:`_trim_and_minimise` with each of the ``n_rules`` callees taken as
-    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge, alone)`` (see
-    :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing; ``alone``: the start
-    state reaches a final state by bytes alone (productive whatever the callees).
+    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge, alone, need)``
+    (see :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing; ``alone``: the start
+    state reaches a final state by bytes alone (productive whatever the callees); ``need``:
+    the smallest NFA and DFA budgets (``max_states``, ``max_states - used``) the build fits.
 
     ``used`` DFA states of other rules already count against ``max_states``; the rule's NFA
     and DFA are checked while they grow (the NFA against ``max_states`` alone)."""
@@ -96,7 +99,50 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     if len(out) == 2:
         kind, reached = out
         raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
-    return out[0], out[1], out[2], out[3], bool(out[5])
+    return out[0], out[1], out[2], out[3], bool(out[5]), (int(out[4]), int(out[6]))
+
+
+class _LibraryDFAs:
+    """The automata of library rules (:attr:`Grammar.library_rules`), built once per process.
+
+    Keyed by the rule's expression in canonical form (``_core.rule_key``: its nodes as far as
+    they reach, with the rules it calls) and the byte alphabet, so an entry is only ever
+    reused for an expression that builds the same automaton. The any-value rule of a schema's
+    free members was a tenth of compiling a median schema, built anew each time.
+
+    The size limits apply as if the rule were built: an entry keeps the smallest NFA and DFA
+    budgets its build fits (``need`` of :func:`_rule_dfa`), and a smaller budget builds the
+    rule, which raises where the limit is passed.
+    """
+
+    SIZE = 32
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[bytes, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes, nfa_budget: int, dfa_budget: int) -> tuple | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None or nfa_budget < hit[0][0] or dfa_budget < hit[0][1]:
+                return None
+            self._entries.move_to_end(key)
+            return hit[1]
+
+    def put(self, key: bytes, need: tuple[int, int] | None, built: tuple) -> None:
+        if need is None:  # a builder that does not say what it needs (the tests' reference)
+            return
+        (trans, final, calls), rule_csr, ends = built
+        for a in (trans, final, *rule_csr):
+            a.flags.writeable = False  # shared by every grammar that uses the rule
+        with self._lock:
+            self._entries[key] = (need, ((trans, final, tuple(calls)), rule_csr, ends))
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+
+_LIBRARY = _LibraryDFAs()
 
 
 def _located(exc: AutomatonSizeError, grammar: Grammar, plan: "RulePlan", rule: str, nfa_budget: int,
@@ -204,9 +250,7 @@ class RulePlan:
     def large_repeats(self, threshold: int = COUNT_THRESHOLD) -> bool:
         """Whether a repeat bounded above ``threshold`` occurs (regexes included): only then
         can counters be lifted."""
-        nodes = self._arrays[0]
-        rep = nodes[nodes[:, 0] == REP]
-        return bool((np.where(rep[:, 3] >= 0, rep[:, 3], rep[:, 2]) > threshold).any())
+        return self.ser.largest_bound() > threshold
 
     def plan(self, inline_limit: int = INLINE_LIMIT, split_limit: int = SPLIT_LIMIT) -> None:
         """Fill ``recursive`` and ``shared`` (before :meth:`resolve`)."""
@@ -352,9 +396,20 @@ def build_automaton(
         # no state is kept whose only way forward needs one (no dead ends in the masks). The
         # DFA is minimal before it is counted and kept (every callee taken as productive
         # here: exact, merging only states with the same future; trimming comes below).
+        key = None
+        if name in grammar.library_rules:
+            key = _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet.tobytes()
+            built = _LIBRARY.get(key, max_states, max_states - total)
+            if built is not None:
+                dfa, rule_csr, ends = built
+                alone.append(ends)
+                csr.append(rule_csr)
+                total += dfa[0].shape[0]
+                raw.append(dfa)
+                continue
         try:
-            m_trans, m_final, call_off, call_edge, ends = _rule_dfa(arrays, roots[name], max_states, total,
-                                                                    alphabet, len(called_names))
+            m_trans, m_final, call_off, call_edge, ends, need = _rule_dfa(arrays, roots[name], max_states, total,
+                                                                          alphabet, len(called_names))
         except AutomatonSizeError as exc:
             raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
         alone.append(ends)
@@ -364,6 +419,8 @@ def build_automaton(
         else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
             dfa = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
             csr.append(_calls_csr(dfa[2]))
+        if key is not None:
+            _LIBRARY.put(key, need, (dfa, csr[-1], ends))
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)
