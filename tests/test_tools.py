@@ -484,6 +484,42 @@ def test_required_in_each_format(two_tools, byte_compiler, fmt, parallel, text, 
                                                                                           else 1)
 
 
+FREE_ARGS = {"type": "function", "function": {
+    "name": "tag", "parameters": {"type": "object", "properties": {"meta": {"type": "object"}}}}}
+
+
+@pytest.mark.parametrize("fmt,parallel", [(HERMES, False), (HERMES, True), (SMOLLM2, False), (JSON, True)])
+def test_calls_keep_free_member_names_distinct(byte_compiler, fmt, parallel):
+    """Arguments that take free names never repeat one in an object, in every format whose
+    wrapping text the name lexer reads as nothing: the calls' grammar is flagged free_names."""
+    tools = ToolSet.from_openai([FREE_ARGS])
+    c = tools.compile(byte_compiler, format=fmt, parallel=parallel)
+    assert c.free_names
+
+    def text(meta: str) -> str:
+        call = '{"name":"tag","arguments":{"meta":' + meta + "}}"
+        return _wrap(fmt, call, parallel)
+
+    assert accepts(c, text('{"a":1,"b":{"a":2}}'))
+    assert not accepts(c, text('{"a":1,"a":2}'))
+    assert not accepts(c, text('{"a":1,"\\u0061":2}'))  # the same name, escaped
+
+
+def _wrap(fmt, call: str, parallel: bool) -> str:
+    body = f"[{call}]" if fmt.always_array or (parallel and not fmt.each_call) else call
+    return f"{fmt.open}{body}{fmt.close}"
+
+
+def test_free_names_not_tracked_through_prose_or_json_like_wrappers(byte_compiler):
+    """Free text (tool_choice="auto") and a wrapper holding a brace or a quote would feed the
+    name lexer text that is not the call's JSON: such grammars are left unflagged."""
+    tools = ToolSet.from_openai([FREE_ARGS])
+    assert not tools.grammar("auto", format=HERMES).free_names
+    braced = ToolCallFormat("braced", "{call: ", "}", each_call=True)
+    assert not tools.grammar(format=braced).free_names
+    assert tools.grammar(format=HERMES).free_names  # the same tool, a neutral wrapper
+
+
 @pytest.mark.parametrize("fmt,text,ok", [
     (SMOLLM2, "The weather is nice.", True),
     (SMOLLM2, "", True),
