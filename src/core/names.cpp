@@ -200,6 +200,15 @@ bool has_name(const Names* names, const Name& name) {
   return names != nullptr && std::binary_search(names->begin(), names->end(), name);
 }
 
+// A state's memo key (put_state) with its hash, made once per state: a clear used to append
+// the key to a string with the configuration and hash that whole on every lookup (building
+// and hashing it were most of the clears' instructions along a first pass: 535K -> 207K
+// instructions over one schema's walk, callgrind).
+struct StateKey {
+  std::string bytes;
+  uint64_t hash = 0;
+};
+
 // names.NameState: immutable; a matcher keeps one per accepted step.
 struct NameState {
   LevelPtr top;  // innermost open container (nullptr: none)
@@ -210,7 +219,7 @@ struct NameState {
   int64_t named = 0;  // names written in the open objects, all together
   // put_state's key of this state, made on first use (states are shared between threads:
   // read and set atomically; reset by whatever changes the fields above)
-  mutable std::shared_ptr<const std::string> key_cache;
+  mutable std::shared_ptr<const struct StateKey> key_cache;
 
   const Names* top_names() const { return top && top->object ? top->names.get() : nullptr; }
   // decoded bytes of the name being written; nullopt inside an escape
@@ -491,11 +500,12 @@ void put_state(std::string& k, const NameState& s) {
 }
 
 // put_state's key, made once per state
-std::shared_ptr<const std::string> state_key(const NameState& s) {
-  std::shared_ptr<const std::string> k = std::atomic_load(&s.key_cache);
+std::shared_ptr<const StateKey> state_key(const NameState& s) {
+  std::shared_ptr<const StateKey> k = std::atomic_load(&s.key_cache);
   if (k == nullptr) {
-    auto made = std::make_shared<std::string>();
-    put_state(*made, s);
+    auto made = std::make_shared<StateKey>();
+    put_state(made->bytes, s);
+    made->hash = std::hash<std::string>()(made->bytes);
     k = made;
     std::atomic_store(&s.key_cache, k);
   }
@@ -670,6 +680,20 @@ struct ClearedRow {
   }
 };
 
+// The key of a memoised clear: a configuration and a name state (by content).
+struct ClearKey {
+  int32_t cid = 0;
+  std::shared_ptr<const StateKey> state;
+  bool operator==(const ClearKey& o) const {
+    return cid == o.cid && (state == o.state || (state->hash == o.state->hash && state->bytes == o.state->bytes));
+  }
+  struct Hash {
+    size_t operator()(const ClearKey& k) const {
+      return static_cast<size_t>(k.state->hash ^ (static_cast<uint64_t>(k.cid) * 0x9E3779B97F4A7C15ull));
+    }
+  };
+};
+
 constexpr size_t kMemoCap = size_t(1) << 16;  // entries per memo of a grammar before it restarts
 constexpr int64_t kNearNodes = 64;            // the dead-end check's first, short search
 constexpr int64_t kFarNodes = 2000;           // ... and its bounded second one
@@ -701,13 +725,13 @@ class NameIndex {
   // Clear from `row` (the first `row_words` words of a row holding `cid`'s mask) the tokens
   // that repeat a name, or trap one, from `st`. No GIL needed.
   void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
-    std::string key;
+    ClearKey key;
     if (!clear_if_memoised(st, cid, row, row_words, key)) clear_new(st, cid, row, row_words, std::move(key));
   }
 
   // clear() when its result is memoised (a lookup, no search); false, row untouched, if not.
   // `key` becomes the memo key, for clear_new().
-  bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, std::string& key) {
+  bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey& key) {
     std::shared_ptr<const Diff> hit = memoised(st, cid, key);
     if (hit == nullptr) return false;
     for (const auto& [k, v] : *hit)
@@ -716,7 +740,7 @@ class NameIndex {
   }
 
   // clear() of a (cid, st) not memoised yet, whose memo key clear_if_memoised() made
-  void clear_new(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, std::string key) {
+  void clear_new(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey key) {
     const int64_t w = ix_->words();
     const uint32_t* mask = ix_->mask(cid);
     // a row as wide as the mask is worked on in place; a narrower one through a copy
@@ -728,9 +752,15 @@ class NameIndex {
     clear_dead_separators(st, cid, mask, out);
     std::sort(out.touched.begin(), out.touched.end());
     out.touched.erase(std::unique(out.touched.begin(), out.touched.end()), out.touched.end());
-    auto diff = std::make_shared<Diff>();
+    // most first clears change nothing (a position inside a value, a name with no written
+    // name to repeat): those share one empty diff
+    static const std::shared_ptr<Diff> nothing = std::make_shared<Diff>();
+    std::shared_ptr<Diff> diff = nothing;
     for (int32_t k : out.touched)
-      if (out.w[k] != mask[k]) diff->emplace_back(k, out.w[k]);
+      if (out.w[k] != mask[k]) {
+        if (diff == nothing) diff = std::make_shared<Diff>();
+        diff->emplace_back(k, out.w[k]);
+      }
     if (row_words < w)
       for (const auto& [k, v] : *diff)
         if (k < row_words) row[k] &= v;
@@ -743,10 +773,9 @@ class NameIndex {
   using Diff = std::vector<std::pair<int32_t, uint32_t>>;
 
   // the memoised clears of (`cid`, `st`), else nullptr; `key` becomes their memo key
-  std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, std::string& key) {
-    key.clear();
-    put_u32(key, static_cast<uint32_t>(cid));
-    key += *state_key(st);
+  std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, ClearKey& key) {
+    key.cid = cid;
+    key.state = state_key(st);
     std::lock_guard<std::mutex> g(mu_);
     auto it = cleared_.find(key);
     return it == cleared_.end() ? nullptr : it->second;
@@ -1209,7 +1238,7 @@ class NameIndex {
   std::shared_ptr<const NameTables> tables_;
   std::mutex mu_;
   std::unordered_map<int32_t, std::optional<std::string>> completions_;
-  std::unordered_map<std::string, std::shared_ptr<const Diff>> cleared_;
+  std::unordered_map<ClearKey, std::shared_ptr<const Diff>, ClearKey::Hash> cleared_;
   std::unordered_map<EndKey, bool, EndKeyHash> ends_;
   std::unordered_map<std::string, std::shared_ptr<const Ids>> candidates_;
 };
@@ -1305,7 +1334,7 @@ class BatchFill {
         const FillJob& j = jobs_[k];
         if (threads_ > 1 && j.ni != nullptr) {
           copy(j, mask);
-          std::string key;
+          ClearKey key;
           if (!j.ni->clear_if_memoised(*j.st, j.cid, j.row, words_, key)) ready.push_back(k);
         } else {
           write(j, mask);
@@ -1475,7 +1504,7 @@ void register_names(py::module_& m) {
           copy();  // a copy of a few KB: cheaper than releasing the GIL
           if (ni == nullptr) return true;
           // so is a memoised name clear (most fills inside an object after the first visit)
-          std::string key;
+          ClearKey key;
           if (ni->clear_if_memoised(*st, cid, row, words, key)) return true;
           py::gil_scoped_release release;  // a first clear searches the grammar
           ni->clear_new(*st, cid, row, words, std::move(key));
