@@ -103,6 +103,20 @@ def _any_of(checks: list[Check]) -> Check:
     return check
 
 
+def _properties(checks: dict[str, Check]) -> Check:
+    """The ``properties`` keyword: each member named in ``checks`` passes its check."""
+    get = checks.get
+
+    def properties(x: Any) -> bool:
+        if isinstance(x, dict):
+            for k, val in x.items():
+                c = get(k)
+                if c is not None and not c(val):
+                    return False
+        return True
+    return properties
+
+
 class _Compiler:
     """Compiles one metaschema (and what it references) into predicates."""
 
@@ -147,11 +161,53 @@ class _Compiler:
             raise _Unsupported(f"metaschema node {s!r}")
         base = urljoin(base, s["$id"]) if isinstance(s.get("$id"), str) else base
         checks: list[Check] = []
-        for kw, v in s.items():
-            if kw in _IGNORED:
-                continue
-            checks.append(self.keyword(kw, v, s, base))
+        # The 2019-09 and 2020-12 metaschemas are an allOf of one $ref per vocabulary, each a
+        # "type" and a "properties" map: checked as written, every schema node went through
+        # eight type checks and eight passes over its keys. Such parts are merged into this
+        # node's own "type" and "properties": one type check per distinct type list, one pass
+        # over the keys, each key's checks from every part together (the same conjunction).
+        props: dict[str, list[Check]] = {}
+        types: set[tuple[str, ...]] = set()
+        parts = [(s, base)]
+        if isinstance(s.get("allOf"), list):
+            merged = [self._mergeable(sub, base) for sub in s["allOf"]]
+            if all(m is not None for m in merged):
+                parts += merged  # type: ignore[arg-type]
+        for part, part_base in parts:
+            for kw, v in part.items():
+                if kw in _IGNORED or (kw == "allOf" and len(parts) > 1):
+                    continue
+                if kw == "type":
+                    names = (v,) if isinstance(v, str) else tuple(v)
+                    if names not in types:
+                        types.add(names)
+                        checks.append(self.keyword(kw, v, part, part_base))
+                elif kw == "properties":
+                    for name, sub in v.items():
+                        props.setdefault(name, []).append(self.schema(sub, part_base))
+                else:
+                    checks.append(self.keyword(kw, v, part, part_base))
+        if props:
+            checks.append(_properties({name: _all_of(cs) for name, cs in props.items()}))
         return _all_of(checks)
+
+    def _mergeable(self, sub: Any, base: str) -> tuple[dict, str] | None:
+        """``sub``'s target and its base URI when ``sub`` is a lone ``$ref`` to a schema made
+        of nothing but ``type`` and ``properties`` (and keywords that assert nothing)."""
+        if not isinstance(sub, dict) or not isinstance(sub.get("$ref"), str):
+            return None
+        if any(k not in _IGNORED and k != "$ref" for k in sub):
+            return None
+        uri, fragment = urldefrag(urljoin(base, sub["$ref"]))
+        uri = uri or base
+        if uri not in self.docs:
+            return None
+        target = _pointer(self.docs[uri], fragment)
+        if not isinstance(target, dict) or any(k not in _IGNORED and k not in ("type", "properties") for k in target):
+            return None
+        if isinstance(target.get("$id"), str):
+            uri = urljoin(uri, target["$id"])
+        return target, uri
 
     def keyword(self, kw: str, v: Any, s: dict, base: str) -> Check:  # noqa: C901 - one branch per keyword
         if kw == "$ref":
@@ -204,16 +260,7 @@ class _Compiler:
                 return True
             return items
         if kw == "properties":
-            get = {k: self.schema(sub, base) for k, sub in v.items()}.get
-
-            def properties(x: Any) -> bool:
-                if isinstance(x, dict):
-                    for k, val in x.items():
-                        c = get(k)
-                        if c is not None and not c(val):
-                            return False
-                return True
-            return properties
+            return _properties({k: self.schema(sub, base) for k, sub in v.items()})
         if kw == "additionalProperties":
             if s.get("patternProperties"):
                 raise _Unsupported("patternProperties beside additionalProperties")
