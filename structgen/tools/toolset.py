@@ -470,7 +470,8 @@ class ToolSet:
         return Grammar({"start": calls, **rules}, free_names=free and _lexer_neutral(fmt), library_rules=library)
 
     def _calls_expr(self, tool_choice, parallel, min_calls, max_calls, fmt, whitespace,
-                    max_whitespace) -> tuple[Expr, dict[str, Expr]]:
+                    max_whitespace) -> tuple[Expr, dict[str, Expr], bool, frozenset[str]]:
+        """The calls' expression and rules, with :meth:`_schema_rules`' free names and library rules."""
         lo, hi = _bounds(min_calls, max_calls) if parallel else (1, 1)
         if fmt.each_call:
             rules, free, library = self._schema_rules(self.json_schema(tool_choice), whitespace, max_whitespace)
