@@ -396,31 +396,26 @@ def build_automaton(
         # no state is kept whose only way forward needs one (no dead ends in the masks). The
         # DFA is minimal before it is counted and kept (every callee taken as productive
         # here: exact, merging only states with the same future; trimming comes below).
-        key = None
+        key, built = None, None
         if name in grammar.library_rules:
             key = _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet.tobytes()
             built = _LIBRARY.get(key, max_states, max_states - total)
-            if built is not None:
-                dfa, rule_csr, ends = built
-                alone.append(ends)
-                csr.append(rule_csr)
-                total += dfa[0].shape[0]
-                raw.append(dfa)
-                continue
-        try:
-            m_trans, m_final, call_off, call_edge, ends, need = _rule_dfa(arrays, roots[name], max_states, total,
-                                                                          alphabet, len(called_names))
-        except AutomatonSizeError as exc:
-            raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
+        if built is None:
+            try:
+                m_trans, m_final, call_off, call_edge, ends, need = _rule_dfa(
+                    arrays, roots[name], max_states, total, alphabet, len(called_names))
+            except AutomatonSizeError as exc:
+                raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
+            if len(m_final):
+                built = ((m_trans, m_final, _calls_lists(call_off, call_edge)), (call_off, call_edge), ends)
+            else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
+                empty = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
+                built = (empty, _calls_csr(empty[2]), ends)
+            if key is not None:
+                _LIBRARY.put(key, need, built)
+        dfa, rule_csr, ends = built
         alone.append(ends)
-        if len(m_final):
-            dfa = (m_trans, m_final, _calls_lists(call_off, call_edge))
-            csr.append((call_off, call_edge))
-        else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
-            dfa = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
-            csr.append(_calls_csr(dfa[2]))
-        if key is not None:
-            _LIBRARY.put(key, need, (dfa, csr[-1], ends))
+        csr.append(rule_csr)
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, called_names)
