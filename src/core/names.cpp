@@ -200,10 +200,9 @@ bool has_name(const Names* names, const Name& name) {
   return names != nullptr && std::binary_search(names->begin(), names->end(), name);
 }
 
-// A state's memo key (put_state) with its hash, made once per state: a clear used to append
-// the key to a string with the configuration and hash that whole on every lookup (building
-// and hashing it were most of the clears' instructions along a first pass: 535K -> 207K
-// instructions over one schema's walk, callgrind).
+// A state's memo key (put_state) with its hash, made once per state: a clear's memo lookup
+// then builds no string and hashes nothing (appending the key to a fresh string and hashing
+// it whole at each lookup would be most of the clears' instructions along a first pass).
 struct StateKey {
   std::string bytes;
   uint64_t hash = 0;

@@ -107,8 +107,8 @@ class _LibraryDFAs:
 
     Keyed by the rule's expression in canonical form (``_core.rule_key``: its nodes as far as
     they reach, with the rules it calls) and the byte alphabet, so an entry is only ever
-    reused for an expression that builds the same automaton. The any-value rule of a schema's
-    free members was a tenth of compiling a median schema, built anew each time.
+    reused for an expression that builds the same automaton. Building the any-value rule of a
+    schema's free members takes about a tenth of compiling a median schema.
 
     The size limits apply as if the rule were built: an entry keeps the smallest NFA and DFA
     budgets its build fits (``need`` of :func:`_rule_dfa`), and a smaller budget builds the

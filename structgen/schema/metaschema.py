@@ -126,9 +126,14 @@ class _Compiler:
         self.floats_are_integers = floats_are_integers
         self.compiled: dict[tuple[str, str], Check] = {}
 
-    def ref(self, base: str, ref: str) -> Check:
+    @staticmethod
+    def _target(base: str, ref: str) -> tuple[str, str]:
+        """The document URI and fragment a ``$ref`` names, relative to ``base``."""
         uri, fragment = urldefrag(urljoin(base, ref))
-        uri = uri or base
+        return uri or base, fragment
+
+    def ref(self, base: str, ref: str) -> Check:
+        uri, fragment = self._target(base, ref)
         key = (uri, fragment)
         if key not in self.compiled:
             if uri not in self.docs:
@@ -198,8 +203,7 @@ class _Compiler:
             return None
         if any(k not in _IGNORED and k != "$ref" for k in sub):
             return None
-        uri, fragment = urldefrag(urljoin(base, sub["$ref"]))
-        uri = uri or base
+        uri, fragment = self._target(base, sub["$ref"])
         if uri not in self.docs:
             return None
         target = _pointer(self.docs[uri], fragment)
