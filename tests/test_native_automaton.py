@@ -38,8 +38,8 @@ _ALPHABET[[0xC0, 0xC1] + list(range(0xF5, 0x100))] = False  # as a byte-level vo
 
 def _build(grammar, reference: bool, monkeypatch, **kw):
     with monkeypatch.context() as m:
-        # both sides build every rule: none comes from the process's cache of library rules
-        m.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
+        # both sides build every rule: none comes from the process's cache of rule automata
+        m.setattr(automaton, "_RULES", automaton._RuleDFAs())
         if reference:
             m.setattr(automaton, "_rule_dfa", reference_automaton.rule_dfa)
             m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
@@ -84,7 +84,8 @@ def test_rule_dfa_outputs_equal_reference(monkeypatch):
         return got
 
     monkeypatch.setattr(automaton, "_rule_dfa", both)
-    monkeypatch.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
+    monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
+    monkeypatch.setattr(automaton._RuleDFAs, "put", lambda *a: None)  # every rule built, none cached
     for _, schema in GRAMMARS:
         build_automaton(schema_to_grammar(schema), byte_alphabet=_ALPHABET)
     assert seen[True] and seen[False]  # both answers occur
@@ -122,26 +123,61 @@ def test_size_limit_reports_the_same_count(monkeypatch):
 FREE = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True}
 
 
-def test_library_rule_built_once_and_equal_to_its_build(monkeypatch):
-    """The any-value rule of a schema's free members is built once per process and byte
-    alphabet: later grammars share its arrays (read-only), which equal a fresh build's."""
-    monkeypatch.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
-    grammar = schema_to_grammar(FREE)
-    assert "json_value" in grammar.library_rules
-    first = build_automaton(grammar, byte_alphabet=_ALPHABET)
-    other = build_automaton(schema_to_grammar({"type": "array", "items": {}}), byte_alphabet=_ALPHABET)
+RECURSIVE_DEF = {"type": "object", "properties": {"v": {"type": "integer"},
+                                                "k": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}
+
+
+def test_rule_automata_shared_between_grammars(monkeypatch):
+    """A rule built once is reused by later grammars with an equal rule (the any-value rule of
+    free members, a recursive definition in two schemas): they share its arrays, read-only,
+    which equal a fresh build's. Another byte alphabet is another automaton."""
+    monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
+    first = build_automaton(schema_to_grammar(FREE), byte_alphabet=_ALPHABET)
+    other_schema = {"type": "array", "items": {}}
+    other = build_automaton(schema_to_grammar(other_schema), byte_alphabet=_ALPHABET)
     value = {r.name: r for r in first.rules}["json_value"]
     again = {r.name: r for r in other.rules}["json_value"]
     assert again.trans is value.trans and not value.trans.flags.writeable
-    fresh = _build(schema_to_grammar({"type": "array", "items": {}}), True, monkeypatch, byte_alphabet=_ALPHABET)
-    _assert_same(other, fresh)
-    # another alphabet is another automaton
-    wide = {r.name: r for r in build_automaton(grammar).rules}["json_value"]
+    _assert_same(other, _build(schema_to_grammar(other_schema), True, monkeypatch, byte_alphabet=_ALPHABET))
+    wide = {r.name: r for r in build_automaton(schema_to_grammar(FREE)).rules}["json_value"]
     assert wide.trans is not value.trans
 
+    def recursive(wrapper):
+        schema = {**wrapper, "$defs": {"n": RECURSIVE_DEF}}
+        pda = build_automaton(schema_to_grammar(schema), byte_alphabet=_ALPHABET)
+        return schema, pda, [r for r in pda.rules if r.name != "start"]
 
-def test_library_rule_keeps_the_size_limit(monkeypatch):
-    """A limit the library rule does not fit is refused as if it were built, whatever the
+    _, _, mine = recursive({"$ref": "#/$defs/n"})
+    schema, pda, theirs = recursive({"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 3})
+    assert mine and [r.name for r in mine] == [r.name for r in theirs]
+    assert all(a.trans is b.trans for a, b in zip(mine, theirs))
+    _assert_same(pda, _build(schema_to_grammar(schema), True, monkeypatch, byte_alphabet=_ALPHABET))
+
+
+def test_rule_cache_is_bounded_by_states(monkeypatch):
+    """Past MAX_STATES states in all the oldest entries go; a rule larger than a quarter of the
+    bound is not kept; a grammar built after an eviction equals a fresh build."""
+    cache = automaton._RuleDFAs()
+    monkeypatch.setattr(cache, "MAX_STATES", 60)
+    monkeypatch.setattr(automaton, "_RULES", cache)
+    # one rule each, a dozen states (distinct items: distinct rules)
+    schemas = [{"type": "array", "items": {"enum": [f"x{k}"]}, "maxItems": 2} for k in range(10)]
+    for schema in schemas:
+        build_automaton(schema_to_grammar(schema), byte_alphabet=_ALPHABET)
+        held = [e[1][0][0].shape[0] for e in cache._entries.values()]
+        assert cache._states == sum(held) <= 60 and max(held) <= 15
+    assert 60 - max(held) < cache._states and 2 <= len(held) < len(schemas)  # only the oldest went
+    kept = list(cache._entries)
+    big = {"type": "array", "items": {"enum": ["y"]}, "maxItems": 5}  # over a quarter of the bound
+    assert build_automaton(schema_to_grammar(big), byte_alphabet=_ALPHABET).rules[0].trans.shape[0] > 15
+    assert list(cache._entries) == kept
+    grammar = schema_to_grammar(schemas[0])
+    _assert_same(build_automaton(grammar, byte_alphabet=_ALPHABET),
+                 _build(grammar, True, monkeypatch, byte_alphabet=_ALPHABET))
+
+
+def test_cached_rule_keeps_the_size_limit(monkeypatch):
+    """A limit a cached rule does not fit is refused as if it were built, whatever the
     process built before: each outcome (the automaton's size or the error) equals a build
     with nothing cached."""
     # limits around the any-value rule's own NFA need (its caller is small), and its DFA need
@@ -155,8 +191,8 @@ def test_library_rule_keeps_the_size_limit(monkeypatch):
             outcomes = []
             for cold in (True, False):
                 if cold:
-                    monkeypatch.setattr(automaton, "_LIBRARY", automaton._LibraryDFAs())
-                else:  # the rule cached under the default limit first
+                    monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
+                else:  # the rules cached under the default limit first
                     build_automaton(grammar)
                 try:
                     outcomes.append(build_automaton(grammar, max_states=max_states).num_states)

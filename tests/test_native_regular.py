@@ -113,6 +113,7 @@ def test_byte_rule_dfa_equals_reference(i, monkeypatch):
     built = []
     for ref in (False, True):
         with monkeypatch.context() as m:
+            m.setattr(automaton, "_RULES", automaton._RuleDFAs())  # each side builds its rule
             if ref:
                 m.setattr(automaton, "_rule_dfa", reference_automaton.rule_dfa)
                 m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)

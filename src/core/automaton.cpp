@@ -463,8 +463,8 @@ py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t ma
 // inlined copy is shared by rule id, so only their pattern matters), data slices written out,
 // called rules' ids kept (they are the automaton's call entries). Two roots with equal keys
 // are isomorphic expressions over the same calls: build_rule gives them the same automaton.
-// structgen.index.automaton keys its cache of the library rules' automata with it (a rule the
-// same in every schema, such as the any-value rule, is then built once per process).
+// structgen.index.automaton keys its process-wide cache of rule automata with it (a rule
+// repeated within a schema or between schemas, such as the any-value rule, is built once).
 py::bytes rule_key(const i32& nodes, const i32& data, int32_t root) {
   if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
   const int64_t n = nodes.shape(0), nd = static_cast<int64_t>(data.size());
@@ -474,13 +474,24 @@ py::bytes rule_key(const i32& nodes, const i32& data, int32_t root) {
     if (a < 0 || len < 0 || a + len > nd) throw std::invalid_argument("a node's data out of range");
     return D + a;
   };
-  std::vector<int32_t> id(static_cast<size_t>(n), -1), order, out;
+  // node -> canonical number, -1 where not visited: a per-thread array reset where it was set
+  // (a fresh one per key cost a pass over the whole grammar's nodes for each of its rules)
+  static thread_local std::vector<int32_t> id;
+  if (id.size() < static_cast<size_t>(n)) id.resize(static_cast<size_t>(n), -1);
+  std::vector<int32_t> order, out;
+  struct Reset {
+    std::vector<int32_t>& id;
+    const std::vector<int32_t>& order;
+    ~Reset() {
+      for (int32_t x : order) id[x] = -1;
+    }
+  } reset{id, order};
   std::unordered_map<int32_t, int32_t> rule_ids;
   auto visit = [&](int64_t x) {
     if (x < 0 || x >= n) throw std::invalid_argument("node out of range");
     if (id[x] < 0) {
-      id[x] = static_cast<int32_t>(order.size());
-      order.push_back(static_cast<int32_t>(x));
+      order.push_back(static_cast<int32_t>(x));  // first: the reset then covers every id set
+      id[x] = static_cast<int32_t>(order.size() - 1);
     }
     return id[x];
   };

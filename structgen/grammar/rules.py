@@ -34,12 +34,6 @@ class Grammar:
     """For grammars made from a JSON Schema: the expression made for each schema node, by JSON
     pointer (the first one where a node was converted several times); used to locate the
     construct whose automaton is too large."""
-    library_rules: frozenset[str] = field(default=frozenset(), compare=False)
-    """Rules whose bodies are structgen's own, the same in every grammar made with the same
-    settings (the any-value rule of a schema's unconstrained members): their automata are
-    built once per process and byte alphabet (``structgen.index.automaton``), where every
-    other rule is built with its grammar."""
-
     def __post_init__(self) -> None:
         if self.start not in self.rules:
             raise GrammarError(f"start rule {self.start!r} is not defined")

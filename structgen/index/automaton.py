@@ -102,23 +102,28 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     return out[0], out[1], out[2], out[3], bool(out[5]), (int(out[4]), int(out[6]))
 
 
-class _LibraryDFAs:
-    """The automata of library rules (:attr:`Grammar.library_rules`), built once per process.
+class _RuleDFAs:
+    """Rule automata built in this process, shared by every grammar with an equal rule.
 
     Keyed by the rule's expression in canonical form (``_core.rule_key``: its nodes as far as
-    they reach, with the rules it calls) and the byte alphabet, so an entry is only ever
-    reused for an expression that builds the same automaton. Building the any-value rule of a
-    schema's free members takes about a tenth of compiling a median schema.
+    they reach, the rules it calls by number) and the byte alphabet, so an entry is only ever
+    reused for an expression that builds the same automaton. Schemas repeat rules: the
+    any-value rule of every schema's free members, one definition under several names, the
+    same tool arguments in schemas of one family. Computing a key costs a few microseconds,
+    a twentieth of building an average rule.
 
     The size limits apply as if the rule were built: an entry keeps the smallest NFA and DFA
     budgets its build fits (``need`` of :func:`_rule_dfa`), and a smaller budget builds the
-    rule, which raises where the limit is passed.
+    rule, which raises where the limit is passed. Entries are dropped oldest first past
+    :attr:`MAX_STATES` states in all (about 1 KB of transition table each); a rule larger
+    than a quarter of that is not kept.
     """
 
-    SIZE = 32
+    MAX_STATES = 8192
 
     def __init__(self) -> None:
         self._entries: OrderedDict[bytes, tuple] = OrderedDict()
+        self._states = 0
         self._lock = threading.Lock()
 
     def get(self, key: bytes, nfa_budget: int, dfa_budget: int) -> tuple | None:
@@ -130,19 +135,24 @@ class _LibraryDFAs:
             return hit[1]
 
     def put(self, key: bytes, need: tuple[int, int] | None, built: tuple) -> None:
-        if need is None:  # a builder that does not say what it needs (the tests' reference)
-            return
         (trans, final, calls), rule_csr, ends = built
+        size = trans.shape[0]
+        if need is None or size > self.MAX_STATES // 4:  # (need None: the tests' reference builder)
+            return
         for a in (trans, final, *rule_csr):
             a.flags.writeable = False  # shared by every grammar that uses the rule
         with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._states -= old[1][0][0].shape[0]
             self._entries[key] = (need, ((trans, final, tuple(calls)), rule_csr, ends))
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.SIZE:
-                self._entries.popitem(last=False)
+            self._states += size
+            while self._states > self.MAX_STATES:
+                _, (_, ((dropped, _, _), _, _)) = self._entries.popitem(last=False)
+                self._states -= dropped.shape[0]
 
 
-_LIBRARY = _LibraryDFAs()
+_RULES = _RuleDFAs()
 
 
 def _located(exc: AutomatonSizeError, grammar: Grammar, plan: "RulePlan", rule: str, nfa_budget: int,
@@ -370,8 +380,9 @@ def build_automaton(
     called_names = [grammar.start] + sorted(n for n in plan.recursive | plan.shared | lifted if n != grammar.start)
     called = {n: i for i, n in enumerate(called_names)}
     # Every rule is serialized once (a rule inlined in several places shares its nodes) and
-    # grown natively. (A process-wide cache of rule automata keyed by their bodies cost more
-    # in hashing expression trees than the native construction it saved.)
+    # grown natively, unless an equal expression was built before in this process (_RULES:
+    # keyed natively over the serialized nodes; hashing the expression trees in Python cost
+    # more than the construction it saved).
     plan.resolve(called, {n: i for i, n in enumerate(rules)})
     root_of = dict(zip(plan.names, plan.roots.tolist()))
     roots = {name: root_of[name] for name in called_names if name not in counters}
@@ -381,6 +392,7 @@ def build_automaton(
     alone: list[bool] = []  # per rule of ``raw``: ends by bytes alone, so productive at once
     total = 0
     alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
+    alphabet_key = alphabet.tobytes()
     for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
@@ -396,10 +408,8 @@ def build_automaton(
         # no state is kept whose only way forward needs one (no dead ends in the masks). The
         # DFA is minimal before it is counted and kept (every callee taken as productive
         # here: exact, merging only states with the same future; trimming comes below).
-        key, built = None, None
-        if name in grammar.library_rules:
-            key = _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet.tobytes()
-            built = _LIBRARY.get(key, max_states, max_states - total)
+        key = _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet_key
+        built = _RULES.get(key, max_states, max_states - total)
         if built is None:
             try:
                 m_trans, m_final, call_off, call_edge, ends, need = _rule_dfa(
@@ -411,8 +421,7 @@ def build_automaton(
             else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
                 empty = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
                 built = (empty, _calls_csr(empty[2]), ends)
-            if key is not None:
-                _LIBRARY.put(key, need, built)
+            _RULES.put(key, need, built)
         dfa, rule_csr, ends = built
         alone.append(ends)
         csr.append(rule_csr)

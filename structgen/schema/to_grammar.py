@@ -51,7 +51,6 @@ from .text import check_schema_depth
 
 __all__ = ["schema_to_grammar", "convert_schema", "SUPPORTED_KEYWORDS", "ANNOTATION_KEYWORDS"]
 
-_LIBRARY = frozenset({"json_value"})  # any_value()'s rule: the same for every schema (Grammar.library_rules)
 _PINNED = "x-structgen-pinned:"  # a reference pinned to a dynamic scope (see _Converter.pinned)
 
 MAX_DYNAMIC_SCOPES = 256
@@ -101,8 +100,7 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         self.rules = rules
         self.origins["start"] = ""
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
-                       free_names=self.free_names, origins=self.origins, constructs=self.constructs,
-                       library_rules=_LIBRARY if "json_value" in self.rules else frozenset())
+                       free_names=self.free_names, origins=self.origins, constructs=self.constructs)
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
         """Validate ``node`` (default: the root) against the root's metaschema.

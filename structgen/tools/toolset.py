@@ -454,46 +454,46 @@ class ToolSet:
         if tool_choice in ("auto", "none"):
             if tool_choice == "none" or not self._tools:
                 return Grammar({"start": text_without(fmt.trigger) if fmt.trigger else Repeat(ANY_CHAR, 0, None)})
-            calls, rules, _, library = self._calls_expr("required", parallel, min_calls, max_calls, fmt, whitespace,
-                                                        max_whitespace)
+            calls, rules, _ = self._calls_expr("required", parallel, min_calls, max_calls, fmt, whitespace,
+                                               max_whitespace)
             if fmt.trigger:
                 start = seq(text_without(fmt.trigger), opt(calls))
             else:
                 ws = _WS if whitespace == "flexible" else None
                 start = alt(calls, text_not_starting_with("{[", skip=ws))
             # (not free_names: the matchers' name lexer would read braces and quotes in the prose)
-            return Grammar({"start": start, **rules}, library_rules=library)
-        calls, rules, free, library = self._calls_expr(tool_choice, parallel, min_calls, max_calls, fmt, whitespace,
-                                                       max_whitespace)
+            return Grammar({"start": start, **rules})
+        calls, rules, free = self._calls_expr(tool_choice, parallel, min_calls, max_calls, fmt, whitespace,
+                                              max_whitespace)
         # Calls alone: distinct member names are kept where the arguments take free names,
         # provided the format's wrapping text holds nothing the name lexer reads as JSON
-        return Grammar({"start": calls, **rules}, free_names=free and _lexer_neutral(fmt), library_rules=library)
+        return Grammar({"start": calls, **rules}, free_names=free and _lexer_neutral(fmt))
 
     def _calls_expr(self, tool_choice, parallel, min_calls, max_calls, fmt, whitespace,
-                    max_whitespace) -> tuple[Expr, dict[str, Expr], bool, frozenset[str]]:
-        """The calls' expression and rules, with :meth:`_schema_rules`' free names and library rules."""
+                    max_whitespace) -> tuple[Expr, dict[str, Expr], bool]:
+        """The calls' expression and rules, with :meth:`_schema_rules`' free names."""
         lo, hi = _bounds(min_calls, max_calls) if parallel else (1, 1)
         if fmt.each_call:
-            rules, free, library = self._schema_rules(self.json_schema(tool_choice), whitespace, max_whitespace)
+            rules, free = self._schema_rules(self.json_schema(tool_choice), whitespace, max_whitespace)
             block = seq(Lit(fmt.open), Ref("call_start"), Lit(fmt.close)) if fmt.open or fmt.close else Ref("call_start")
             more = Repeat(seq(Lit(fmt.separator), block), lo - 1, None if hi is None else hi - 1)
-            return seq(block, more), rules, free, library
+            return seq(block, more), rules, free
         if parallel or fmt.always_array:
             schema = self.json_schema(tool_choice, parallel=True, min_calls=lo, max_calls=hi)
         else:
             schema = self.json_schema(tool_choice)
-        rules, free, library = self._schema_rules(schema, whitespace, max_whitespace)
-        return seq(Lit(fmt.open), Ref("call_start"), Lit(fmt.close)), rules, free, library
+        rules, free = self._schema_rules(schema, whitespace, max_whitespace)
+        return seq(Lit(fmt.open), Ref("call_start"), Lit(fmt.close)), rules, free
 
     def _schema_rules(self, schema: dict[str, Any], whitespace: Literal["compact", "flexible"], max_whitespace: int,
-                      prefix: str = "call") -> tuple[dict[str, Expr], bool, frozenset[str]]:
-        """The rules of the calls' schema, renamed under ``prefix``; whether some object takes
-        free names (:attr:`Grammar.free_names`); the library rules, renamed."""
+                      prefix: str = "call") -> tuple[dict[str, Expr], bool]:
+        """The rules of the calls' schema, renamed under ``prefix``, and whether some object
+        takes free names (:attr:`Grammar.free_names`)."""
         with silenced_warnings():  # relaxations were recorded (and warned) per tool
             g = schema_to_grammar(schema, strict=not self.lenient, whitespace=whitespace, max_whitespace=max_whitespace)
         names = {n: (f"{prefix}_{n}" if n[:1].islower() or n[:1] == "_" else f"{prefix.upper()}_{n}") for n in g.rules}
         rules = {names[n]: _rename(body, names) for n, body in g.rules.items()}
-        return rules, g.free_names, frozenset(names[n] for n in g.library_rules)
+        return rules, g.free_names
 
     def compile(self, compiler: Any, tool_choice: ToolChoice = "required", *, parallel: bool = False,
                 min_calls: int = 1, max_calls: int | None = None, format: str | ToolCallFormat = JSON,
