@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StructgenError, TokenizerError
-from .index.disk_cache import MANIFEST as _MANIFEST
-from .index.disk_cache import cache_dir, through_cache, write_entry
-from .index.disk_cache import cache_enabled as _cache_enabled
-from .index.disk_cache import read_entry as _read_entry
+from .disk_cache import MANIFEST as _MANIFEST
+from .disk_cache import cache_dir, through_cache, write_entry
+from .disk_cache import cache_enabled as _cache_enabled
+from .disk_cache import read_entry as _read_entry
 
 __all__ = [
     "DEFAULT_GGUF",
@@ -135,7 +135,7 @@ def clear_cache() -> None:
 
 
 def _write_entry(entry: Path, key: dict[str, Any], save) -> None:
-    """:func:`structgen.index.disk_cache.write_entry`, then drop older entries of the same GGUF file."""
+    """:func:`structgen.disk_cache.write_entry`, then drop older entries of the same GGUF file."""
     write_entry(entry, key, save, after=_prune_siblings)
 
 

@@ -175,3 +175,53 @@ def test_vocabulary_trie_cache_round_trip_and_corruption(tmp_path, monkeypatch, 
     assert not _read_entry(entry, json.loads((entry / _MANIFEST).read_text())["key"])
     again = load_trie(smollm2_info)
     assert same(again, built) and _read_entry(entry, json.loads((entry / _MANIFEST).read_text())["key"])
+
+
+def test_unicode_tables_kept_on_disk(tmp_path, monkeypatch):
+    """The tables of \\d \\w \\s and of the General_Category values are scanned once per
+    interpreter: later processes read them back, equal to a fresh scan; a damaged entry is
+    scanned again, and another Unicode version is another entry."""
+    from types import SimpleNamespace
+
+    from structgen.regex import parser
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    scans = []
+
+    def scan():
+        scans.append(1)
+        return parser._scan_python_categories()
+
+    fresh = parser._scan_python_categories()
+    assert parser._through_disk("python-classes", scan) == fresh and len(scans) == 1
+    assert parser._through_disk("python-classes", scan) == fresh and len(scans) == 1
+    [entry] = (tmp_path / "unicode").iterdir()
+    (entry / "tables.npz").write_bytes(b"not an archive")
+    assert parser._through_disk("python-classes", scan) == fresh and len(scans) == 2
+    monkeypatch.setattr(parser, "unicodedata", SimpleNamespace(unidata_version="0.0.0"))
+    assert parser._through_disk("python-classes", scan) == fresh and len(scans) == 3
+    assert len(list((tmp_path / "unicode").iterdir())) == 2
+    monkeypatch.undo()
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    categories = parser._through_disk("general-categories", parser._scan_general_categories)
+    assert categories == parser._through_disk("general-categories", lambda: pytest.fail("scanned again"))
+    assert categories == parser._scan_general_categories()
+
+
+def test_unicode_tables_refused_when_malformed(tmp_path):
+    """A table file whose ranges leave the code points, or whose names do not match, fails to
+    load (and through_cache then scans again)."""
+    import numpy as np
+
+    from structgen.regex import parser
+
+    folder = tmp_path / "forged"
+    folder.mkdir()
+    np.savez(folder / "tables.npz", d=np.array([[0, 0x110000]]), s=np.array([[9, 13]]), w=np.array([[48, 57]]))
+    (folder / "names.json").write_text('["d", "s", "w"]')
+    with pytest.raises(ValueError, match="no code-point ranges"):
+        parser._load_tables(str(folder))
+    np.savez(folder / "tables.npz", d=np.array([[48, 57]]))
+    (folder / "names.json").write_text('["d", "s", "w"]')
+    with pytest.raises(ValueError, match="names do not match"):
+        parser._load_tables(str(folder))

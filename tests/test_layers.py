@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "structgen"
 
 # lowest first; a prefix names a module or a whole subpackage
 LAYERS: list[tuple[str, ...]] = [
-    ("structgen._core", "structgen.errors", "structgen.guards"),
+    ("structgen._core", "structgen.errors", "structgen.guards", "structgen.disk_cache"),
     ("structgen.grammar",),
     ("structgen.regex",),
     ("structgen.schema",),

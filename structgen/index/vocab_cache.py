@@ -4,7 +4,7 @@
 depends only on the token bytes, so it is stored once per vocabulary, keyed by
 :attr:`TokenizerInfo.fingerprint <structgen.index.tokenizer.TokenizerInfo.fingerprint>` and a
 format version, as one numpy ``.npz`` of plain integer arrays read back with
-``allow_pickle=False``, through :mod:`structgen.index.disk_cache` (checksummed, private to the
+``allow_pickle=False``, through :mod:`structgen.disk_cache` (checksummed, private to the
 user, rebuilt when stale or corrupt).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .disk_cache import cache_dir, cache_enabled, through_cache
+from ..disk_cache import cache_dir, cache_enabled, through_cache
 from .token_index import PlainSplit, TokenTrie
 from .tokenizer import TokenizerInfo
 

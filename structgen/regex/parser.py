@@ -14,12 +14,18 @@ escapes, which Python's ``re`` lacks, are read as ECMA-262 unicode mode defines 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import sys
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
+from ..disk_cache import cache_dir, cache_enabled, through_cache
 from ..errors import RegexError
 from ..grammar import (
     EMPTY,
@@ -61,14 +67,55 @@ def _all_code_points() -> str:
     return np.arange(MAX_CODEPOINT + 1, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
 
 
+TABLES_FORMAT = 1
+"""The layout of the Unicode tables on disk (part of their cache key)."""
+
+
+def _through_disk(kind: str, build: Callable[[], dict[str, CharSet]]) -> dict[str, CharSet]:
+    """``build()``, kept in the on-disk cache (:mod:`structgen.disk_cache`) for later processes.
+
+    The tables are properties of the running interpreter (its ``re`` and ``unicodedata``), so
+    the key is its version and Unicode version. Building them scans all 1.1M code points
+    (50-200 ms, which the first request with such a pattern would wait for); a cached entry
+    loads in about a millisecond."""
+    key = {"format": TABLES_FORMAT, "kind": kind, "python": sys.version, "unicode": unicodedata.unidata_version}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    entry = cache_dir() / "unicode" / f"{kind}-{digest}" if cache_enabled(None) else None
+    return through_cache(entry, key, _load_tables, build, _save_tables)
+
+
+def _save_tables(tables: dict[str, CharSet], folder: str) -> None:
+    np.savez(Path(folder) / "tables.npz",
+             **{name: np.array(cs.ranges, np.int64).reshape(-1, 2) for name, cs in tables.items()})
+    (Path(folder) / "names.json").write_text(json.dumps(sorted(tables)), encoding="utf-8")
+
+
+def _load_tables(folder: str) -> dict[str, CharSet]:
+    names = json.loads((Path(folder) / "names.json").read_text(encoding="utf-8"))
+    with np.load(Path(folder) / "tables.npz", allow_pickle=False) as z:
+        if sorted(z.files) != names:
+            raise ValueError("the tables' names do not match their file")
+        out = {}
+        for name in names:
+            r = z[name]
+            if r.ndim != 2 or r.shape[1] != 2 or (r.size and (r.min() < 0 or r.max() > MAX_CODEPOINT)):
+                raise ValueError(f"table {name!r} holds no code-point ranges")
+            out[name] = CharSet.of(r.tolist())
+    return out
+
+
 @lru_cache(maxsize=1)
 def _python_categories() -> dict[str, CharSet]:
-    """What Python's ``re`` (which ``jsonschema`` uses) means by \\d, \\w, \\s on str patterns.
+    """What Python's ``re`` (which ``jsonschema`` uses) means by \\d, \\w, \\s on str patterns
+    (through the disk cache: :func:`_through_disk`)."""
+    return _through_disk("python-classes", _scan_python_categories)
 
-    Asked of ``re`` itself, on the string of all code points: the characters between two
-    runs of the complement (``\\D+``) are the class's ranges. The complement's runs are few
-    and long, which ``re`` scans in a tight loop; searching for the class itself fails at
-    each of the 1.1M positions instead (twice the time)."""
+
+def _scan_python_categories() -> dict[str, CharSet]:
+    """:func:`_python_categories`, asked of ``re`` itself, on the string of all code points:
+    the characters between two runs of the complement (``\\D+``) are the class's ranges. The
+    complement's runs are few and long, which ``re`` scans in a tight loop; searching for the
+    class itself fails at each of the 1.1M positions instead (twice the time)."""
     everything = _all_code_points()
     out: dict[str, CharSet] = {}
     for key in "dws":
@@ -101,8 +148,13 @@ _CATEGORY_NAMES = {
 @lru_cache(maxsize=1)
 def _general_categories() -> dict[str, CharSet]:
     """Two-letter General_Category value -> its code points, from ``unicodedata`` (the Unicode
-    version of this Python). Built once, lazily: one pass over all code points (~0.2 s), paid
-    only by the first pattern with a ``\\p`` escape."""
+    version of this Python). Built lazily, on the first pattern with a ``\\p`` escape, and
+    kept on disk for later processes (:func:`_through_disk`)."""
+    return _through_disk("general-categories", _scan_general_categories)
+
+
+def _scan_general_categories() -> dict[str, CharSet]:
+    """:func:`_general_categories` from one pass over all code points (~0.2 s)."""
     names: list[str] = []  # the values met, numbered in order of first code point
 
     class Numbering(dict):

@@ -8,8 +8,9 @@ else (another user could otherwise replace both files and manifest); anything of
 entry is rebuilt. The cache lives in ``$STRUCTGEN_CACHE_DIR`` or ``~/.cache/structgen``
 (``$XDG_CACHE_HOME/structgen`` when set); ``STRUCTGEN_NO_CACHE=1`` turns it off.
 
-Used for converted GGUF models (:mod:`structgen.models`) and prepared vocabularies
-(:mod:`structgen.index.vocab_cache`).
+Used for converted GGUF models (:mod:`structgen.models`), prepared vocabularies
+(:mod:`structgen.index.vocab_cache`) and the Unicode tables of regular expressions
+(:mod:`structgen.regex.parser`).
 """
 from __future__ import annotations
 
