@@ -379,3 +379,21 @@ def test_transition_tables_are_range_checked(bad):
         bad_rule[min(row, len(bad_rule) - 1), col] = bad if bad != 3 else len(bad_rule)
         with pytest.raises(ValueError, match="out of range"):
             _core.ConfigIndex([("dfa", bad_rule, *good[2:])], *args)
+
+
+def test_distances_see_a_transition_on_every_byte():
+    """A single transition on byte b (then runs of -1 before and after it), for every b: the
+    start state is one byte from the end. The native scan reads rows four bytes per compare
+    and gathers 64-bit words; every byte position of a word must count, the first ones included."""
+    from structgen import _core
+
+    no_calls = (np.zeros(4, np.int64), np.zeros((0, 2), np.int32))
+    for b in range(256):
+        for other in (-1, 2):  # the rest of the row dead, or going elsewhere
+            trans = np.full((3, 256), -1, np.int32)
+            trans[0, :] = other
+            trans[0, b] = 1
+            trans[2, 0] = 2  # state 2: a loop that never ends
+            final = np.array([False, True, False])
+            dist = _core.distances(trans, final, *no_calls, np.zeros(0, np.int64), automaton.UNREACHABLE)
+            assert dist.tolist() == [1, 0, automaton.UNREACHABLE], (b, other)

@@ -1473,7 +1473,11 @@ class ConfigIndex final : public structgen::IndexView {
     // seven on MaskBench's first visits: the ids of each (runs, flags) are set once into a
     // memoised mask and ORed from there, a pass over the words instead of thousands of ids.
     RunsKey key{&runs, {0, 0, 0, 0}};
-    for (int b = 0; b < 256; ++b) key.bits[b >> 6] |= static_cast<uint64_t>(flags[b] != 0) << (b & 63);
+    for (int w = 0; w < 4; ++w) {  // a word gathered in a register (fa::equal_bits says why)
+      uint64_t bits = 0;
+      for (int j = 0; j < 64; ++j) bits |= static_cast<uint64_t>(flags[64 * w + j] != 0) << j;
+      key.bits[w] = bits;
+    }
     const uint32_t* bits = nullptr;
     {
       std::lock_guard<std::mutex> g(runs_mu_);

@@ -22,33 +22,48 @@ namespace fa {
 
 // Sets `eq` (256 bits) to the bytes b where row[b] == value, four bytes per compare (a row's
 // loops, its live bytes, whether it has a target at all are each one of these and a test).
+// Each 64-bit word is gathered in a register and stored once: or-ing every four bits into
+// memory chained each compare to the store before it, most of a large rule's distances.
 inline void equal_bits(const int32_t* row, int32_t value, uint64_t* eq) {
-  eq[0] = eq[1] = eq[2] = eq[3] = 0;
 #if defined(__SSE2__)
   const __m128i want = _mm_set1_epi32(value);
-  for (int b = 0; b < 256; b += 4) {
-    const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
-    eq[b >> 6] |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)))) << (b & 63);
+  for (int w = 0; w < 4; ++w) {
+    uint64_t bits = 0;
+    for (int j = 0; j < 64; j += 4) {
+      const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 64 * w + j));
+      bits |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)))) << j;
+    }
+    eq[w] = bits;
   }
 #else
-  for (int b = 0; b < 256; ++b) eq[b >> 6] |= uint64_t(row[b] == value) << (b & 63);
+  for (int w = 0; w < 4; ++w) {
+    uint64_t bits = 0;
+    for (int j = 0; j < 64; ++j) bits |= uint64_t(row[64 * w + j] == value) << j;
+    eq[w] = bits;
+  }
 #endif
 }
 
 // Sets in `change` (256 bits) the bytes b > 0 where row[b] != row[b - 1]: where a run of
-// equal targets starts, four bytes per compare (a DFA row is mostly a few long runs).
+// equal targets starts, four bytes per compare (a DFA row is mostly a few long runs). Or-ed
+// into `change`, one store per 64-bit word (see equal_bits).
 inline void mark_changes(const int32_t* row, uint64_t* change) {
-  int b = 1;
+  for (int w = 0; w < 4; ++w) {
+    uint64_t bits = 0;
+    int j = w == 0 ? 1 : 0;  // byte 0 has no byte before it
 #if defined(__SSE2__)
-  for (; b < 4; ++b) change[0] |= uint64_t(row[b] != row[b - 1]) << b;
-  for (; b < 256; b += 4) {
-    const __m128i cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
-    const __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b - 1));
-    const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(cur, before)));
-    change[b >> 6] |= static_cast<uint64_t>(~same & 0xF) << (b & 63);
-  }
+    for (; j < 4 && w == 0; ++j) bits |= uint64_t(row[j] != row[j - 1]) << j;
+    for (; j < 64; j += 4) {
+      const int b = 64 * w + j;
+      const __m128i cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b));
+      const __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b - 1));
+      const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(cur, before)));
+      bits |= static_cast<uint64_t>(~same & 0xF) << j;
+    }
 #endif
-  for (; b < 256; ++b) change[b >> 6] |= uint64_t(row[b] != row[b - 1]) << (b & 63);
+    for (; j < 64; ++j) bits |= uint64_t(row[64 * w + j] != row[64 * w + j - 1]) << j;
+    change[w] |= bits;
+  }
 }
 
 // Whether every entry of T[0, count) is -1 or a state below n (a transition table's targets).
