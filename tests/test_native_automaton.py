@@ -365,7 +365,7 @@ def test_transition_tables_are_range_checked(bad):
     pda = compiled.index._pda
     (rule,) = pda.rules
     good = ("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule), completion_distances(pda)[0])
-    args = (pda.root, ti._vocab_tables(compiled.index.trie), list(info.stop_token_ids), compiled.index.words,
+    args = (pda.root, ti.vocab_tables(compiled.index.trie), list(info.stop_token_ids), compiled.index.words,
             ti._TABLE_CELLS, 1000)
     assert _core.ConfigIndex([good], *args).num_configs >= 1
     for row, col in ((1, 77), (2, 3), (0, 255)):

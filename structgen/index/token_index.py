@@ -44,7 +44,7 @@ from ..grammar import CharSet
 from .tokenizer import TokenizerInfo
 from ..regex.utf8 import charset_to_byte_sequences
 
-__all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie"]
+__all__ = ["DEAD", "UNREACHABLE", "TokenIndex", "TokenTrie", "vocab_tables"]
 
 DEAD = 0
 """The configuration id of a rejected prefix (no stack can continue, not complete)."""
@@ -156,7 +156,7 @@ _MULTIBYTE_RANGES = [[(int(lo), int(hi)) for lo, hi in seq] for seq in _MULTIBYT
 _VOCABS: "weakref.WeakKeyDictionary[TokenTrie, _core.VocabTables]" = weakref.WeakKeyDictionary()
 
 
-def _vocab_tables(trie: TokenTrie) -> _core.VocabTables:
+def vocab_tables(trie: TokenTrie) -> _core.VocabTables:
     """The native per-vocabulary tables of ``trie`` (built once, shared by every grammar's index)."""
     tables = _VOCABS.get(trie)
     if tables is None:
@@ -282,7 +282,7 @@ class TokenIndex:
             else:
                 rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule), d))
         self._counted = any(isinstance(r, CounterRule) for r in pda.rules)
-        self._native = _guarded(_core.ConfigIndex, rules, pda.root, _vocab_tables(trie), list(info.stop_token_ids),
+        self._native = _guarded(_core.ConfigIndex, rules, pda.root, vocab_tables(trie), list(info.stop_token_ids),
                                 self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
         self.initial: int = self._native.initial
         self._view: int = self._native.view  # for _core.fill_row; valid while self._native lives
