@@ -76,8 +76,8 @@ def _through_disk(kind: str, build: Callable[[], dict[str, CharSet]]) -> dict[st
 
     The tables are properties of the running interpreter (its ``re`` and ``unicodedata``), so
     the key is its version and Unicode version. Building them scans all 1.1M code points
-    (50-200 ms, which the first request with such a pattern would wait for); a cached entry
-    loads in about a millisecond."""
+    (40-200 ms, which the first request with such a pattern would wait for); a cached entry
+    loads in a few milliseconds."""
     key = {"format": TABLES_FORMAT, "kind": kind, "python": sys.version, "unicode": unicodedata.unidata_version}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
     entry = cache_dir() / "unicode" / f"{kind}-{digest}" if cache_enabled(None) else None
