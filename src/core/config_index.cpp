@@ -20,6 +20,7 @@
 
 #include "fa.hpp"
 #include "index_view.hpp"
+#include "scratch.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -67,11 +68,13 @@ bool any_target(const int32_t* row) {
 }
 
 // Printable ASCII but '"' and '\\': the bytes a JSON string body takes literally (token_index.PLAIN_BYTES).
+constexpr size_t kMaxPlain = 96;  // (93 of them: per-byte tables of them fit fixed arrays)
 const std::vector<uint8_t>& plain_bytes() {
   static const std::vector<uint8_t> bytes = [] {
     std::vector<uint8_t> v;
     for (int b = 0x20; b < 0x7F; ++b)
       if (b != 0x22 && b != 0x5C) v.push_back(static_cast<uint8_t>(b));
+    if (v.size() > kMaxPlain) throw std::logic_error("more plain bytes than kMaxPlain");
     return v;
   }();
   return bytes;
@@ -268,7 +271,7 @@ struct VecHash {
 };
 
 // An open-addressing hash set of ids whose keys live in the owner's own records (stacks_,
-// configs_, ...): no copy of a key and no node per entry, where std::unordered_map keyed by a
+// config_data_, ...): no copy of a key and no node per entry, where std::unordered_map keyed by a
 // vector allocated a key and a node per configuration. Hashes are stored beside the ids, so
 // probing compares keys only on a full hash match and growing does not rehash keys.
 class IdTable {
@@ -634,7 +637,7 @@ class ConfigIndex final : public structgen::IndexView {
   py::tuple config_stacks(int32_t cid) {
     check_cid(cid);
     std::lock_guard<std::recursive_mutex> g(mu_);
-    const auto& st = configs_[cid];
+    const ConfigStacks st = config_of(cid);
     py::tuple out(st.size());
     for (size_t k = 0; k < st.size(); ++k) out[k] = st[k];
     return out;
@@ -653,7 +656,7 @@ class ConfigIndex final : public structgen::IndexView {
   py::dict stats() {
     std::lock_guard<std::recursive_mutex> g(mu_);
     py::dict d;
-    d["configs"] = configs_.size();
+    d["configs"] = config_count();
     d["config_keys"] = config_ids_.size();
     d["stacks"] = stacks_.size();
     d["rows"] = rows_.size();
@@ -665,7 +668,7 @@ class ConfigIndex final : public structgen::IndexView {
       d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
     }
     int64_t with_mask = 0;
-    for (size_t c = 0; c < configs_.size(); ++c) with_mask += masks_.load(static_cast<int64_t>(c)) != nullptr;
+    for (size_t c = 0; c < config_count(); ++c) with_mask += masks_.load(static_cast<int64_t>(c)) != nullptr;
     d["mask_configs"] = with_mask;  // configurations whose mask is known (sharing those)
     return d;
   }
@@ -693,7 +696,7 @@ class ConfigIndex final : public structgen::IndexView {
     auto it = single_.find(key);
     if (it != single_.end()) return it->second;
     std::vector<Frame> raw;
-    for (int32_t sid : configs_[cid]) {
+    for (int32_t sid : config_of(cid)) {
       const Frame f = stacks_[sid];
       const int32_t t = rules_[f.r].trans[f.s * 256 + b];
       if (t >= 0) raw.push_back({f.r, t, f.p});
@@ -784,7 +787,7 @@ class ConfigIndex final : public structgen::IndexView {
       if (cid == kDead || config_dist_[cid] >= kUnreachable) return false;
       if (accepting_[cid]) return true;
       int64_t best = kUnreachable + 1;
-      for (int32_t st : configs_[cid])
+      for (int32_t st : config_of(cid))
         if (stack_dist_[st] < best) {
           best = stack_dist_[st];
           sid = st;
@@ -949,9 +952,9 @@ class ConfigIndex final : public structgen::IndexView {
   int32_t intern_config(const std::vector<int32_t>& stacks, bool accepting) {
     const uint64_t h = config_hash(stacks, accepting);
     const int32_t hit = config_ids_.find(
-        h, [&](int32_t c) { return (accepting_[c] != 0) == accepting && configs_[c] == stacks; });
+        h, [&](int32_t c) { return (accepting_[c] != 0) == accepting && config_of(c).equals(stacks); });
     if (hit >= 0) return hit;
-    const auto cid = static_cast<int32_t>(configs_.size());
+    const auto cid = static_cast<int32_t>(config_count());
     int64_t d = kUnreachable;
     if (accepting)
       d = 0;
@@ -959,7 +962,8 @@ class ConfigIndex final : public structgen::IndexView {
       for (int32_t sid : stacks) d = std::min(d, stack_dist_[sid]);
     slot_.ensure(cid);
     masks_.ensure(cid);
-    configs_.push_back(stacks);
+    config_data_.insert(config_data_.end(), stacks.begin(), stacks.end());
+    config_off_.push_back(static_cast<int64_t>(config_data_.size()));
     accepting_.push_back(accepting ? 1 : 0);
     config_dist_.push_back(d);
     config_ids_.insert(h, cid);
@@ -1130,10 +1134,11 @@ class ConfigIndex final : public structgen::IndexView {
   // rows only (the member-name DFA of a big object) was most of the work.
   int32_t compute_row_locked(int32_t cid) {
     int32_t row[256];
-    // a copy (close() interns more configs, which may move configs_[cid]) into scratch kept
+    // a copy (close() interns more configs, which may move config_data_) into scratch kept
     // across calls, like the vectors below: allocating them per row was a tenth of its cost
     std::vector<int32_t>& stacks = row_stacks_;
-    stacks.assign(configs_[cid].begin(), configs_[cid].end());
+    const ConfigStacks own = config_of(cid);
+    stacks.assign(own.begin(), own.end());
     if (stacks.empty()) std::fill(row, row + 256, kDead);
     if (stacks.size() == 1) {
       // one stack: the row is its DFA row mapped through "state t of this rule under this
@@ -1256,7 +1261,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<int32_t> canonical_config(int32_t cid) {
     std::lock_guard<std::recursive_mutex> g(mu_);
     std::vector<int32_t> out;
-    for (int32_t sid : configs_[cid]) out.push_back(canonical_stack(sid));
+    for (int32_t sid : config_of(cid)) out.push_back(canonical_stack(sid));
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     out.push_back(accepting_[cid]);
@@ -1549,7 +1554,9 @@ class ConfigIndex final : public structgen::IndexView {
         return;
       }
     }
-    std::vector<int32_t> into(plain.size());
+    // (arrays, not vectors: a first visit allocated twice here, and allocation is what
+    // threads filling one batch contend on)
+    std::array<int32_t, kMaxPlain> into;
     for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
     const int64_t room = plain_room(cid, into, P.longest);
     if (room >= 0) {  // every plain byte acts alike, step after step
@@ -1578,7 +1585,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
       return;
     }
-    std::vector<uint8_t> good(plain.size());
+    std::array<uint8_t, kMaxPlain> good{};
     int count = 0;
     // most plain bytes lead to one configuration: ask the memo (a lock and a hash lookup) once
     // per run of equal successors
@@ -1668,14 +1675,14 @@ class ConfigIndex final : public structgen::IndexView {
 
   // How many plain bytes may follow `cid` when every plain byte acts alike at each step (a
   // string body, bounded or not); -1 when some step tells plain bytes apart.
-  int64_t plain_room(int32_t cid, std::vector<int32_t> into, int64_t longest) {
+  int64_t plain_room(int32_t cid, std::array<int32_t, kMaxPlain> into, int64_t longest) {
     const auto& plain = plain_bytes();
     int32_t cur = cid;
     int64_t n = 0;
     while (n < longest) {
       const int32_t nxt = into[0];
-      for (int32_t x : into)
-        if (x != nxt) return -1;
+      for (size_t k = 0; k < plain.size(); ++k)
+        if (into[k] != nxt) return -1;
       if (nxt == kDead) return n;
       if (nxt == cur) return longest;  // a loop: any length
       cur = nxt;
@@ -1708,7 +1715,9 @@ class ConfigIndex final : public structgen::IndexView {
       auto it = mb_targets_.find(cid);
       if (it != mb_targets_.end()) return it->second;
     }
-    std::vector<int32_t> found, states, after;
+    static thread_local std::vector<int32_t> found_tl, states_tl, after_tl;
+    structgen::Scratch<std::vector<int32_t>> found_s(found_tl), states_s(states_tl), after_s(after_tl);
+    std::vector<int32_t>&found = found_s.value, &states = states_s.value, &after = after_s.value;
     bool stop = false;
     for (const auto& seq : V.mb_seqs) {
       states.assign(1, cid);
@@ -1776,7 +1785,27 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<Frame> stacks_;
   std::vector<int64_t> stack_dist_;
   IdTable stack_ids_;
-  std::vector<std::vector<int32_t>> configs_;
+  // each configuration's stack ids, sorted: config_data_[config_off_[c], config_off_[c + 1])
+  // (flat: a vector per configuration was an allocation per new configuration, a few per
+  // first-visit fill). Read under mu_; interning a configuration may move the data.
+  std::vector<int32_t> config_data_;
+  std::vector<int64_t> config_off_{0};
+  struct ConfigStacks {
+    const int32_t* b;
+    const int32_t* e;
+    const int32_t* begin() const { return b; }
+    const int32_t* end() const { return e; }
+    size_t size() const { return static_cast<size_t>(e - b); }
+    int32_t operator[](size_t k) const { return b[k]; }
+    bool equals(const std::vector<int32_t>& v) const {
+      return v.size() == size() && std::equal(v.begin(), v.end(), b);
+    }
+  };
+  ConfigStacks config_of(int32_t c) const {
+    const int32_t* d = config_data_.data();
+    return {d + config_off_[c], d + config_off_[c + 1]};
+  }
+  size_t config_count() const { return config_off_.size() - 1; }
   std::vector<uint8_t> accepting_;
   std::vector<int64_t> config_dist_;
   IdTable config_ids_;

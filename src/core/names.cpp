@@ -36,6 +36,7 @@
 #include "fa.hpp"
 #include "index_view.hpp"
 #include "pool.hpp"
+#include "scratch.hpp"
 
 namespace py = pybind11;
 
@@ -671,7 +672,7 @@ inline bool bit_at(const uint32_t* bits, int32_t t) { return (bits[t >> 5] >> (t
 struct ClearedRow {
   uint32_t* w;
   int64_t words;                 // of the grammar's masks: tokens past them are never allowed
-  std::vector<int32_t> touched;  // word indexes, repeats allowed
+  std::vector<int32_t>& touched;  // word indexes, repeats allowed (a Scratch buffer)
   void clear(int32_t t) {
     if ((t >> 5) >= words) return;
     w[t >> 5] &= ~(uint32_t(1) << (t & 31));
@@ -745,7 +746,9 @@ class NameIndex {
     // a row as wide as the mask is worked on in place; a narrower one through a copy
     std::vector<uint32_t> copy;
     if (row_words < w) copy.assign(mask, mask + w);
-    ClearedRow out{row_words < w ? copy.data() : row, w, {}};
+    static thread_local std::vector<int32_t> touched_tl;
+    structgen::Scratch<std::vector<int32_t>> touched(touched_tl);
+    ClearedRow out{row_words < w ? copy.data() : row, w, touched.value};
     clear_duplicate_closers(st, cid, mask, out);
     clear_dead_names(st, cid, mask, out);
     clear_dead_separators(st, cid, mask, out);
@@ -860,18 +863,20 @@ class NameIndex {
   }
 
   // Ids of the tokens in `bits` that `mask` allows, ascending.
-  Ids allowed_of(const uint32_t* mask, const Bits& bits) const {
-    Ids out;
+  // visit(t) for every token t of `bits` set in `mask`, in order. A word is read once, before
+  // its tokens are visited: a visit may clear its own token in `mask` (no list is built: a
+  // first clear made two or three of them, each a few allocations).
+  template <class Visit>
+  void each_allowed(const uint32_t* mask, const Bits& bits, Visit&& visit) const {
     const int64_t w = ix_->words();
     for (int32_t k : bits.nz) {
       if (k >= w) break;
       uint32_t hits = mask[k] & bits[k];
       while (hits) {
-        out.push_back(static_cast<int32_t>(k * 32 + __builtin_ctz(hits)));
+        visit(static_cast<int32_t>(k * 32 + __builtin_ctz(hits)));
         hits &= hits - 1;
       }
     }
-    return out;
   }
 
   // The allowed tokens that would write a name twice in one object from `st`. A token closes
@@ -913,15 +918,15 @@ class NameIndex {
         if (l->object && has_name(l->names.get(), name)) return true;
       return false;
     };
-    for (int32_t t : allowed_of(mask, *simulate)) {
+    each_allowed(mask, *simulate, [&](int32_t t) {
       if (use_between) {
         auto it = T.between.find(t);
-        if (it != T.between.end() && !written(it->second)) continue;
+        if (it != T.between.end() && !written(it->second)) return;
       }
-      if (!bit_at(row.w, t)) continue;
+      if (!bit_at(row.w, t)) return;
       const std::string& bytes = T.tb[t];
       if (writes_duplicate(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())) row.clear(t);
-    }
+    });
   }
 
   // Candidate tokens of the dead-end check from `st` (memoised per object names, name so far
@@ -929,7 +934,9 @@ class NameIndex {
   // so they are looked up from the written names (plain tokens inside a name, by the bytes
   // after their last quote before one).
   std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
-    std::string key;
+    static thread_local std::string key_tl;  // (a memo hit, the usual case, allocates nothing)
+    structgen::Scratch<std::string> key_s(key_tl);
+    std::string& key = key_s.value;
     key.push_back(static_cast<char>(st.mode));
     put_name(key, prefix);
     if (names != nullptr)
@@ -991,7 +998,7 @@ class NameIndex {
     auto out = std::make_shared<const Ids>(std::move(ids));
     std::lock_guard<std::mutex> g(mu_);
     if (candidates_.size() >= 4096) candidates_.clear();  // the same objects recur in one output
-    candidates_.emplace(std::move(key), out);
+    candidates_.emplace(key, out);
     return out;
   }
 
@@ -1010,18 +1017,21 @@ class NameIndex {
       if (!prefix) return;
     }
     std::shared_ptr<const Ids> cands = candidates(st, any ? names : nullptr, prefix);
-    Ids ids;
+    static thread_local Ids more_tl, ids_tl, live_tl;
+    structgen::Scratch<Ids> ids(ids_tl), live_s(live_tl);
+    const Ids* source = cands.get();
     if (st.mode == kKey) {
       // a token may also end this name and start the next one (`":1,"a`: an even number of
       // quotes, or escapes)
-      Ids more = allowed_of(mask, tables_->reopen);
-      std::set_union(cands->begin(), cands->end(), more.begin(), more.end(), std::back_inserter(ids));
-    } else {
-      ids = *cands;
+      structgen::Scratch<Ids> more(more_tl);
+      each_allowed(mask, tables_->reopen, [&more](int32_t t) { more.value.push_back(t); });
+      std::set_union(cands->begin(), cands->end(), more.value.begin(), more.value.end(),
+                     std::back_inserter(ids.value));
+      source = &ids.value;
     }
     const int64_t limit = ix_->words() * 32;
-    Ids live;
-    for (int32_t t : ids)
+    Ids& live = live_s.value;
+    for (int32_t t : *source)
       if (t < limit && bit_at(row.w, t)) live.push_back(t);
     const NameTables& T = *tables_;
     NameState after;
@@ -1061,28 +1071,29 @@ class NameIndex {
     // whole mask (in a string value that is most of the vocabulary). Inside a string, past
     // any escape, a token without a quote or backslash stays in the string: not one of them.
     const bool in_string = st.mode != kOutside && !st.esc;
-    for (int32_t t : allowed_of(row.w, in_string ? T.commas_quoted : T.commas)) {
+    // (row.clear(t) clears the token being visited: each_allowed has read its word)
+    each_allowed(row.w, in_string ? T.commas_quoted : T.commas, [&](int32_t t) {
       const std::string& bytes = T.tb[t];
       uint8_t mode_after;
       bool expect_after;
       if (scan(st, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), false, mode_after, expect_after) ==
               kScanned &&
           (mode_after != kOutside || !expect_after))
-        continue;  // not right after a separator
+        return;  // not right after a separator
       const Fed fed = feed(st, bytes, after);
-      if (fed == kDuplicate) continue;
+      if (fed == kDuplicate) return;
       const NameState& a = fed == kSame ? st : after;
       const Names* names = a.top_names();
-      if (a.mode != kOutside || !a.expect_key || names == nullptr || names->empty()) continue;
+      if (a.mode != kOutside || !a.expect_key || names == nullptr || names->empty()) return;
       const int32_t succ =
           ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
-      if (succ == 0) continue;
+      if (succ == 0) return;
       const int32_t open = ix_->step_bytes(succ, &quote, 1);
-      if (open == 0) continue;
+      if (open == 0) return;
       NameState in_name;
-      if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) continue;
+      if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) return;
       if (!ends_fresh(open, in_name, chains)) row.clear(t);
-    }
+    });
   }
 
   // can_end_fresh's memo key: a configuration and a state by content. The containers' part
@@ -1119,15 +1130,21 @@ class NameIndex {
       c.chain = a.top ? chain_key_of(a.top.get()) : nullptr;
       c.hash = c.chain ? std::hash<std::string>()(*c.chain) : 0;
     }
-    EndKey key{cid, c.chain, std::string(), 0};
-    put_position(key.position, a);
+    // the position is written into this thread's buffer and lent to the key: a memo hit
+    // gives it back (no allocation), a new entry keeps it
+    static thread_local std::string position_tl;
+    structgen::Scratch<std::string> position(position_tl);
+    put_position(position.value, a);
     size_t h = c.hash * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(cid);
-    h ^= std::hash<std::string>()(key.position) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    key.hash = h;
+    h ^= std::hash<std::string>()(position.value) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    EndKey key{cid, c.chain, std::move(position.value), h};
     {
       std::lock_guard<std::mutex> g(mu_);
       auto it = ends_.find(key);
-      if (it != ends_.end()) return it->second;
+      if (it != ends_.end()) {
+        position.value = std::move(key.position);
+        return it->second;
+      }
     }
     const bool fresh = can_end_fresh(cid, a);
     std::lock_guard<std::mutex> g(mu_);
@@ -1180,8 +1197,13 @@ class NameIndex {
   Search fresh_name(int32_t cid, const NameState& st, int64_t max_nodes, Found* found) {
     if (st.mode != kKey) throw std::logic_error("internal: a fresh-name search outside a name");
     const Names* names = st.top_names();
-    std::string arena = st.key;
-    std::vector<KeyNode> nodes;
+    static thread_local std::string arena_tl;
+    static thread_local std::vector<KeyNode> nodes_tl;
+    structgen::Scratch<std::string> arena_s(arena_tl);
+    structgen::Scratch<std::vector<KeyNode>> nodes_s(nodes_tl);
+    std::string& arena = arena_s.value;
+    std::vector<KeyNode>& nodes = nodes_s.value;
+    arena = st.key;
     nodes.push_back(KeyNode{cid, -1, 0, static_cast<uint32_t>(st.key.size()), st.esc, 0});
     Name probe;
     int32_t after = 0;
