@@ -397,3 +397,29 @@ def test_distances_see_a_transition_on_every_byte():
             final = np.array([False, True, False])
             dist = _core.distances(trans, final, *no_calls, np.zeros(0, np.int64), automaton.UNREACHABLE)
             assert dist.tolist() == [1, 0, automaton.UNREACHABLE], (b, other)
+
+
+def test_completion_distances_memo_is_keyed_by_callee_costs(monkeypatch):
+    # Two grammars share their start rule's table through the rule cache (same expression,
+    # same callee number) while the callee's shortest match differs (1 byte, then 3): the
+    # memoised distances of the shared table are kept per callee cost, each equal to the
+    # reference's, and a third grammar like the first reuses the first's array.
+    from structgen.grammar import Grammar
+
+    monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
+    monkeypatch.setattr(automaton, "_DISTANCES", automaton._DistanceMemo())
+    short = 'start: "a" x "c"\nx: "b" | "(" x ")"'
+    pdas = [build_automaton(Grammar.from_lark(text)) for text in (short, short.replace('"b"', '"bbb"'), short)]
+    assert pdas[0].rules[0].trans is pdas[1].rules[0].trans  # one shared table
+    dists = [automaton.completion_distances(p) for p in pdas]
+    for p, d in zip(pdas, dists):
+        ref = reference_automaton.completion_distances(p)
+        assert all(np.array_equal(a, b) for a, b in zip(d, ref))
+    assert int(dists[0][0][0]) == 3 and int(dists[1][0][0]) == 5  # "abc", "abbbc"
+    assert dists[2][0] is dists[0][0] and not dists[0][0].flags.writeable
+    # the same table with other final states (an automaton made by hand) is not a memo hit
+    rule = pdas[0].rules[0]
+    every_final = np.ones_like(rule.final)
+    other = automaton.PushdownAutomaton((automaton.RuleDFA(rule.name, rule.trans, every_final, rule.calls, rule.csr),
+                                         *pdas[0].rules[1:]), 0)
+    assert int(automaton.completion_distances(other)[0][0]) == 0

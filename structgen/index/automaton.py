@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+import weakref
 from collections import OrderedDict
 from itertools import chain
 from dataclasses import dataclass, field
@@ -483,6 +484,56 @@ UNREACHABLE = 1 << 60
 """Distance of a state from which a rule cannot end (never kept after trimming)."""
 
 
+class _DistanceMemo:
+    """Completion distances of the rule automata that grammars share (the rule cache's
+    read-only tables), per shortest match of each callee of the rule.
+
+    A rule's distances depend on its table and on what its calls cost, nothing else. The
+    schemas of a process repeat rules (the any-value rule of every object's free members),
+    and their Dijkstras were most of building a median schema's token index once the
+    rules themselves came from the cache. An entry lives as long as its table (a weak
+    reference: dropped from the rule cache and from every grammar, it goes), with at most
+    :attr:`VARIANTS` callee costs kept per table.
+    """
+
+    VARIANTS = 8
+
+    def __init__(self) -> None:
+        # id(trans) -> (weak reference to trans, its final states, {callee costs: distances});
+        # read and written under the GIL only (dict operations), so that a table's collection
+        # in any thread can drop its entry without a lock
+        self._by_rule: dict[int, tuple[weakref.ref, np.ndarray, dict[bytes, np.ndarray]]] = {}
+
+    def get(self, trans: np.ndarray, final: np.ndarray, costs: bytes) -> np.ndarray | None:
+        hit = self._by_rule.get(id(trans))
+        if hit is None or hit[0]() is not trans or hit[1] is not final:
+            return None
+        return hit[2].get(costs)
+
+    def put(self, trans: np.ndarray, final: np.ndarray, costs: bytes, dist: np.ndarray) -> None:
+        if trans.flags.writeable:  # not a cached table: built for one grammar only
+            return
+        key = id(trans)
+        hit = self._by_rule.get(key)
+        if hit is None or hit[0]() is not trans or hit[1] is not final:
+            by_rule = self._by_rule
+
+            def drop(ref: weakref.ref, key: int = key) -> None:
+                entry = by_rule.get(key)
+                if entry is not None and entry[0] is ref:
+                    by_rule.pop(key, None)
+
+            hit = by_rule[key] = (weakref.ref(trans, drop), final, {})
+        variants = hit[2]
+        if len(variants) >= self.VARIANTS:
+            variants.clear()
+        dist.flags.writeable = False  # shared by every grammar with this rule
+        variants[costs] = dist
+
+
+_DISTANCES = _DistanceMemo()
+
+
 def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     """Per rule, per state: the fewest bytes from that state to the rule's end.
 
@@ -493,7 +544,8 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
     state of any rule is a trap, and a configuration's shortest completion is the cheapest
     of its stacks (each frame's distance plus those of the return states below it).
 
-    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end.
+    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end (read-only where the rule's
+    table is shared through the rule cache: they are shared too, see :class:`_DistanceMemo`).
     """
     rules = pda.rules
     n = len(rules)
@@ -525,8 +577,13 @@ def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
         rule = rules[r]
         if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
             dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
-        else:  # Dijkstra backwards from the final states (native)
-            dist[r] = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
+        else:  # Dijkstra backwards from the final states (native), unless memoised
+            callee_costs = costs[csr[r][1][:, 0]].tobytes()
+            d = _DISTANCES.get(rule.trans, rule.final, callee_costs)
+            if d is None:
+                d = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
+                _DISTANCES.put(rule.trans, rule.final, callee_costs, d)
+            dist[r] = d
         if int(dist[r][0]) != minlen[r]:
             minlen[r] = int(dist[r][0])
             costs[r] = minlen[r]
