@@ -1130,21 +1130,15 @@ class NameIndex {
       c.chain = a.top ? chain_key_of(a.top.get()) : nullptr;
       c.hash = c.chain ? std::hash<std::string>()(*c.chain) : 0;
     }
-    // the position is written into this thread's buffer and lent to the key: a memo hit
-    // gives it back (no allocation), a new entry keeps it
-    static thread_local std::string position_tl;
-    structgen::Scratch<std::string> position(position_tl);
-    put_position(position.value, a);
+    EndKey key{cid, c.chain, std::string(), 0};
+    put_position(key.position, a);
     size_t h = c.hash * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(cid);
-    h ^= std::hash<std::string>()(position.value) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    EndKey key{cid, c.chain, std::move(position.value), h};
+    h ^= std::hash<std::string>()(key.position) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    key.hash = h;
     {
       std::lock_guard<std::mutex> g(mu_);
       auto it = ends_.find(key);
-      if (it != ends_.end()) {
-        position.value = std::move(key.position);
-        return it->second;
-      }
+      if (it != ends_.end()) return it->second;
     }
     const bool fresh = can_end_fresh(cid, a);
     std::lock_guard<std::mutex> g(mu_);
