@@ -862,7 +862,6 @@ class NameIndex {
     return out;
   }
 
-  // Ids of the tokens in `bits` that `mask` allows, ascending.
   // visit(t) for every token t of `bits` set in `mask`, in order. A word is read once, before
   // its tokens are visited: a visit may clear its own token in `mask` (no list is built: a
   // first clear made two or three of them, each a few allocations).
