@@ -43,6 +43,7 @@ def _build(grammar, reference: bool, monkeypatch, **kw):
         if reference:
             m.setattr(automaton, "_rule_dfa", reference_automaton.rule_dfa)
             m.setattr(automaton, "_trim_and_minimise", reference_automaton.trim_and_minimise)
+            m.setattr(automaton, "BUILD_THREADS", 1)  # no rule built natively ahead
         return build_automaton(grammar, **kw)
 
 
@@ -84,6 +85,7 @@ def test_rule_dfa_outputs_equal_reference(monkeypatch):
         return got
 
     monkeypatch.setattr(automaton, "_rule_dfa", both)
+    monkeypatch.setattr(automaton, "BUILD_THREADS", 1)  # every rule through _rule_dfa
     monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
     monkeypatch.setattr(automaton._RuleDFAs, "put", lambda *a: None)  # every rule built, none cached
     for _, schema in GRAMMARS:
@@ -118,6 +120,85 @@ def test_size_limit_reports_the_same_count(monkeypatch):
             _build(grammar, reference, monkeypatch, max_states=500)
         errors.append(str(info.value))
     assert errors[0] == errors[1] and "DFA states" in errors[0]
+
+
+def _ahead(grammar, threads: int, monkeypatch, **kw):
+    """build_automaton with a fresh rule cache, rules built ahead on ``threads`` threads
+    whatever the grammar's size (1: one after the other in the loop)."""
+    with monkeypatch.context() as m:
+        m.setattr(automaton, "_RULES", automaton._RuleDFAs())
+        m.setattr(automaton, "BUILD_THREADS", threads)
+        m.setattr(automaton, "AHEAD_MIN_NODES", 0)
+        return build_automaton(grammar, **kw)
+
+
+def _spy_ahead(monkeypatch) -> list[int]:
+    """Per call of _core.build_rules, how many rules it built."""
+    counts: list[int] = []
+    native = automaton._core.build_rules
+
+    def spy(*args):
+        out = native(*args)
+        counts.append(sum(x is not None for x in out))
+        return out
+
+    monkeypatch.setattr(automaton._core, "build_rules", spy)
+    return counts
+
+
+@pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
+def test_rules_built_ahead_equal_one_by_one(name, schema, monkeypatch):
+    """The rules built in parallel ahead of build_automaton's loop make the automaton the loop
+    makes building them one after the other."""
+    grammar = schema_to_grammar(schema)
+    _assert_same(_ahead(grammar, 2, monkeypatch, byte_alphabet=_ALPHABET),
+                 _ahead(grammar, 1, monkeypatch, byte_alphabet=_ALPHABET))
+
+
+def _pattern_ring(*parts: tuple[str, int]) -> dict:
+    """Objects in a cycle of $defs (each a called rule), each with a string of pattern
+    ``^[xy]*x[xy]{k}$``: small NFAs, DFAs of 2^k states and more."""
+    names = [chr(ord("a") + i) for i in range(len(parts))]
+    defs = {}
+    for i, ((pair, k), name) in enumerate(zip(parts, names)):
+        x, y = pair
+        defs[name] = {"type": "object", "properties": {
+            "p": {"type": "string", "pattern": f"^[{x}{y}]*{x}[{x}{y}]{{{k}}}$"},
+            "n": {"$ref": f"#/$defs/{names[(i + 1) % len(names)]}"}}}
+    return {"$defs": defs, "$ref": "#/$defs/a"}
+
+
+def test_rules_built_ahead_keep_the_size_limit(monkeypatch):
+    """Built ahead, each rule had the whole budget less the cached rules'; the loop takes a
+    result only where it fits the states left at that rule. So for every limit around the
+    rules' budgets and running totals, the outcome is the one-by-one build's: the same
+    automaton, or the same error at the same rule and location."""
+    grammar = schema_to_grammar(_pattern_ring(("ab", 5), ("cd", 6), ("ef", 4), ("gh", 7)))
+    counts = _spy_ahead(monkeypatch)
+    needs: list[tuple[int, int]] = []  # (DFA budget it needs, states kept) per rule, in order
+    put = automaton._RuleDFAs.put
+    with monkeypatch.context() as m:
+        m.setattr(automaton._RuleDFAs, "put", lambda self, key, need, built: (
+            needs.append((need[1], built[0][0].shape[0])), put(self, key, need, built))[1])
+        _ahead(grammar, 2, monkeypatch)
+    assert len(needs) >= 5 and counts[-1] >= 5  # several rules, all built ahead
+    running = np.cumsum([0] + [kept for _, kept in needs]).tolist()
+    limits = sorted({before + need + d for before, (need, _) in zip(running, needs) for d in (-1, 0, 1)}
+                    | {x + d for x in running for d in (-1, 0, 1)} - {0, -1})
+    outcomes = {"ok": 0, "error": 0}
+    for limit in limits:
+        got = []
+        for threads in (2, 1):
+            try:
+                pda = _ahead(grammar, threads, monkeypatch, max_states=limit)
+                got.append(("ok", [r.trans.tobytes() for r in pda.rules if isinstance(r, automaton.RuleDFA)]))
+            except AutomatonSizeError as exc:
+                got.append(("error", (str(exc), exc.reached, exc.pointer)))
+        assert got[0] == got[1], limit
+        outcomes[got[0][0]] += 1
+    assert outcomes["ok"] and outcomes["error"]  # both sides of the limit were met
+    # within some limits builds were stopped, or refused, and left to the loop
+    assert any(0 < c < len(needs) - 1 for c in counts[1:])
 
 
 FREE = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True}

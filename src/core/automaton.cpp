@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "fa.hpp"
+#include "pool.hpp"
 
 namespace py = pybind11;
 
@@ -372,87 +374,148 @@ py::tuple trim_minimise(const i32& trans, const b8& final_, const i64& call_off,
   return byte_table_out(m);
 }
 
-// One rule's automaton, all of it here: build_dfa() of node `root` (bytes, calls kept), bytes
-// outside `alphabet` (bool[256]) removed, then trim_minimal() with every one of the `n_rules`
-// callees taken as productive. The same result as those steps apart, without the (n, 256)
-// tables between them. Returns (trans, final, call_off, call_edge, nfa_states, alone,
-// dfa_need), or (kind, reached) past a limit (as build_dfa). The build fits exactly the limits
-// with max_nfa - nfa_used >= nfa_states and max_dfa - dfa_used >= dfa_need.
-py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t max_nfa, int64_t nfa_used,
-                     int64_t max_dfa, int64_t dfa_used, const b8& alphabet, int64_t n_rules) {
-  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
-  if (alphabet.size() != 256) throw std::invalid_argument("alphabet must be bool[256]");
-  const fa::Expr e{nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size())};
-  const bool* A = alphabet.data();
+// One rule's automaton built (RuleBuild): the DFA, its NFA's size, whether the start state
+// reaches a final state by bytes alone, and the smallest DFA budget the build fits.
+struct RuleBuild {
   fa::DFA m;
   int64_t nfa_states = 0, dfa_need = 0;
+  bool alone = false;
+};
+
+// build_dfa() of node `root` (bytes, calls kept), bytes outside `alphabet` (bool[256]) removed,
+// then trim_minimal() with every one of the `n_rules` callees taken as productive. Called
+// without the GIL; throws fa::LimitHit past a limit, fa::BadInput on bad nodes.
+RuleBuild build_rule_alone(const fa::Expr& e, int32_t root, int64_t max_nfa, int64_t nfa_used, int64_t max_dfa,
+                           int64_t dfa_used, const bool* A, int64_t n_rules) {
+  RuleBuild out;
+  fa::DFA d = expr_dfa(e, root, true, max_nfa, nfa_used, max_dfa, dfa_used, out.nfa_states);
+  out.dfa_need = d.need;
+  // bytes no token contains: the alphabet's runs of allowed bytes, once; each row keeps its
+  // overlaps with them (a test per byte of every row was most of this call's own time on
+  // large rules)
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  for (int32_t b = 0; b < 256;) {
+    if (!A[b]) {
+      ++b;
+      continue;
+    }
+    int32_t end = b;
+    while (end + 1 < 256 && A[end + 1]) ++end;
+    runs.emplace_back(b, end);
+    b = end + 1;
+  }
+  fa::DFA cut;
+  cut.rows.reserve(d.rows.size());
+  cut.row_off.reserve(d.row_off.size());
+  for (int64_t s = 0; s < d.size(); ++s) {
+    for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
+      const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], x = d.rows[3 * k + 2];
+      for (const auto& [a, z] : runs) {
+        if (z < lo) continue;
+        if (a > hi) break;
+        fa::push3(cut.rows, std::max(a, lo), std::min(z, hi), x);
+      }
+    }
+    cut.row_off.push_back(static_cast<int64_t>(cut.rows.size() / 3));
+  }
+  cut.final = std::move(d.final);
+  cut.call_off = std::move(d.call_off);
+  cut.calls = std::move(d.calls);
+  const int64_t R = std::max<int64_t>(n_rules, 0);
+  std::unique_ptr<bool[]> productive(new bool[R + 1]);
+  std::fill(productive.get(), productive.get() + R + 1, true);
+  out.m = trim_minimal(cut, productive.get(), R);
+  // whether the start state reaches a final state by bytes alone: such a rule is productive
+  // whatever its callees are (the caller's productivity pass then skips it)
+  const fa::DFA& m = out.m;
+  std::vector<char> seen(m.size(), 0);
+  std::vector<int32_t> stack;
+  if (m.size()) {
+    seen[0] = 1;
+    stack.push_back(0);
+  }
+  while (!stack.empty() && !out.alone) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    out.alone = m.final[s];
+    for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
+      if (!seen[m.rows[3 * k + 2]]) {
+        seen[m.rows[3 * k + 2]] = 1;
+        stack.push_back(m.rows[3 * k + 2]);
+      }
+  }
+  return out;
+}
+
+// (trans, final, call_off, call_edge, nfa_states, alone, dfa_need): build_rule's result
+py::tuple rule_out(const RuleBuild& b) {
+  py::tuple t = byte_table_out(b.m);
+  return py::make_tuple(t[0], t[1], t[2], t[3], b.nfa_states, b.alone, b.dfa_need);
+}
+
+void check_rule_input(const i32& nodes, const b8& alphabet) {
+  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
+  if (alphabet.size() != 256) throw std::invalid_argument("alphabet must be bool[256]");
+}
+
+// One rule's automaton, all of it here (build_rule_alone): the same result as build_dfa(),
+// the alphabet cut and trim_minimise() apart, without the (n, 256) tables between them.
+// Returns (trans, final, call_off, call_edge, nfa_states, alone, dfa_need), or (kind, reached)
+// past a limit (as build_dfa). The build fits exactly the limits with
+// max_nfa - nfa_used >= nfa_states and max_dfa - dfa_used >= dfa_need.
+py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t max_nfa, int64_t nfa_used,
+                     int64_t max_dfa, int64_t dfa_used, const b8& alphabet, int64_t n_rules) {
+  check_rule_input(nodes, alphabet);
+  const fa::Expr e{nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size())};
+  RuleBuild b;
   try {
     py::gil_scoped_release release;
-    fa::DFA d = expr_dfa(e, root, true, max_nfa, nfa_used, max_dfa, dfa_used, nfa_states);
-    dfa_need = d.need;
-    // bytes no token contains: each row keeps its runs of allowed bytes
-    // the alphabet's runs of allowed bytes, once; each row keeps its overlaps with them (a
-    // test per byte of every row was most of this call's own time on large rules)
-    std::vector<std::pair<int32_t, int32_t>> runs;
-    for (int32_t b = 0; b < 256;) {
-      if (!A[b]) {
-        ++b;
-        continue;
-      }
-      int32_t end = b;
-      while (end + 1 < 256 && A[end + 1]) ++end;
-      runs.emplace_back(b, end);
-      b = end + 1;
-    }
-    fa::DFA cut;
-    cut.rows.reserve(d.rows.size());
-    cut.row_off.reserve(d.row_off.size());
-    for (int64_t s = 0; s < d.size(); ++s) {
-      for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
-        const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], x = d.rows[3 * k + 2];
-        for (const auto& [a, z] : runs) {
-          if (z < lo) continue;
-          if (a > hi) break;
-          fa::push3(cut.rows, std::max(a, lo), std::min(z, hi), x);
-        }
-      }
-      cut.row_off.push_back(static_cast<int64_t>(cut.rows.size() / 3));
-    }
-    cut.final = std::move(d.final);
-    cut.call_off = std::move(d.call_off);
-    cut.calls = std::move(d.calls);
-    const int64_t R = std::max<int64_t>(n_rules, 0);
-    std::unique_ptr<bool[]> productive(new bool[R + 1]);
-    std::fill(productive.get(), productive.get() + R + 1, true);
-    m = trim_minimal(cut, productive.get(), R);
+    b = build_rule_alone(e, root, max_nfa, nfa_used, max_dfa, dfa_used, alphabet.data(), n_rules);
   } catch (const fa::LimitHit& hit) {
     return py::make_tuple(hit.kind, hit.reached);
   } catch (const fa::BadInput& err) {
     throw std::invalid_argument(err.what());
   }
-  // whether the start state reaches a final state by bytes alone: such a rule is productive
-  // whatever its callees are (the caller's productivity pass then skips it)
-  bool alone = false;
+  return rule_out(b);
+}
+
+// build_rule() of several roots at once, on up to `threads` threads of the native pool (a
+// large schema's compile builds hundreds of rules, each independent of the others). Each
+// build gets the DFA budget max_states - used (its NFA max_states alone), and no build starts
+// once the states built pass max_states - used in all. Returns per root build_rule's tuple,
+// or None where the root was not built: past a limit, on bad nodes, or not started. The
+// caller replays the rules in order against its own running budget, building the None ones
+// one by one (which raises where a limit is passed), so the outcome is that of building
+// them one after the other.
+py::list build_rules(const i32& nodes, const i32& data, const i32& roots, int64_t max_states, int64_t used,
+                     const b8& alphabet, int64_t n_rules, int threads) {
+  check_rule_input(nodes, alphabet);
+  if (roots.ndim() != 1) throw std::invalid_argument("roots must be 1-D");
+  const fa::Expr e{nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size())};
+  const int64_t n = roots.shape(0);
+  const int32_t* R = roots.data();
+  const bool* A = alphabet.data();
+  std::vector<std::unique_ptr<RuleBuild>> built(static_cast<size_t>(n));
   {
-    std::vector<char> seen(m.size(), 0);
-    std::vector<int32_t> stack;
-    if (m.size()) {
-      seen[0] = 1;
-      stack.push_back(0);
-    }
-    while (!stack.empty() && !alone) {
-      const int32_t s = stack.back();
-      stack.pop_back();
-      alone = m.final[s];
-      for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
-        if (!seen[m.rows[3 * k + 2]]) {
-          seen[m.rows[3 * k + 2]] = 1;
-          stack.push_back(m.rows[3 * k + 2]);
-        }
-    }
+    py::gil_scoped_release release;
+    std::atomic<int64_t> states{0};
+    std::atomic<bool> stop{false};
+    structgen::Pool::get().parallel_for(n, threads, [&](int64_t i) {
+      if (stop.load(std::memory_order_relaxed)) return;
+      try {
+        auto b = std::make_unique<RuleBuild>(build_rule_alone(e, R[i], max_states, 0, max_states, used, A, n_rules));
+        if (states.fetch_add(b->m.size()) + b->m.size() > max_states - used) stop.store(true);
+        built[static_cast<size_t>(i)] = std::move(b);
+      } catch (const fa::LimitHit&) {
+        stop.store(true);  // the replay builds this one alone, and raises
+      } catch (const fa::BadInput&) {
+        stop.store(true);
+      }
+    });
   }
-  py::tuple out = byte_table_out(m);
-  return py::make_tuple(out[0], out[1], out[2], out[3], nfa_states, alone, dfa_need);
+  py::list out;
+  for (const auto& b : built) out.append(b ? py::object(rule_out(*b)) : py::object(py::none()));
+  return out;
 }
 
 
@@ -643,6 +706,8 @@ void register_automaton(py::module_& m) {
         py::arg("productive"));
   m.def("build_rule", &build_rule, py::arg("nodes"), py::arg("data"), py::arg("root"), py::arg("max_nfa"),
         py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"), py::arg("alphabet"), py::arg("n_rules"));
+  m.def("build_rules", &build_rules, py::arg("nodes"), py::arg("data"), py::arg("roots"), py::arg("max_states"),
+        py::arg("used"), py::arg("alphabet"), py::arg("n_rules"), py::arg("threads"));
   m.def("rule_key", &rule_key, py::arg("nodes"), py::arg("data"), py::arg("root"));
   m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));

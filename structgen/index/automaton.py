@@ -14,6 +14,7 @@ construction and minimisation run in the native core (structgen._core).
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -100,7 +101,51 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     if len(out) == 2:
         kind, reached = out
         raise _too_large("NFA" if kind == 0 else "DFA", int(reached) + (kind == 1), max_states)
+    return _rule_result(out)
+
+
+def _rule_result(out: tuple):
+    """``_core.build_rule``'s tuple as :func:`_rule_dfa` returns it."""
     return out[0], out[1], out[2], out[3], bool(out[5]), (int(out[4]), int(out[6]))
+
+
+BUILD_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads building a grammar's new rule automata at once (the native pool's, GIL released)."""
+
+AHEAD_MIN_NODES = 2_000
+"""Rules are built ahead in parallel only for a grammar of this many serialized expression
+nodes or more: a median schema builds one or two small rules, cheaper than waking threads."""
+
+
+def _build_ahead(arrays: tuple[np.ndarray, np.ndarray], roots: Mapping[str, int], keys: Mapping[str, bytes],
+                 max_states: int, alphabet: np.ndarray, n_rules: int) -> dict[bytes, tuple]:
+    """The rules not in the rule cache, built in parallel ahead of :func:`build_automaton`'s
+    loop (``_core.build_rules``): per rule key, :func:`_rule_dfa`'s result. Each build
+    had the whole budget less the cached rules' states; the loop takes a result only where it
+    fits the budget left at that rule, and builds any other rule itself, as before, so sizes,
+    limits and errors are those of building the rules one after the other. Empty when there
+    is too little to build for threads to pay."""
+    if BUILD_THREADS < 2:
+        return {}
+    if len(arrays[0]) < AHEAD_MIN_NODES:
+        return {}
+    todo: dict[bytes, int] = {}  # rule key -> root node, in the loop's order
+    seen: set[bytes] = set()
+    cached = 0  # states of the cached rules: a lower bound of the states before any rule
+    for name, key in keys.items():
+        if key in seen:
+            continue
+        seen.add(key)
+        hit = _RULES.peek(key)
+        if hit is None:
+            todo[key] = roots[name]
+        else:
+            cached += hit[0][0].shape[0]
+    if len(todo) < 2:
+        return {}
+    built = _core.build_rules(arrays[0], arrays[1], np.fromiter(todo.values(), np.int32, len(todo)), max_states,
+                              cached, alphabet, n_rules, BUILD_THREADS)
+    return {key: _rule_result(out) for key, out in zip(todo, built) if out is not None}
 
 
 class _RuleDFAs:
@@ -134,6 +179,13 @@ class _RuleDFAs:
                 return None
             self._entries.move_to_end(key)
             return hit[1]
+
+    def peek(self, key: bytes) -> tuple | None:
+        """The entry of ``key`` whatever the budgets (``get`` checks them), else None; does not
+        count as a use."""
+        with self._lock:
+            hit = self._entries.get(key)
+            return None if hit is None else hit[1]
 
     def put(self, key: bytes, need: tuple[int, int] | None, built: tuple) -> None:
         (trans, final, calls), rule_csr, ends = built
@@ -394,6 +446,9 @@ def build_automaton(
     total = 0
     alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
     alphabet_key = alphabet.tobytes()
+    keys = {name: _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet_key
+            for name in called_names if name not in counters}
+    ahead = _build_ahead(arrays, roots, keys, max_states, alphabet, len(called_names))
     for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
@@ -409,14 +464,16 @@ def build_automaton(
         # no state is kept whose only way forward needs one (no dead ends in the masks). The
         # DFA is minimal before it is counted and kept (every callee taken as productive
         # here: exact, merging only states with the same future; trimming comes below).
-        key = _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet_key
+        key = keys[name]
         built = _RULES.get(key, max_states, max_states - total)
         if built is None:
-            try:
-                m_trans, m_final, call_off, call_edge, ends, need = _rule_dfa(
-                    arrays, roots[name], max_states, total, alphabet, len(called_names))
-            except AutomatonSizeError as exc:
-                raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
+            out = ahead.get(key)
+            if out is None or out[5][1] > max_states - total:  # not built ahead, or past the budget here
+                try:
+                    out = _rule_dfa(arrays, roots[name], max_states, total, alphabet, len(called_names))
+                except AutomatonSizeError as exc:
+                    raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
+            m_trans, m_final, call_off, call_edge, ends, need = out
             if len(m_final):
                 built = ((m_trans, m_final, _calls_lists(call_off, call_edge)), (call_off, call_edge), ends)
             else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
