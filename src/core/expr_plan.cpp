@@ -19,8 +19,6 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -50,6 +48,51 @@ int32_t as_int(PyObject* v) {
   if (x < std::numeric_limits<int32_t>::min() || x > kInt32Max) throw std::invalid_argument("integer out of range");
   return static_cast<int32_t>(x);
 }
+
+// Ids by object address, open addressing: the serializer's memo and the reference check's
+// visited set take an entry per distinct node of a grammar (tens of thousands in a large
+// schema's), where std::unordered_map allocated a node for each.
+class PointerIds {
+ public:
+  PointerIds() : slots_(256, Slot{nullptr, -1}) {}
+  // the id of `p`, or -1
+  int32_t find(const void* p) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = slot(p, mask);; i = (i + 1) & mask) {
+      if (slots_[i].key == p) return slots_[i].id;
+      if (slots_[i].key == nullptr) return -1;
+    }
+  }
+  // `p` (not null) gets `id` unless it has one; whether it was new
+  bool insert(const void* p, int32_t id) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    const size_t mask = slots_.size() - 1;
+    size_t i = slot(p, mask);
+    for (; slots_[i].key != nullptr; i = (i + 1) & mask)
+      if (slots_[i].key == p) return false;
+    slots_[i] = Slot{p, id};
+    ++size_;
+    return true;
+  }
+
+ private:
+  struct Slot {
+    const void* key;
+    int32_t id;
+  };
+  static size_t slot(const void* p, size_t mask) {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask;
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2, Slot{nullptr, -1});
+    old.swap(slots_);
+    size_ = 0;
+    for (const Slot& x : old)
+      if (x.key != nullptr) insert(x.key, x.id);
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
 
 // Serializer of expression trees (structgen.grammar: Lit, Regex, CharSet, Seq, Alt, Repeat,
 // Ref, Dfa) into nodes of four int32 (kind, a, b, c) over one int32 data array. A subtree met
@@ -105,22 +148,22 @@ class ExprSerializer {
       PyObject* e = f.e.ptr();
       const int32_t at = static_cast<int32_t>(data_.size());
       if (f.kind == kSeq || f.kind == kAlt) {
-        for (Py_ssize_t i = 0; i < n; ++i) data_.push_back(memo_.at(PySequence_Fast_GET_ITEM(kids, i)));
+        for (Py_ssize_t i = 0; i < n; ++i) data_.push_back(memo_.find(PySequence_Fast_GET_ITEM(kids, i)));
         emit(f.kind == kSeq ? fa::SEQ : fa::ALT, at, static_cast<int32_t>(n), 0);
       } else if (f.kind == kRepeat) {
         PyObject* mx = attr(e, kMax).ptr();
         const int32_t lo = clamped(attr(e, kMin).ptr()), hi = mx == Py_None ? -1 : clamped(mx);
-        emit(fa::REP, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), lo, hi);
+        emit(fa::REP, memo_.find(PySequence_Fast_GET_ITEM(kids, 0)), lo, hi);
         largest_bound_ = std::max(largest_bound_, hi >= 0 ? hi : lo);
       } else {
         const Py_ssize_t len = PyUnicode_GetLength(attr(e, kPattern).ptr());
-        emit(fa::REGEX, memo_.at(PySequence_Fast_GET_ITEM(kids, 0)), static_cast<int32_t>(std::min<Py_ssize_t>(len, kInt32Max)), 0);
+        emit(fa::REGEX, memo_.find(PySequence_Fast_GET_ITEM(kids, 0)), static_cast<int32_t>(std::min<Py_ssize_t>(len, kInt32Max)), 0);
       }
       remember(e, last());
       if (f.kind == kRegex) note_regex(e, last());
       stack.pop_back();
     }
-    return memo_.at(root.ptr());
+    return memo_.find(root.ptr());
   }
 
   // An automaton whose edges are expression nodes: edges[s] lists (node, target) pairs.
@@ -194,7 +237,7 @@ class ExprSerializer {
 
   // `e` is node `id` from now on
   void remember(PyObject* e, int32_t id) {
-    memo_.emplace(e, id);
+    memo_.insert(e, id);
     keep_.push_back(py::reinterpret_borrow<py::object>(e));  // the memo is keyed by address
   }
 
@@ -206,8 +249,8 @@ class ExprSerializer {
 
   // The node of `e` if it is serialized already or a leaf (serialized here), else -1.
   int32_t leaf(PyObject* e) {
-    auto it = memo_.find(e);
-    if (it != memo_.end()) return it->second;
+    const int32_t known = memo_.find(e);
+    if (known >= 0) return known;
     const int kind = kind_of(e);
     const int32_t at = static_cast<int32_t>(data_.size());
     switch (kind) {
@@ -289,7 +332,7 @@ class ExprSerializer {
   std::vector<py::object> attrs_;
   std::vector<int32_t> nodes_, data_, refs_;
   int32_t largest_bound_ = -1;
-  std::unordered_map<PyObject*, int32_t> memo_;
+  PointerIds memo_;
   std::vector<py::object> keep_;
 };
 
@@ -545,34 +588,46 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
   PyTypeObject* T[4];
   for (int i = 0; i < 4; ++i) T[i] = reinterpret_cast<PyTypeObject*>(classes[i].ptr());
   py::str items("items"), options("options"), item("item"), name_attr("name");
-  std::unordered_set<PyObject*> seen;
-  std::vector<py::object> stack;
+  // Nodes are held as borrowed pointers: the rules keep every node alive, and a node keeps
+  // its children's tuple alive (the expressions are immutable), so a walk over a large
+  // schema's grammar takes no reference per node (tens of thousands of nodes).
+  auto get = [](PyObject* o, const py::str& a) {
+    PyObject* v = PyObject_GetAttr(o, a.ptr());
+    if (v == nullptr) throw py::error_already_set();
+    Py_DECREF(v);  // (still owned by `o`)
+    return v;
+  };
+  PointerIds seen;
+  std::vector<PyObject*> stack, missing;
   for (auto kv : rules) {
-    std::vector<py::object> missing;
-    stack.clear();
-    stack.push_back(py::reinterpret_borrow<py::object>(kv.second));
+    missing.clear();
+    stack.assign(1, kv.second.ptr());
     while (!stack.empty()) {
-      py::object x = std::move(stack.back());
+      PyObject* x = stack.back();
       stack.pop_back();
-      PyTypeObject* t = Py_TYPE(x.ptr());
+      PyTypeObject* t = Py_TYPE(x);
       if (t == T[3]) {
-        py::object n = x.attr(name_attr);
-        const int has = PyDict_Contains(rules.ptr(), n.ptr());
+        PyObject* n = get(x, name_attr);
+        const int has = PyDict_Contains(rules.ptr(), n);
         if (has < 0) throw py::error_already_set();
-        if (!has) missing.push_back(std::move(n));
+        if (!has) missing.push_back(n);
       } else if (t == T[0] || t == T[1] || t == T[2]) {
-        if (!seen.insert(x.ptr()).second) continue;  // the rules keep every node alive
+        if (!seen.insert(x, 0)) continue;
         if (t == T[2]) {
-          stack.push_back(x.attr(item));
+          stack.push_back(get(x, item));
         } else {
-          py::object kids = x.attr(t == T[0] ? items : options);
-          for (py::handle k : kids) stack.push_back(py::reinterpret_borrow<py::object>(k));
+          PyObject* kids = get(x, t == T[0] ? items : options);
+          if (PyTuple_Check(kids)) {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kids); ++k) stack.push_back(PyTuple_GET_ITEM(kids, k));
+          } else {
+            for (py::handle k : py::reinterpret_borrow<py::object>(kids)) stack.push_back(k.ptr());
+          }
         }
       }
     }
     if (!missing.empty()) {
       py::list names;
-      for (auto& n : missing) names.append(n);
+      for (PyObject* n : missing) names.append(py::reinterpret_borrow<py::object>(n));
       names.attr("sort")();
       return py::make_tuple(kv.first, names[0]);
     }
