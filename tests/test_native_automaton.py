@@ -177,9 +177,13 @@ def test_rules_built_ahead_keep_the_size_limit(monkeypatch):
     counts = _spy_ahead(monkeypatch)
     needs: list[tuple[int, int]] = []  # (DFA budget it needs, states kept) per rule, in order
     put = automaton._RuleDFAs.put
+
+    def noting_put(self, key, need, built):
+        needs.append((need[1], built[0][0].shape[0]))
+        put(self, key, need, built)
+
     with monkeypatch.context() as m:
-        m.setattr(automaton._RuleDFAs, "put", lambda self, key, need, built: (
-            needs.append((need[1], built[0][0].shape[0])), put(self, key, need, built))[1])
+        m.setattr(automaton._RuleDFAs, "put", noting_put)
         _ahead(grammar, 2, monkeypatch)
     assert len(needs) >= 5 and counts[-1] >= 5  # several rules, all built ahead
     running = np.cumsum([0] + [kept for _, kept in needs]).tolist()
