@@ -94,6 +94,58 @@ def test_batch_fill_equals_matcher_fill_bit_for_bit(threads):
                 _walk(b, np.random.default_rng(seed), 1, info, finish=False)
 
 
+class _Sub(GrammarMatcher):
+    """Inherits the slots: read from them."""
+
+    __slots__ = ()
+
+
+class _Unconstrained(GrammarMatcher):
+    """Overrides a slot with a property: its rows come from the property (getattr)."""
+
+    __slots__ = ()
+
+    @property
+    def _terminated(self) -> bool:  # a finished row allows the stop tokens only
+        return True
+
+    @_terminated.setter
+    def _terminated(self, value: bool) -> None:  # the slot below keeps reset's False
+        GrammarMatcher._terminated.__set__(self, value)
+
+
+def test_batch_fill_reads_matchers_as_getattr_would():
+    """The batch fill reads a matcher's fields from its slots where the class resolves them
+    to slots, and through getattr otherwise: a subclass, a property over a slot, rows of
+    several classes in turn, and a matcher whose slots were never set (an error, not a crash)."""
+    info = toy_info(TOKENS)
+    compiler = GrammarCompiler(info)
+    grammars = [compiler.compile_json_schema(s) for s in SCHEMAS]
+    kinds = [GrammarMatcher, _Sub, _Unconstrained]
+    matchers = [kinds[k % 3](g) for k, g in enumerate(grammars * 2)]
+    rng = np.random.default_rng(5)
+    for m in matchers:
+        if not isinstance(m, _Unconstrained):  # (it takes no token: terminated)
+            _walk(m, rng, 3, info, finish=False)
+    words = bitmask_words(info.vocab_size)
+    got = np.full((len(matchers), words), 0x5A5A5A5A, np.int32)
+    fill_next_token_bitmasks(matchers, got)
+    expect = np.zeros_like(got)
+    stop = np.zeros(words, np.int32)
+    for t in info.stop_token_ids:
+        stop.view(np.uint32)[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    for k, m in enumerate(matchers):
+        if isinstance(m, _Unconstrained):
+            expect[k] = stop  # what its _terminated says, though its own slot says otherwise
+        else:
+            m.fill_next_token_bitmask(expect, k)
+    assert np.array_equal(got, expect)
+    assert any(not np.array_equal(got[k], stop) for k in range(len(matchers)))
+    unset = GrammarMatcher.__new__(GrammarMatcher)  # no __init__: every slot empty
+    with pytest.raises(AttributeError):
+        fill_next_token_bitmasks([matchers[0], unset], np.zeros((2, words), np.int32))
+
+
 def test_batch_fill_torch_bitmask_default_rows():
     torch = pytest.importorskip("torch")
     info = toy_info(TOKENS)

@@ -16,6 +16,7 @@
 // (shared structure), so matchers' histories, rollbacks and forks just keep pointers.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <structmember.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1406,6 +1407,50 @@ class BatchFill {
 
 }  // namespace
 
+// Fields of a class with __slots__ read straight from the instance (GrammarMatcher's, in a
+// batch fill): an attribute lookup per field and row was about a quarter of a warm 64-row
+// call. The offsets are those of the member descriptors the class resolves the names to; a
+// name that resolves to anything else (a subclass's property) leaves the class to getattr.
+class SlotReader {
+ public:
+  explicit SlotReader(std::vector<const char*> names) : names_(std::move(names)), offsets_(names_.size(), -1) {}
+  // The field `k` of `o`, borrowed; nullptr where it is not read from a slot here (another
+  // class than the last one seen whose fields are not all slots, or an unset slot): the
+  // caller then asks getattr, which gives the value or raises the error.
+  PyObject* get(PyObject* o, size_t k) {
+    PyTypeObject* t = Py_TYPE(o);
+    if (t != type_) learn(t);
+    if (!slots_) return nullptr;
+    return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + offsets_[k]);
+  }
+
+ private:
+  void learn(PyTypeObject* t) {
+    type_ = t;
+    slots_ = true;
+    for (size_t k = 0; k < names_.size(); ++k) {
+      PyObject* d = PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), names_[k]);
+      if (d == nullptr) {
+        PyErr_Clear();
+        slots_ = false;
+        return;
+      }
+      const bool member = Py_TYPE(d) == &PyMemberDescr_Type &&
+                          reinterpret_cast<PyMemberDescrObject*>(d)->d_member->type == T_OBJECT_EX;
+      offsets_[k] = member ? reinterpret_cast<PyMemberDescrObject*>(d)->d_member->offset : -1;
+      Py_DECREF(d);
+      if (!member) {
+        slots_ = false;
+        return;
+      }
+    }
+  }
+  std::vector<const char*> names_;
+  std::vector<Py_ssize_t> offsets_;
+  PyTypeObject* type_ = nullptr;  // (a type is never freed while instances of it are passed in)
+  bool slots_ = false;
+};
+
 void register_names(py::module_& m) {
   py::class_<NameState, std::shared_ptr<NameState>>(m, "NameState")
       .def(py::init<>())
@@ -1571,6 +1616,14 @@ void register_names(py::module_& m) {
           if (v == nullptr) throw py::error_already_set();
           return py::reinterpret_steal<py::object>(v);
         };
+        // a matcher's fields: from its slots where they are slots (GrammarMatcher), else getattr
+        enum : size_t { kIndexSlot, kTerminatedSlot, kHistorySlot, kNamesSlot, kNameIndexSlot };
+        static SlotReader slots({"_index", "_terminated", "_history", "_names", "_name_index"});
+        static PyObject* const slot_names[] = {k_index, k_terminated, k_history, k_names, k_name_index};
+        auto field = [&](PyObject* m, size_t k) {
+          PyObject* v = slots.get(m, k);
+          return v != nullptr ? py::reinterpret_borrow<py::object>(v) : attr(m, slot_names[k]);
+        };
         auto last = [](const py::object& list, const char* what) {
           if (!PyList_Check(list.ptr()) || PyList_GET_SIZE(list.ptr()) == 0)
             throw std::invalid_argument(std::string("a matcher's ") + what + " is not a non-empty list");
@@ -1617,18 +1670,18 @@ void register_names(py::module_& m) {
           if (r < 0 || r >= batch)
             throw std::invalid_argument("index " + std::to_string(r) + " is outside the bitmask's batch of " +
                                         std::to_string(batch));
-          py::object index = attr(m, k_index);
+          py::object index = field(m, kIndexSlot);
           const Grammar& g = grammar_of(m, index.ptr());
           FillJob j{B + r * words, nullptr, g.ix->words(), g.ix, 0, nullptr, nullptr, g.compute};
-          if (attr(m, k_terminated).ptr() == Py_True) {
+          if (field(m, kTerminatedSlot).ptr() == Py_True) {
             j.stop = g.ix->stop_mask();
             j.ix = nullptr;
           } else {
-            j.cid = last(attr(m, k_history), "history").cast<int32_t>();
+            j.cid = last(field(m, kHistorySlot), "history").cast<int32_t>();
             if (j.cid < 0 || j.cid >= j.ix->num_configs()) throw py::index_error("configuration id out of range");
-            py::object names = attr(m, k_names);
+            py::object names = field(m, kNamesSlot);
             if (!names.is_none()) {
-              keep.push_back(attr(m, k_name_index));
+              keep.push_back(field(m, kNameIndexSlot));
               j.ni = &keep.back().cast<NameIndex&>();
               keep.push_back(last(names, "name states"));
               j.st = &keep.back().cast<const NameState&>();
