@@ -12,7 +12,6 @@
 // Python side patches the placeholders (structgen/index/automaton.py).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
-#include <structmember.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "fa.hpp"
+#include "pyslots.hpp"
 
 namespace py = pybind11;
 
@@ -711,10 +711,7 @@ struct NamesWalk {
   static Py_ssize_t slot_offset(const py::object& cls, const char* field) {
     // only for a dataclass of this one field, stored in a slot (else the class is called)
     if (!py::hasattr(cls, "__dataclass_fields__") || py::len(cls.attr("__dataclass_fields__")) != 1) return -1;
-    py::object d = cls.attr(field);
-    if (Py_TYPE(d.ptr()) != &PyMemberDescr_Type) return -1;
-    const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d.ptr())->d_member;
-    return m->type == T_OBJECT_EX ? m->offset : -1;
+    return structgen::slot_offset(cls.ptr(), field);
   }
   py::object make(const py::object& cls, py::object arg) {
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls.ptr());

@@ -16,7 +16,6 @@
 // (shared structure), so matchers' histories, rollbacks and forks just keep pointers.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
-#include <structmember.h>
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +36,7 @@
 #include "fa.hpp"
 #include "index_view.hpp"
 #include "pool.hpp"
+#include "pyslots.hpp"
 #include "scratch.hpp"
 
 namespace py = pybind11;
@@ -1426,28 +1426,20 @@ class SlotReader {
 
  private:
   void learn(PyTypeObject* t) {
+    // a reference to the class kept: a class freed and another made at its address would
+    // otherwise be read with the first one's offsets
+    Py_INCREF(t);
+    Py_XDECREF(type_);
     type_ = t;
     slots_ = true;
-    for (size_t k = 0; k < names_.size(); ++k) {
-      PyObject* d = PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), names_[k]);
-      if (d == nullptr) {
-        PyErr_Clear();
-        slots_ = false;
-        return;
-      }
-      const bool member = Py_TYPE(d) == &PyMemberDescr_Type &&
-                          reinterpret_cast<PyMemberDescrObject*>(d)->d_member->type == T_OBJECT_EX;
-      offsets_[k] = member ? reinterpret_cast<PyMemberDescrObject*>(d)->d_member->offset : -1;
-      Py_DECREF(d);
-      if (!member) {
-        slots_ = false;
-        return;
-      }
+    for (size_t k = 0; k < names_.size() && slots_; ++k) {
+      offsets_[k] = structgen::slot_offset(reinterpret_cast<PyObject*>(t), names_[k]);
+      slots_ = offsets_[k] >= 0;
     }
   }
   std::vector<const char*> names_;
   std::vector<Py_ssize_t> offsets_;
-  PyTypeObject* type_ = nullptr;  // (a type is never freed while instances of it are passed in)
+  PyTypeObject* type_ = nullptr;  // the last class seen (a reference held)
   bool slots_ = false;
 };
 
