@@ -698,6 +698,7 @@ struct ClearKey {
 constexpr size_t kMemoCap = size_t(1) << 16;  // entries per memo of a grammar before it restarts
 constexpr int64_t kNearNodes = 64;            // the dead-end check's first, short search
 constexpr int64_t kFarNodes = 2000;           // ... and its bounded second one
+constexpr ptrdiff_t kFewNames = 4;            // names so far matching at most this many: candidates unmemoised
 
 // -- per grammar --------------------------------------------------------------------------
 
@@ -934,16 +935,30 @@ class NameIndex {
   // so they are looked up from the written names (plain tokens inside a name, by the bytes
   // after their last quote before one).
   std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
+    // Inside a name only the names that start with the name so far count: a sorted range.
+    Names::const_iterator from, to;
+    if (names != nullptr) {
+      from = names->begin(), to = names->end();
+      if (st.mode == kKey) {
+        from = std::lower_bound(from, to, prefix);
+        to = from;
+        while (to != names->end() && *to && starts_with(**to, *prefix)) ++to;
+      }
+    }
+    // A few of them (a name being written usually starts one written name, or none) are
+    // looked up faster than the memo's key is made: the key holds every name of the object,
+    // and inside a name each token makes a name so far not seen before.
+    const bool memo = names == nullptr || st.mode != kKey || to - from > kFewNames;
     static thread_local std::string key_tl;  // (a memo hit, the usual case, allocates nothing)
     structgen::Scratch<std::string> key_s(key_tl);
     std::string& key = key_s.value;
-    key.push_back(static_cast<char>(st.mode));
-    put_name(key, prefix);
-    if (names != nullptr)
-      key += names_key(*st.top);  // names is st's innermost object's
-    else
-      put_names(key, nullptr);
-    {
+    if (memo) {
+      key.push_back(static_cast<char>(st.mode));
+      put_name(key, prefix);
+      if (names != nullptr)
+        key += names_key(*st.top);  // names is st's innermost object's
+      else
+        put_names(key, nullptr);
       std::lock_guard<std::mutex> g(mu_);
       auto it = candidates_.find(key);
       if (it != candidates_.end()) return it->second;
@@ -963,7 +978,8 @@ class NameIndex {
       const std::string& p = in_key ? *prefix : std::string();
       const std::string* last = nullptr;
       std::string piece;
-      for (const Name& name : *names) {
+      for (auto at = from; at != to; ++at) {
+        const Name& name = *at;
         if (!name || !starts_with(*name, p)) continue;
         size_t common = 0;  // of the tails after p, with the previous name's
         if (last != nullptr) {
@@ -996,6 +1012,7 @@ class NameIndex {
       ids.erase(std::remove_if(ids.begin(), ids.end(), [two](int32_t t) { return !bit_at(two, t); }), ids.end());
     }
     auto out = std::make_shared<const Ids>(std::move(ids));
+    if (!memo) return out;
     std::lock_guard<std::mutex> g(mu_);
     if (candidates_.size() >= 4096) candidates_.clear();  // the same objects recur in one output
     candidates_.emplace(key, out);
