@@ -282,6 +282,23 @@ def test_duplicate_key_trap_masked():
     assert _tok(info, b"b") in set(m.allowed_token_ids().tolist())
 
 
+def test_duplicate_key_trap_masked_through_a_longer_token():
+    """A token that starts a written name again is found through the written name's prefixes
+    even where no token ends on a shorter one: `,"ab` after `{"ab":1` (no token spells `"a`
+    after its last quote) with names of at most two characters, and `b` after `,"a`."""
+    info = toy_info([b',"ab', b',"cd'])
+    compiled = GrammarCompiler(info).compile_json_schema(
+        {"type": "object", "minProperties": 3, "propertyNames": {"maxLength": 2}})
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('{"ab":1')
+    allowed = set(m.allowed_token_ids().tolist())
+    assert _tok(info, b',"ab') not in allowed
+    assert _tok(info, b',"cd') in allowed and _tok(info, b",") in allowed
+    assert m.accept_string(',"a')
+    allowed = set(m.allowed_token_ids().tolist())
+    assert _tok(info, b"b") not in allowed and _tok(info, b"c") in allowed
+
+
 def test_no_dead_end_after_a_comma_when_only_written_names_are_left(compiler, info):
     """MaskBench Handwritten---dep4: members come in schema order, undeclared ones after the
     names the dependencies track; with "c", "d" and then "e" written, the grammar's next

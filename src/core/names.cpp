@@ -554,7 +554,9 @@ struct NameTables {
   // other tokens spelling the same bytes (a few)
   std::unordered_map<std::string_view, int32_t> plain;
   std::unordered_map<std::string_view, Ids> plain_more;
-  std::unordered_map<std::string, Ids> by_tail;  // bytes after the last quote -> quote tokens
+  // bytes after the last quote -> quote tokens, with every prefix of such bytes a key (of no
+  // tokens, or some): a piece that is no key is a prefix of none, and no longer piece is one
+  std::unordered_map<std::string, Ids> by_tail;
   // tokens with exactly two quotes: the decoded name between them (nullopt: inside an escape);
   // tokens whose bytes between them are no JSON name body are left out (always fed)
   std::unordered_map<int32_t, Name> between;
@@ -601,7 +603,9 @@ struct NameTables {
         continue;
       }
       const size_t last = b.rfind('"');
-      by_tail[b.substr(last + 1)].push_back(id);
+      const std::string tail = b.substr(last + 1);
+      by_tail[tail].push_back(id);
+      for (size_t k = 0; k < tail.size(); ++k) by_tail.try_emplace(tail.substr(0, k));
       const size_t count = static_cast<size_t>(std::count(b.begin(), b.end(), '"'));
       if (count == 2) {
         const auto* body = reinterpret_cast<const uint8_t*>(b.data()) + first + 1;
@@ -965,10 +969,6 @@ class NameIndex {
     }
     const NameTables& T = *tables_;
     Ids ids;
-    auto add = [&ids](const std::unordered_map<std::string, Ids>& table, const std::string& piece) {
-      auto it = table.find(piece);
-      if (it != table.end()) ids.insert(ids.end(), it->second.begin(), it->second.end());
-    };
     if (names != nullptr) {
       // The pieces are prefixes of the names (inside a name: of what follows the name so far,
       // in the names that start with it). Names are sorted, so a prefix that an earlier name
@@ -999,7 +999,11 @@ class NameIndex {
             auto more = T.plain_more.find(it->first);
             if (more != T.plain_more.end()) ids.insert(ids.end(), more->second.begin(), more->second.end());
           } else {
-            add(T.by_tail, piece);
+            auto it = T.by_tail.find(piece);
+            // (no longer piece of this name is a key either: looking them up hashed each
+            // prefix of every name, most of a first clear's time in objects of many members)
+            if (it == T.by_tail.end()) break;
+            ids.insert(ids.end(), it->second.begin(), it->second.end());
           }
         }
         last = &*name;
