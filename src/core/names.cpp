@@ -702,7 +702,7 @@ struct ClearKey {
 constexpr size_t kMemoCap = size_t(1) << 16;  // entries per memo of a grammar before it restarts
 constexpr int64_t kNearNodes = 64;            // the dead-end check's first, short search
 constexpr int64_t kFarNodes = 2000;           // ... and its bounded second one
-constexpr ptrdiff_t kFewNames = 4;            // names so far matching at most this many: candidates unmemoised
+constexpr ptrdiff_t kFewNames = 4;            // a name so far that at most this many names start with: candidates not memoised
 
 // -- per grammar --------------------------------------------------------------------------
 
@@ -935,9 +935,10 @@ class NameIndex {
   }
 
   // Candidate tokens of the dead-end check from `st` (memoised per object names, name so far
-  // and mode): only a name so far that is a prefix of a name already written can be trapped,
-  // so they are looked up from the written names (plain tokens inside a name, by the bytes
-  // after their last quote before one).
+  // and mode, but for a name so far that at most kFewNames written names start with): only a
+  // name so far that is a prefix of a name already written can be trapped, so they are looked
+  // up from the written names (plain tokens inside a name, by the bytes after their last quote
+  // before one).
   std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
     // Inside a name only the names that start with the name so far count: a sorted range.
     Names::const_iterator from, to;
