@@ -19,14 +19,14 @@ import threading
 import numpy as np
 import pytest
 
-from structgen import GrammarCompiler, LimitError, TokenizerInfo
+from structgen import GrammarCompiler, GrammarMatcher, LimitError, TokenizerInfo
 from structgen.schema.canonical import canonical_json
 from structgen.index.token_index import DEAD
 
 from .conftest import DATA, tokenizer_folder, toy_info
 from .reference_index import ReferenceIndex
 from .reference_masks import STRING_AND_RECURSION_SCHEMAS
-from .walks import structural_tokens
+from .walks import random_walk, structural_tokens
 
 CASES = json.loads((DATA / "core_schemas.json").read_text(encoding="utf-8"))
 
@@ -311,3 +311,39 @@ def test_threads_compute_masks_of_one_index_alike(smollm2_info):
         rid = ref.step_bytes(rid, bytes([data[checked]]))
         checked += 1
     assert checked == len(data)
+
+
+
+
+@pytest.mark.parametrize("walk", ["long output", "random walks"])
+def test_configurations_and_stacks_are_interned_once(smollm2_info, walk):
+    """Every configuration and every stack is interned once while the intern tables grow (a
+    table grows without a pause: its entries move to the doubled table a few per insert, and
+    lookups search both until the old one is empty). The masks along a long output of a
+    150-member object make thousands of configurations and stacks across several growths;
+    random walks through nested arrays and objects meet configurations made before again
+    while the small tables are still moving. No two configurations or stacks are equal."""
+    if walk == "long output":
+        props = {f"member_{k:03d}": {"type": "string"} for k in range(150)}
+        schema = {"type": "object", "properties": props, "required": sorted(props)}
+        index = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(schema).index
+        cid = index.initial
+        for b in json.dumps({k: f"value {k}" for k in sorted(props)}, separators=(",", ":")).encode():
+            index.mask(cid)
+            cid = index.step_bytes(cid, bytes([b]))
+            assert cid != DEAD
+        assert index.stats()["configs"] > 2000
+    else:
+        schema = {"type": "array", "items": {"type": "object", "properties": {
+            "a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string", "maxLength": 5}}}}}
+        compiled = GrammarCompiler(smollm2_info, cache_size=0).compile_json_schema(schema)
+        index = compiled.index
+        rng = np.random.default_rng(1)
+        for _ in range(60):
+            random_walk(GrammarMatcher(compiled), smollm2_info, rng, max_steps=150, stop_p=0.05)
+    native = index._native
+    stats = native.stats()
+    configs = [(native.config_stacks(c), index.is_accepting(c)) for c in range(stats["configs"])]
+    assert len(set(configs)) == len(configs)  # (DEAD and the finished output hold no stack)
+    stacks = [native.stack(s) for s in range(stats["stacks"])]
+    assert len(set(stacks)) == len(stacks)
