@@ -290,7 +290,7 @@ class IdTable {
     return id >= 0 || old_ == nullptr ? id : find_in(old_.get(), old_mask_, h, eq);
   }
   void insert(uint64_t h, int32_t id) {
-    if ((size_ + 1) * 2 > mask_ + 1 || slots_ == nullptr) grow();
+    if ((size_ + 1) * 2 > mask_ + 1) grow();  // (the first insert too: mask_ + 1 == 1)
     place(slots_.get(), mask_, h, id);
     ++size_;
     move_some(kMovesPerInsert);
