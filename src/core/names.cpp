@@ -186,15 +186,59 @@ Name decode_or_none(const std::string& raw) {
 struct Level;
 using LevelPtr = std::shared_ptr<const Level>;
 
+// A value made on first use by whichever thread needs it first and then shared, published
+// once by compare-and-swap: levels and states are shared between threads. (std::atomic_load
+// and atomic_store of a shared_ptr take a lock from a global pool on every call: about a
+// third of a fresh state's memo key on a first pass.) A copy starts empty.
+template <class T>
+class Lazy {
+ public:
+  Lazy() = default;
+  Lazy(const Lazy&) noexcept {}
+  Lazy& operator=(const Lazy&) noexcept {
+    reset();
+    return *this;
+  }
+  ~Lazy() { reset(); }
+  // the value, made by make(T&) into a fresh T if there is none yet
+  template <class Make>
+  const std::shared_ptr<const T>& get(Make&& make) const {
+    const Slot* v = p_.load(std::memory_order_acquire);
+    if (v == nullptr) {
+      auto fresh = std::make_shared<T>();
+      make(*fresh);
+      auto* made = new Slot(std::move(fresh));
+      if (p_.compare_exchange_strong(v, made, std::memory_order_acq_rel)) {
+        v = made;
+      } else {
+        delete made;  // another thread's, equal, was published first (now in v)
+      }
+    }
+    return *v;
+  }
+  // forget the value (the owner changed; not while another thread may read it)
+  void reset() { delete p_.exchange(nullptr, std::memory_order_acq_rel); }
+
+ private:
+  using Slot = std::shared_ptr<const T>;
+  mutable std::atomic<const Slot*> p_{nullptr};
+};
+
+// put_levels of a chain of containers, hashed: the part of a memo key that many keys share
+struct ChainKey {
+  std::string bytes;
+  size_t hash = 0;
+};
+
 // An open container: an object with the names written in it so far, or an array.
 struct Level {
   LevelPtr parent;
   bool object = false;
   std::shared_ptr<const Names> names;  // object: nullptr while no name is written
   // memo-key pieces made on first use (put_names of names; put_levels from here out), since
-  // every clear of a fresh state writes them, object names and all (levels are shared
-  // between threads: read and set atomically)
-  mutable std::shared_ptr<const std::string> names_key, chain_key;
+  // every clear of a fresh state writes them, object names and all
+  Lazy<std::string> names_key;
+  Lazy<ChainKey> chain_key;
   size_t count() const { return names ? names->size() : 0; }
 };
 
@@ -202,12 +246,18 @@ bool has_name(const Names* names, const Name& name) {
   return names != nullptr && std::binary_search(names->begin(), names->end(), name);
 }
 
-// A state's memo key (put_state) with its hash, made once per state: a clear's memo lookup
-// then builds no string and hashes nothing (appending the key to a fresh string and hashing
-// it whole at each lookup would be most of the clears' instructions along a first pass).
+// A state's memo key (fill_state_key) with its hash, made once per state: a clear's memo lookup
+// then builds no string and hashes nothing. The containers' part is the level's, shared:
+// most states of a first pass are new, and copying and hashing every open object's names
+// for each was most of a first clear's key cost.
 struct StateKey {
-  std::string bytes;
-  uint64_t hash = 0;
+  std::shared_ptr<const ChainKey> chain;  // nullptr: no open container
+  std::string position;                   // put_position
+  size_t hash = 0;
+  bool operator==(const StateKey& o) const {
+    return hash == o.hash && position == o.position &&
+           (chain == o.chain || (chain != nullptr && o.chain != nullptr && chain->bytes == o.chain->bytes));
+  }
 };
 
 // names.NameState: immutable; a matcher keeps one per accepted step.
@@ -218,9 +268,8 @@ struct NameState {
   bool esc = false;
   std::string key;  // raw bytes of the name being written (mode kKey)
   int64_t named = 0;  // names written in the open objects, all together
-  // put_state's key of this state, made on first use (states are shared between threads:
-  // read and set atomically; reset by whatever changes the fields above)
-  mutable std::shared_ptr<const struct StateKey> key_cache;
+  // state_key() of this state, made on first use (reset by whatever changes the fields above)
+  Lazy<struct StateKey> key_cache;
 
   const Names* top_names() const { return top && top->object ? top->names.get() : nullptr; }
   // decoded bytes of the name being written; nullopt inside an escape
@@ -445,46 +494,33 @@ void put_names(std::string& k, const Names* names) {
     for (const Name& nm : *names) put_name(k, nm);
 }
 
-// A string made once per level and kept in `slot` (the level holds it for as long as the
-// caller holds the level).
-template <class Make>
-std::shared_ptr<const std::string> level_key(const std::shared_ptr<const std::string>& slot, Make make) {
-  std::shared_ptr<const std::string> k = std::atomic_load(&slot);
-  if (k == nullptr) {
-    auto made = std::make_shared<std::string>();
-    make(*made);
-    k = made;
-    std::atomic_store(const_cast<std::shared_ptr<const std::string>*>(&slot), k);
-  }
-  return k;
-}
-
 // put_names of a level's names.
 const std::string& names_key(const Level& l) {
-  return *level_key(l.names_key, [&](std::string& k) { put_names(k, l.names.get()); });
+  return *l.names_key.get([&](std::string& k) { put_names(k, l.names.get()); });
 }
 
 void put_levels(std::string& k, const Level* top);
 
 // put_levels of a (non-null) level, made once per level.
-std::shared_ptr<const std::string> chain_key_of(const Level* top) {
-  return level_key(top->chain_key, [&](std::string& out) {
+const std::shared_ptr<const ChainKey>& chain_key_of(const Level* top) {
+  return top->chain_key.get([&](ChainKey& out) {
     if (top->object) {
-      out.push_back('O');
-      out += names_key(*top);
+      out.bytes.push_back('O');
+      out.bytes += names_key(*top);
     } else {
-      out.push_back('A');
+      out.bytes.push_back('A');
     }
-    put_levels(out, top->parent.get());
+    put_levels(out.bytes, top->parent.get());
+    out.hash = std::hash<std::string>()(out.bytes);
   });
 }
 
-// put_state's first part: the open containers, innermost first, with each object's names.
+// A state key's first part: the open containers, innermost first, with each object's names.
 void put_levels(std::string& k, const Level* top) {
-  if (top != nullptr) k += *chain_key_of(top);
+  if (top != nullptr) k += chain_key_of(top)->bytes;
 }
 
-// put_state's second part: the lexer's position and the name being written.
+// A state key's second part: the lexer's position and the name being written.
 void put_position(std::string& k, const NameState& s) {
   k.push_back('|');
   k.push_back(static_cast<char>(s.expect_key));
@@ -494,23 +530,19 @@ void put_position(std::string& k, const NameState& s) {
   k += s.key;
 }
 
-// A key naming a state by content (equal keys, equal states): memo keys.
-void put_state(std::string& k, const NameState& s) {
-  put_levels(k, s.top.get());
-  put_position(k, s);
+// A key naming `s` by content (equal keys, equal states), with `chain` its containers' key
+// (chain_key_of(s.top), or nullptr with no container open)
+void fill_state_key(StateKey& k, const NameState& s, std::shared_ptr<const ChainKey> chain) {
+  k.chain = std::move(chain);
+  put_position(k.position, s);
+  const size_t h = k.chain == nullptr ? 0 : k.chain->hash;
+  k.hash = h * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>()(k.position);
 }
 
-// put_state's key, made once per state
-std::shared_ptr<const StateKey> state_key(const NameState& s) {
-  std::shared_ptr<const StateKey> k = std::atomic_load(&s.key_cache);
-  if (k == nullptr) {
-    auto made = std::make_shared<StateKey>();
-    put_state(made->bytes, s);
-    made->hash = std::hash<std::string>()(made->bytes);
-    k = made;
-    std::atomic_store(&s.key_cache, k);
-  }
-  return k;
+// fill_state_key's key, made once per state: the clears' memo keys
+const std::shared_ptr<const StateKey>& state_key(const NameState& s) {
+  return s.key_cache.get(
+      [&](StateKey& k) { fill_state_key(k, s, s.top == nullptr ? nullptr : chain_key_of(s.top.get())); });
 }
 
 bool starts_with(const std::string& s, const std::string& p) {
@@ -690,7 +722,7 @@ struct ClearKey {
   int32_t cid = 0;
   std::shared_ptr<const StateKey> state;
   bool operator==(const ClearKey& o) const {
-    return cid == o.cid && (state == o.state || (state->hash == o.state->hash && state->bytes == o.state->bytes));
+    return cid == o.cid && (state == o.state || *state == *o.state);
   }
   struct Hash {
     size_t operator()(const ClearKey& k) const {
@@ -743,6 +775,12 @@ class NameIndex {
     for (const auto& [k, v] : *hit)
       if (k < row_words) row[k] &= v;
     return true;
+  }
+
+  // clear() of a (cid, st) known not to be memoised: its mask was computed just now (no clear
+  // of it can exist yet), or its memo was looked up already
+  void clear_fresh(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
+    clear_new(st, cid, row, row_words, ClearKey{cid, state_key(st)});
   }
 
   // clear() of a (cid, st) not memoised yet, whose memo key clear_if_memoised() made
@@ -1124,24 +1162,20 @@ class NameIndex {
   // chain of containers, and copying and hashing the names was most of their cost.
   struct EndKey {
     int32_t cid;
-    std::shared_ptr<const std::string> chain;  // put_levels of the state (nullptr: none open)
-    std::string position;                      // put_position of the state
-    size_t hash;
-    bool operator==(const EndKey& o) const {
-      return cid == o.cid && hash == o.hash && position == o.position &&
-             (chain == o.chain || (chain != nullptr && o.chain != nullptr && *chain == *o.chain));
-    }
+    StateKey state;
+    bool operator==(const EndKey& o) const { return cid == o.cid && state == o.state; }
   };
   struct EndKeyHash {
-    size_t operator()(const EndKey& k) const { return k.hash; }
+    size_t operator()(const EndKey& k) const {
+      return k.state.hash ^ (static_cast<uint64_t>(k.cid) * 0x9E3779B97F4A7C15ull);
+    }
   };
-  // The chain key of one container chain and its hash, made once per chain in a clear (the
+  // The chain key of one container chain, looked up once per chain in a clear (the
   // reference keeps the chain alive, so that its address names it).
   struct Chains {
     LevelPtr top;
     bool have = false;
-    std::shared_ptr<const std::string> chain;
-    size_t hash = 0;
+    std::shared_ptr<const ChainKey> chain;
   };
 
   // can_end_fresh(cid, a), memoised.
@@ -1150,13 +1184,9 @@ class NameIndex {
       c.top = a.top;
       c.have = true;
       c.chain = a.top ? chain_key_of(a.top.get()) : nullptr;
-      c.hash = c.chain ? std::hash<std::string>()(*c.chain) : 0;
     }
-    EndKey key{cid, c.chain, std::string(), 0};
-    put_position(key.position, a);
-    size_t h = c.hash * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(cid);
-    h ^= std::hash<std::string>()(key.position) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    key.hash = h;
+    EndKey key{cid, StateKey()};
+    fill_state_key(key.state, a, c.chain);
     {
       std::lock_guard<std::mutex> g(mu_);
       auto it = ends_.find(key);
@@ -1339,7 +1369,12 @@ class BatchFill {
         body_([this](int64_t i) {
           const Item& it = items_[i];
           const FillJob& j = jobs_[it.job];
-          write(j, it.mask != nullptr ? it.mask : j.ix->mask(j.cid));
+          if (it.mask != nullptr) {
+            write(j, it.mask);
+          } else {  // a missing mask, computed by this item alone (rows of its configuration wait)
+            copy(j, j.ix->mask(j.cid));
+            if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
+          }
         }),
         feed_(threads, body_) {}
 
@@ -1387,7 +1422,7 @@ class BatchFill {
         write(j, j.ix->mask(j.cid));
       } else {
         const FillJob& j = jobs_[k];
-        j.ni->clear(*j.st, j.cid, j.row, words_);
+        j.ni->clear_fresh(*j.st, j.cid, j.row, words_);  // (looked up above)
       }
     });
     return std::move(skipped_);
@@ -1586,7 +1621,7 @@ void register_names(py::module_& m) {
         py::gil_scoped_release release;  // a first visit walks the vocabulary
         mask = ix.mask(cid);
         copy();
-        if (ni != nullptr) ni->clear(*st, cid, row, words);
+        if (ni != nullptr) ni->clear_fresh(*st, cid, row, words);
         return true;
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
