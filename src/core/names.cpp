@@ -224,8 +224,9 @@ class Lazy {
   mutable std::atomic<const Slot*> p_{nullptr};
 };
 
-// put_levels of a chain of containers, hashed: the part of a memo key that many keys share
-struct ChainKey {
+// A part of memo keys that many keys share, hashed once: an object's names (put_names), a
+// chain of containers (put_levels)
+struct KeyBytes {
   std::string bytes;
   size_t hash = 0;
 };
@@ -237,8 +238,8 @@ struct Level {
   std::shared_ptr<const Names> names;  // object: nullptr while no name is written
   // memo-key pieces made on first use (put_names of names; put_levels from here out), since
   // every clear of a fresh state writes them, object names and all
-  Lazy<std::string> names_key;
-  Lazy<ChainKey> chain_key;
+  Lazy<KeyBytes> names_key;
+  Lazy<KeyBytes> chain_key;
   size_t count() const { return names ? names->size() : 0; }
 };
 
@@ -251,7 +252,7 @@ bool has_name(const Names* names, const Name& name) {
 // most states of a first pass are new, and copying and hashing every open object's names
 // for each was most of a first clear's key cost.
 struct StateKey {
-  std::shared_ptr<const ChainKey> chain;  // nullptr: no open container
+  std::shared_ptr<const KeyBytes> chain;  // nullptr: no open container
   std::string position;                   // put_position
   size_t hash = 0;
   bool operator==(const StateKey& o) const {
@@ -495,18 +496,21 @@ void put_names(std::string& k, const Names* names) {
 }
 
 // put_names of a level's names.
-const std::string& names_key(const Level& l) {
-  return *l.names_key.get([&](std::string& k) { put_names(k, l.names.get()); });
+const std::shared_ptr<const KeyBytes>& names_key(const Level& l) {
+  return l.names_key.get([&](KeyBytes& k) {
+    put_names(k.bytes, l.names.get());
+    k.hash = std::hash<std::string>()(k.bytes);
+  });
 }
 
 void put_levels(std::string& k, const Level* top);
 
 // put_levels of a (non-null) level, made once per level.
-const std::shared_ptr<const ChainKey>& chain_key_of(const Level* top) {
-  return top->chain_key.get([&](ChainKey& out) {
+const std::shared_ptr<const KeyBytes>& chain_key_of(const Level* top) {
+  return top->chain_key.get([&](KeyBytes& out) {
     if (top->object) {
       out.bytes.push_back('O');
-      out.bytes += names_key(*top);
+      out.bytes += names_key(*top)->bytes;
     } else {
       out.bytes.push_back('A');
     }
@@ -532,7 +536,7 @@ void put_position(std::string& k, const NameState& s) {
 
 // A key naming `s` by content (equal keys, equal states), with `chain` its containers' key
 // (chain_key_of(s.top), or nullptr with no container open)
-void fill_state_key(StateKey& k, const NameState& s, std::shared_ptr<const ChainKey> chain) {
+void fill_state_key(StateKey& k, const NameState& s, std::shared_ptr<const KeyBytes> chain) {
   k.chain = std::move(chain);
   put_position(k.position, s);
   const size_t h = k.chain == nullptr ? 0 : k.chain->hash;
@@ -977,6 +981,23 @@ class NameIndex {
   // name so far that is a prefix of a name already written can be trapped, so they are looked
   // up from the written names (plain tokens inside a name, by the bytes after their last quote
   // before one).
+  // candidates()' memo key: the lexer's mode, the name so far and the object's names (its
+  // level's key, hashed once per level: copying and hashing every name of a large object at
+  // each lookup was most of a lookup)
+  struct CandKey {
+    uint8_t mode = 0;
+    Name prefix;
+    std::shared_ptr<const KeyBytes> names;  // nullptr: no names counted
+    size_t hash = 0;
+    bool operator==(const CandKey& o) const {
+      return hash == o.hash && mode == o.mode && prefix == o.prefix &&
+             (names == o.names || (names != nullptr && o.names != nullptr && names->bytes == o.names->bytes));
+    }
+  };
+  struct CandKeyHash {
+    size_t operator()(const CandKey& k) const { return k.hash; }
+  };
+
   std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
     // Inside a name only the names that start with the name so far count: a sorted range.
     Names::const_iterator from, to;
@@ -992,16 +1013,13 @@ class NameIndex {
     // looked up faster than the memo's key is made: the key holds every name of the object,
     // and inside a name each token makes a name so far not seen before.
     const bool memo = names == nullptr || st.mode != kKey || to - from > kFewNames;
-    static thread_local std::string key_tl;  // (a memo hit, the usual case, allocates nothing)
-    structgen::Scratch<std::string> key_s(key_tl);
-    std::string& key = key_s.value;
+    CandKey key;
     if (memo) {
-      key.push_back(static_cast<char>(st.mode));
-      put_name(key, prefix);
-      if (names != nullptr)
-        key += names_key(*st.top);  // names is st's innermost object's
-      else
-        put_names(key, nullptr);
+      key.mode = st.mode;
+      key.prefix = prefix;
+      if (names != nullptr) key.names = names_key(*st.top);  // names is st's innermost object's
+      key.hash = (key.names == nullptr ? 0 : key.names->hash) * 0x9E3779B97F4A7C15ull ^
+                 (prefix ? std::hash<std::string>()(*prefix) : 1) * 31 ^ key.mode;
       std::lock_guard<std::mutex> g(mu_);
       auto it = candidates_.find(key);
       if (it != candidates_.end()) return it->second;
@@ -1058,7 +1076,7 @@ class NameIndex {
     if (!memo) return out;
     std::lock_guard<std::mutex> g(mu_);
     if (candidates_.size() >= 4096) candidates_.clear();  // the same objects recur in one output
-    candidates_.emplace(key, out);
+    candidates_.emplace(std::move(key), out);
     return out;
   }
 
@@ -1175,7 +1193,7 @@ class NameIndex {
   struct Chains {
     LevelPtr top;
     bool have = false;
-    std::shared_ptr<const ChainKey> chain;
+    std::shared_ptr<const KeyBytes> chain;
   };
 
   // can_end_fresh(cid, a), memoised.
@@ -1307,7 +1325,7 @@ class NameIndex {
   std::unordered_map<int32_t, std::optional<std::string>> completions_;
   std::unordered_map<ClearKey, std::shared_ptr<const Diff>, ClearKey::Hash> cleared_;
   std::unordered_map<EndKey, bool, EndKeyHash> ends_;
-  std::unordered_map<std::string, std::shared_ptr<const Ids>> candidates_;
+  std::unordered_map<CandKey, std::shared_ptr<const Ids>, CandKeyHash> candidates_;
 };
 
 // -- Python -------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # the compiler makes matchers (CompiledGrammar.matcher)
 
 __all__ = ["GrammarMatcher", "check_token_id"]
 
+_fill_row = _core.fill_row
+
 
 def check_token_id(token_id: object, what: str = "a token id") -> int:
     """``token_id`` as an ``int``: Python and numpy integers pass; ``bool``, strings, floats
@@ -50,11 +52,17 @@ class GrammarMatcher:
         max_rollback_tokens: how many tokens :meth:`rollback` can undo (``None``: unlimited).
     """
 
-    __slots__ = ("compiled", "_index", "_history", "_names", "_name_index", "_terminated", "_max_rollback")
+    __slots__ = ("compiled", "_index", "_history", "_names", "_name_index", "_terminated", "_max_rollback",
+                 "_view", "_counted", "_background")
 
     def __init__(self, compiled: CompiledGrammar, *, max_rollback_tokens: int | None = None) -> None:
         self.compiled = compiled
         self._index = compiled.index
+        # what every fill passes or checks, read once here: a fill is a few hundred ns, and
+        # each attribute chain of it (compiled.background, index._view) a few tens
+        self._view = compiled.index._view
+        self._counted = compiled.index._counted
+        self._background = compiled.background
         self._max_rollback = max_rollback_tokens
         self.reset()
 
@@ -148,16 +156,15 @@ class GrammarMatcher:
         if not self._terminated:  # the usual case in one native call, first visits included
             arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
             if arr is not None:
-                index_ = self._index
-                task = self.compiled.background
-                if index_._counted:  # a first visit or the name clears may create configurations
-                    index_._sync_limit()
+                if self._counted:  # a first visit or the name clears may create configurations
+                    self._index._sync_limit()
                 names = self._names
+                task = self._background
                 try:
-                    if _core.fill_row(arr, index, index_._view, self._history[-1],
-                                      None if names is None else self._name_index,
-                                      None if names is None else names[-1],
-                                      task is None or task.finished.is_set()):
+                    if _fill_row(arr, index, self._view, self._history[-1],
+                                 None if names is None else self._name_index,
+                                 None if names is None else names[-1],
+                                 task is None or task.finished.is_set()):
                         return
                 except _core.StackLimitExceeded as e:
                     check_config_stacks(int(e.args[0]))  # raises LimitError
@@ -271,6 +278,7 @@ class GrammarMatcher:
         other = GrammarMatcher.__new__(GrammarMatcher)
         other.compiled = self.compiled
         other._index = self._index
+        other._view, other._counted, other._background = self._view, self._counted, self._background
         other._max_rollback = self._max_rollback
         other._history = list(self._history)
         other._names = None if self._names is None else list(self._names)
