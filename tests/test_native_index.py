@@ -25,7 +25,7 @@ from structgen.index.token_index import DEAD
 
 from .conftest import DATA, tokenizer_folder, toy_info
 from .reference_index import ReferenceIndex
-from .reference_masks import STRING_AND_RECURSION_SCHEMAS
+from .reference_masks import STRING_AND_RECURSION_SCHEMAS, reference_mask
 from .walks import random_walk, structural_tokens
 
 CASES = json.loads((DATA / "core_schemas.json").read_text(encoding="utf-8"))
@@ -199,6 +199,49 @@ def test_class_loops_equal_reference(smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT)
         pair.walk_tokens(compiled, info, np.random.default_rng(5), walks=2, max_steps=15)
         assert pair.states > 40
+
+
+# A character class repeated, bounded or not ([a-z0-f]{40}, [a-zA-Z0-9_.]+ with maxLength, or
+# without): every position is a configuration of its own, whose mask takes the class's plain
+# tokens up to the room left from one bitmask per vocabulary and walks the tokens with other
+# bytes. A class followed by another set of plain bytes ("-" after [a-z]{4}, more bytes, fewer),
+# or whose bytes lead apart (x after [a-z]{2,5}), goes byte by byte.
+CLASS_REPEAT_SCHEMA = {"type": "object", "properties": {
+    "h": {"type": "string", "pattern": "^I[a-z0-f]{40}$"},
+    "k": {"type": "string", "pattern": "^[a-zA-Z0-9_.]+$", "maxLength": 12},
+    "u": {"type": "string", "pattern": "^[a-zA-Z0-9_.]+$"},
+    "d": {"type": "string", "pattern": "^[a-z]{4}-[a-z]{2}$"},
+    "x": {"type": "string", "pattern": "^[a-z]{2,5}x$"},
+    "e": {"type": "string", "pattern": "^[a-z]{4}[a-z0-9]{2}$"},
+    "f": {"type": "string", "pattern": "^[a-z]{3}[a-m]{3}$"}}}
+CLASS_REPEAT_TEXT = (b'{"h":"I' + b"0123456789abcdef" * 2 + b'0a2b4c6d","k":"key_1.x","u":"some_Word.9",'
+                     b'"d":"abcd-ef","x":"abcx","e":"abcd12","f":"xyzabc"}')
+
+
+def test_class_repeats_equal_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, CLASS_REPEAT_SCHEMA, CLASS_REPEAT_TEXT)
+        pair.walk_tokens(compiled, info, np.random.default_rng(7), walks=2, max_steps=15)
+        assert pair.states > 80
+        assert compiled.index.stats()["classes"] >= 2
+
+
+def test_class_repeat_tokens_on_a_toy_vocabulary():
+    # the class's tokens up to the room left ("dead" not at 3 left, "ab" at 2), a token past
+    # the class ("ab\"" at 2 left: it ends the string) and one leaving it ("a-") told apart;
+    # a class followed by more bytes ("ab1") or fewer ("apo" against "apb")
+    info = toy_info([b"dead", b"beef", b"ab", b"0f9", b'ab"', b'f"', b"a-", b"Ab", b"ba" * 4, b"ab1", b"apo", b"apb"])
+    cases = [("^[0-9a-f]{6}$", b'"deadbe"'), ("^[0-9a-f]{6}$", b'"0f9ab1"'), ("^[0-9a-f]+$", b'"ab0f9'),
+             ("^[a-p]{2}[a-p0-9]{2}$", b'"ab1c"'), ("^[a-p]{2}[a-h]{2}$", b'"apbc"')]
+    for pattern, text in cases:
+        compiled = GrammarCompiler(info, cache_size=0).compile_json_schema({"type": "string", "pattern": pattern})
+        ix, cid = compiled.index, compiled.index.initial
+        for b in text:
+            assert np.array_equal(ix.mask(cid), reference_mask(ix, cid)), (pattern, text)
+            cid = ix.step_bytes(cid, bytes([b]))
+            assert cid != DEAD
+        # (the last pattern's [a-h] is too few bytes for a class: byte by byte throughout)
+        assert ix.stats()["classes"] >= (pattern != cases[-1][0]), pattern
 
 
 # Where a member name may start, the first bytes that lead into a free name are the same from

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -493,6 +494,8 @@ struct Plain {
   int64_t longest = 0;                     // the longest plain token
 };
 
+using ByteSet = std::array<uint64_t, 4>;
+
 // Everything per vocabulary (token_index.TokenTrie with its PlainSplit): built once per trie
 // and shared by the index of every grammar compiled for it.
 struct Vocab {
@@ -505,6 +508,35 @@ struct Vocab {
   std::vector<std::vector<std::vector<std::pair<int, int>>>> mb_seqs;
   int64_t max_id = -1;      // the largest token id any table holds
   int64_t plain_words = -1;  // words of the plain bitmasks
+  // the plain tokens' trie's tokens (no duplicate spelling: compute_mask adds those), and per
+  // plain byte (plain_bytes() order) those holding it: plain_words words each
+  std::vector<uint32_t> only_bits, with_byte;
+
+  static constexpr size_t kMaxClasses = 64;  // class_tokens kept per vocabulary
+  // The plain tokens made of the bytes in `set` only (a pattern's [0-9a-f], say), as a
+  // bitmask made on first use: every plain token less those holding a byte outside the set
+  // (with_byte); nullptr once kMaxClasses classes are kept. Any thread.
+  size_t class_count() const {
+    std::lock_guard<std::mutex> g(class_mu_);
+    return classes_.size();
+  }
+  const uint32_t* class_tokens(const ByteSet& set) const {
+    {
+      std::lock_guard<std::mutex> g(class_mu_);
+      auto it = classes_.find(set);
+      if (it != classes_.end()) return it->second.data();
+      if (classes_.size() >= kMaxClasses) return nullptr;
+    }
+    std::vector<uint32_t> bits(only_bits);
+    const auto& pb = plain_bytes();
+    for (size_t k = 0; k < pb.size(); ++k) {
+      if (set[pb[k] >> 6] >> (pb[k] & 63) & 1u) continue;
+      const uint32_t* w = with_byte.data() + k * static_cast<size_t>(plain_words);
+      for (int64_t i = 0; i < plain_words; ++i) bits[static_cast<size_t>(i)] &= ~w[i];
+    }
+    std::lock_guard<std::mutex> g(class_mu_);
+    return classes_.emplace(set, std::move(bits)).first->second.data();  // a racing thread's, equal, may win
+  }
   std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
   // Per node of `trie`: the byte classes (byte_class()) of every byte below it. A subtree whose
   // classes a configuration loops on in whole is allowed in whole (ConfigIndex::walk_nodes).
@@ -560,6 +592,34 @@ struct Vocab {
     }
   }
 
+  // with_byte, from the plain tokens' trie: a node's bytes are its parent's and its own
+  void index_plain_bytes() {
+    const auto& pb = plain_bytes();
+    uint8_t pos[256];
+    std::fill(std::begin(pos), std::end(pos), 0xFF);
+    for (size_t k = 0; k < pb.size(); ++k) pos[pb[k]] = static_cast<uint8_t>(k);
+    const Trie& t = plain->only;
+    with_byte.assign(pb.size() * static_cast<size_t>(plain_words), 0);
+    only_bits.assign(static_cast<size_t>(plain_words), 0);
+    std::vector<std::array<uint64_t, 2>> held(static_cast<size_t>(t.max_depth) + 1, {0, 0});
+    for (int64_t i = 1; i < t.nodes; ++i) {
+      const Trie::Node& nd = t.packed[static_cast<size_t>(i)];
+      const uint8_t k = pos[nd.byte];
+      if (k == 0xFF) throw std::invalid_argument("a plain token with a byte that is not plain");
+      auto& h = held[nd.depth];
+      h = held[nd.depth - 1u];
+      h[k >> 6] |= uint64_t(1) << (k & 63);
+      if (nd.tok < 0) continue;
+      if (nd.tok >= plain_words * 32) throw std::invalid_argument("a plain token beyond the plain bitmasks");
+      only_bits[static_cast<size_t>(nd.tok >> 5)] |= uint32_t(1) << (nd.tok & 31);
+      for (int j = 0; j < 2; ++j)
+        for (uint64_t bits = h[j]; bits != 0; bits &= bits - 1) {
+          const size_t kk = static_cast<size_t>(j * 64 + __builtin_ctzll(bits));
+          with_byte[kk * static_cast<size_t>(plain_words) + static_cast<size_t>(nd.tok >> 5)] |= uint32_t(1) << (nd.tok & 31);
+        }
+    }
+  }
+
   void load_plain(const py::object& p) {
     plain = std::make_unique<Plain>();
     auto words_of = [&](const py::object& a) {
@@ -575,6 +635,7 @@ struct Vocab {
     plain->rest.load(p.attr("rest"));
     plain->only.load(p.attr("only"));
     plain->only.index_tokens();
+    index_plain_bytes();
     plain->other.load(p.attr("other"));
     plain->text_trie.load(p.attr("text_trie"));
     plain->by_first.load(p.attr("by_first"), p.attr("offsets"));
@@ -599,6 +660,10 @@ struct Vocab {
     for (const Trie* sub : {&plain->rest, &plain->only, &plain->other, &plain->text_trie, &plain->head, &plain->tail})
       if (sub->max_depth > trie.max_depth) throw std::invalid_argument("a split trie deeper than the vocabulary's");
   }
+
+ private:
+  mutable std::mutex class_mu_;
+  mutable std::map<ByteSet, std::vector<uint32_t>> classes_;
 };
 
 class ConfigIndex final : public structgen::IndexView {
@@ -698,6 +763,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["frame_tables"] = frame_tables_.size();
     d["table_cells"] = table_cells_;
     d["masks"] = mask_store_.size();  // distinct masks stored
+    d["classes"] = V.class_count();     // the vocabulary's class_tokens bitmasks
     {
       std::lock_guard<std::mutex> r(runs_mu_);
       d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
@@ -1593,7 +1659,12 @@ class ConfigIndex final : public structgen::IndexView {
     // threads filling one batch contend on)
     std::array<int32_t, kMaxPlain> into;
     for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
-    const int64_t room = plain_room(cid, into, P.longest);
+    ByteSet taken;
+    int64_t room = plain_room(cid, into, P.longest, taken);
+    if (room > 0 && taken != all_plain()) {
+      if (class_walk(cid, room, taken, mask)) return;
+      room = -1;  // (no table for the class: byte by byte below)
+    }
     if (room >= 0) {  // every plain byte acts alike, step after step
       if (room < P.longest) {  // a bounded string: the plain tokens that fit
         const int64_t fit = P.by_len.offsets[room + 1], all = P.by_len.offsets[P.longest + 1];
@@ -1671,6 +1742,42 @@ class ConfigIndex final : public structgen::IndexView {
     }
   }
 
+  // plain_room's bytes as a ByteSet when they are every plain byte
+  static const ByteSet& all_plain() {
+    static const ByteSet set = [] {
+      ByteSet m{0, 0, 0, 0};
+      for (uint8_t b : plain_bytes()) m[b >> 6] |= uint64_t(1) << (b & 63);
+      return m;
+    }();
+    return set;
+  }
+
+  // The mask of `cid` (all zero on entry) where the plain bytes it takes are one class (not
+  // every plain byte: a pattern's [0-9a-f]{40}, [a-zA-Z0-9_.]+) for `room` steps, each to one
+  // configuration, and then none (plain_room): the class's plain tokens up to `room` bytes are
+  // allowed and every other plain token is not (a byte outside the class, or one past the
+  // room, is dead where it comes); the tokens with another byte are walked. Each position of
+  // such a string is a configuration of its own, where the walk through every class token
+  // cost up to a quarter of a millisecond a position. False (nothing written) once the
+  // vocabulary keeps too many classes.
+  bool class_walk(int32_t cid, int64_t room, const ByteSet& taken, uint32_t* mask) {
+    const uint32_t* bits = V.class_tokens(taken);
+    if (bits == nullptr) return false;
+    const Plain& P = *V.plain;
+    const int64_t fit = P.by_len.offsets[std::min(room, P.longest) + 1], all = P.by_len.offsets[P.longest + 1];
+    if (all - fit < fit) {  // most plain tokens fit: the class's less the longer ones
+      std::memcpy(mask, bits, static_cast<size_t>(words_) * 4);
+      for (int64_t k = fit; k < all; ++k) mask[P.by_len.ids[k] >> 5] &= ~(1u << (P.by_len.ids[k] & 31));
+    } else {
+      for (int64_t k = 0; k < fit; ++k) {
+        const int64_t id = P.by_len.ids[k];
+        mask[id >> 5] |= bits[id >> 5] & (1u << (id & 31));
+      }
+    }
+    walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
+    return true;
+  }
+
   // Walk the tokens of Plain::other from `cid`. after[b]: the configuration after a first
   // character starting with byte b, when it loops on every text character (kDead: no token
   // goes on; kNone: walked through in full). A token's text prefix leads there and stays, so
@@ -1708,22 +1815,42 @@ class ConfigIndex final : public structgen::IndexView {
   // Whether every plain byte and whole character from U+0080 up keeps `cid` in place.
   bool text_loop(int32_t cid) { return cid > kDead && char_target(cid) == cid; }
 
-  // How many plain bytes may follow `cid` when every plain byte acts alike at each step (a
-  // string body, bounded or not); -1 when some step tells plain bytes apart.
-  int64_t plain_room(int32_t cid, std::array<int32_t, kMaxPlain> into, int64_t longest) {
+  // How many plain bytes may follow `cid` when, step after step, the plain bytes taken are
+  // one set (`taken`: every plain byte in a string body, a pattern's class such as [0-9a-f]),
+  // all leading to one configuration, until none is taken (a string body or a class repeat,
+  // bounded or not); -1 when some step tells them apart or takes another set. `into`: cid's
+  // targets of the plain bytes.
+  int64_t plain_room(int32_t cid, std::array<int32_t, kMaxPlain> into, int64_t longest, ByteSet& taken) {
     const auto& plain = plain_bytes();
+    taken = {0, 0, 0, 0};
+    int32_t nxt = kDead;
+    for (size_t k = 0; k < plain.size(); ++k) {
+      if (into[k] == kDead) continue;
+      if (nxt != kDead && into[k] != nxt) return -1;
+      nxt = into[k];
+      taken[plain[k] >> 6] |= uint64_t(1) << (plain[k] & 63);
+    }
     int32_t cur = cid;
     int64_t n = 0;
     while (n < longest) {
-      const int32_t nxt = into[0];
-      for (size_t k = 0; k < plain.size(); ++k)
-        if (into[k] != nxt) return -1;
       if (nxt == kDead) return n;
       if (nxt == cur) return longest;  // a loop: any length
       cur = nxt;
       ++n;
       const int32_t* r = row(cur);
-      for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
+      nxt = kDead;
+      bool all = true;  // every byte of `taken`
+      for (uint8_t b : plain) {
+        const int32_t t = r[b];
+        const bool in = taken[b >> 6] >> (b & 63) & 1u;
+        if (t == kDead) {
+          all = all && !in;
+          continue;
+        }
+        if (!in || (nxt != kDead && t != nxt)) return -1;
+        nxt = t;
+      }
+      if (nxt != kDead && !all) return -1;
     }
     return longest;
   }
