@@ -177,6 +177,28 @@ def test_name_starts_equal_reference_on_real_vocabularies(case, real_info):
     assert pair.states > 10
 
 
+# Below a name's first byte that also starts a declared name, the walk skips a subtree whose
+# configuration stays alive on any plain bytes (a free name's states). Here "a" starts the
+# declared "abc" and names a.{0,2}: "a", "ab" and "abc" take every plain byte, yet "abcd" is
+# no name's prefix (the other first bytes, c-z, lead into free names).
+BOUNDED_NAME_SCHEMA = {"type": "object", "properties": {"abc": {"type": "integer"}},
+                       "propertyNames": {"pattern": "^([c-z].*|a.{0,2})$"}}
+
+
+def test_bounded_name_start_equals_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, BOUNDED_NAME_SCHEMA, b'{"abc":1,"a#":2,"cq":3}')
+        pair.walk_tokens(compiled, info, np.random.default_rng(3), walks=2, max_steps=10)
+        assert pair.states > 10
+    # a token spelled twice ("abcd": the tries hold one of the two) goes with its twin
+    info = toy_info([b"abcd", b"abcd", b"ab", b"abc", b"cat", b"cats"])
+    ix = GrammarCompiler(info, cache_size=0).compile_json_schema(BOUNDED_NAME_SCHEMA).index
+    cid = ix.step_bytes(ix.initial, b'{"')
+    got = ix.mask(cid)
+    assert np.array_equal(got, reference_mask(ix, cid))
+    assert not (got.view(np.uint32)[0] & 3) and got.view(np.uint32)[0] >> 4 & 3 == 3  # no abcd; cat, cats
+
+
 # Patterns whose character class loops: below a trie node with only looping byte classes under
 # it the walk takes the whole subtree. [a-e] and [0-8] take part of a class (a-f, digits): no
 # subtree with an f or a 9 below may be taken.
@@ -244,16 +266,19 @@ def test_class_repeat_tokens_on_a_toy_vocabulary():
         assert ix.stats()["classes"] >= (pattern != cases[-1][0]), pattern
 
 
-# Where a member name may start, the first bytes that lead into a free name are the same from
-# every member of one object: their tokens are set once per (token group, first bytes) into a
+# Where a member name may start, the first bytes a name may take are the same from every
+# member of one object: their tokens are set once per (token group, first bytes) into a
 # memoised mask and ORed from it. A hit must give the bits that setting them gives, whichever
 # configuration filled the memo first.
 _INT = {"type": "integer"}
-# two objects whose declared names start with common letters (many tokens left out of the
-# free names' first bytes, each object its own): several memo entries in one index
+# two objects whose names take different first bytes, a part of the vocabulary each (every
+# first byte would be set from the union, no memo), with declared names among them (walked
+# below their first bytes): several memo entries in one index
 NAME_MEMO_SCHEMA = {"type": "object", "properties": {
-    "one": {"type": "object", "properties": {"s1": _INT, "c1": _INT, "p1": _INT, "t1": _INT}, "additionalProperties": _INT},
-    "two": {"type": "object", "properties": {"a1": _INT, "d1": _INT, "m1": _INT, "r1": _INT}, "additionalProperties": _INT}}}
+    "one": {"type": "object", "properties": {"s1": _INT, "c1": _INT, "p1": _INT, "t1": _INT},
+            "propertyNames": {"pattern": "^[a-z]"}, "additionalProperties": _INT},
+    "two": {"type": "object", "properties": {"a1": _INT, "d1": _INT, "m1": _INT, "r1": _INT},
+            "propertyNames": {"pattern": "^[a-z0-9_]"}, "additionalProperties": _INT}}}
 NAME_MEMO_TEXT = b'{"one":{"s1":1,"c1":2,"k":2},"two":{"a1":1,"m1":2,"k":3}}'
 
 

@@ -673,6 +673,7 @@ class ConfigIndex final : public structgen::IndexView {
       : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
         slot_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
+    total_memo_.resize(rules_.size());
     for (const Rule& r : rules_) {
       if (r.counter) {
         counted_ = true;
@@ -1450,17 +1451,35 @@ class ConfigIndex final : public structgen::IndexView {
       walk_nodes<true, false>(cid, t, first, mask, toks, cfgs);
   }
 
-  // The walk of the plain tokens' trie (Plain::only) into `mask`. Below a node whose
-  // configuration goes back to itself on every plain byte, every token of the subtree is
-  // allowed (they are plain bytes throughout): their ids are set from the preorder list and
-  // the subtree is not walked. Where a property name's first characters take the declared
-  // names' prefixes, the walk leaves the declared names after a byte or two and the rest of
-  // each first byte's subtree (thousands of tokens) is a free name.
-  void walk_plain_only(int32_t cid, const uint8_t* first, uint32_t* mask) {
+  // The walk of the plain tokens' trie (Plain::only) from the `first` bytes, into a mask that
+  // holds every plain token of those bytes already: the tokens below a rejected byte are
+  // cleared. Below a node whose configuration keeps a stack alive on any plain bytes
+  // (plain_total: a free name's states, any name but the declared ones) nothing is rejected
+  // and the subtree is not walked. A property name's first byte that also starts a declared
+  // name does not lead into a free name's body at once, yet every plain token below it is a
+  // name's prefix: walking them, thousands of nodes per first byte, was most of such a mask
+  // (0.1-0.3 ms at 49K tokens, at every name start of a large object).
+  void unwalk_plain_only(int32_t cid, const uint8_t* first, uint32_t* mask) {
     const Trie& t = V.plain->only;
     if (cid == kDead || t.nodes <= 1) return;
     if (t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
-    walk_nodes<true, false, true>(cid, t, first, mask, nullptr, nullptr);
+    RowCache cache;
+    thread_local std::vector<const int32_t*> row_at_buf;
+    if (row_at_buf.size() < static_cast<size_t>(V.trie.max_depth) + 2)
+      row_at_buf.resize(static_cast<size_t>(V.trie.max_depth) + 2);
+    const int32_t** const row_at = row_at_buf.data();
+    row_at[1] = row(cid);
+    const Trie::Node* N = t.packed.data();
+    auto one = [&](int64_t at) {
+      walk_range<true, false, true, false, false, true>(t, at, N[at].end, row_at, cache, mask, nullptr, nullptr, nullptr);
+    };
+    if (t.by_first_byte) {
+      for (int b = 0; b < 256; ++b)
+        if (first[b] && t.root_child[b] >= 0) one(t.root_child[b]);
+      return;
+    }
+    for (int64_t at = 1; at < N[0].end; at = N[at].end)  // (the root's children)
+      if (first[N[at].byte]) one(at);
   }
 
   // The walk's loop, compiled apart for masks and for successor lists so that neither pays
@@ -1509,18 +1528,28 @@ class ConfigIndex final : public structgen::IndexView {
   }
 
   // walk_nodes' loop over the nodes [i, stop) (whole subtrees of depth-1 nodes)
-  template <bool kMask, bool kCollect, bool kPlainLoops, bool kGroups, bool kClassLoops>
+  // kSubtract (kPlainLoops only): `mask` holds every token of the range already; the tokens
+  // below a rejected byte are cleared instead of the allowed ones set (unwalk_plain_only).
+  template <bool kMask, bool kCollect, bool kPlainLoops, bool kGroups, bool kClassLoops, bool kSubtract = false>
   void walk_range(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
                   uint32_t* mask, std::vector<int32_t>* toks, std::vector<int32_t>* cfgs, const uint8_t* keep) {
+    static_assert(!kSubtract || (kPlainLoops && kMask && !kCollect && !kGroups && !kClassLoops));
     const Trie::Node* N = t.packed.data();
     while (i < stop) {
       const Trie::Node& n = N[i];
       const int32_t next = row_at[n.depth][n.byte];
       if (next == kDead) {
+        if constexpr (kSubtract) {
+          const int32_t* ids = t.toks.data() + t.tok_before[i];
+          for (int64_t k = 0, m = t.tok_before[n.end] - t.tok_before[i]; k < m; ++k)
+            mask[ids[k] >> 5] &= ~(1u << (ids[k] & 31));
+        }
         i = n.end;  // the whole subtree below a rejected byte
         continue;
       }
-      if (n.tok >= 0) {
+      if (kSubtract) {
+        // (its token stays)
+      } else if (n.tok >= 0) {
         if constexpr (kGroups) {
           const IdRuns& g = V.plain->tail_groups;
           if (keep == nullptr) {
@@ -1539,7 +1568,12 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (n.end > i + 1) {  // children below
         if constexpr (kPlainLoops) {
-          if (cached_loops(cache, next)) {
+          if constexpr (kSubtract) {
+            if (cached_loops(cache, next) || plain_total(next)) {
+              i = n.end;
+              continue;
+            }
+          } else if (cached_loops(cache, next)) {
             set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
             i = n.end;
             continue;
@@ -1618,9 +1652,12 @@ class ConfigIndex final : public structgen::IndexView {
       else
         walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
     }
+    // a token spelled like another (phi-3's byte tokens) is allowed where that one is: the
+    // tries hold one of them, and a walk may have set or cleared the other in bulk
     for (size_t k = 0; k + 1 < V.dups.size(); k += 2) {
       const int64_t c = V.dups[k], d = V.dups[k + 1];
-      if (mask[c >> 5] >> (c & 31) & 1u) mask[d >> 5] |= 1u << (d & 31);
+      const uint32_t bit = 1u << (d & 31);
+      mask[d >> 5] = (mask[c >> 5] >> (c & 31) & 1u) ? mask[d >> 5] | bit : mask[d >> 5] & ~bit;
     }
     bool accepting;
     {
@@ -1710,8 +1747,12 @@ class ConfigIndex final : public structgen::IndexView {
       else if (into[k] != kDead)
         walk_plain[plain[k]] = 1;
     }
-    set_runs(mask, P.by_first, flags);
-    walk_plain_only(cid, walk_plain, mask);
+    // the walked first bytes' plain tokens too (in a free name nearly all are allowed), less
+    // those below a rejected byte
+    uint8_t set_first[256];
+    for (int b = 0; b < 256; ++b) set_first[b] = flags[b] | walk_plain[b];
+    set_runs(mask, P.by_first, set_first);
+    unwalk_plain_only(cid, walk_plain, mask);
     bool all_text = true;
     for (size_t k = 0; k < plain.size() && all_text; ++k)
       if (good[k] && !(k > 0 && good[k - 1] && into[k] == into[k - 1])) all_text = text_loop(into[k]);
@@ -1915,6 +1956,78 @@ class ConfigIndex final : public structgen::IndexView {
   }
 
   // Whether `cid` goes back to itself on every plain byte (memoised).
+  // Whether some stack of `cid` stays alive inside its top rule on every string of plain
+  // bytes (its top state is total_state): then every plain token is allowed from `cid`.
+  bool plain_total(int32_t cid) {
+    if (cid == kDead) return false;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    auto it = plain_total_cfg_.find(cid);
+    if (it != plain_total_cfg_.end()) return it->second;
+    bool hit = false;
+    for (int32_t sid : config_of(cid)) {
+      const Frame f = stacks_[sid];
+      if (!rules_[f.r].counter && total_state(f.r, static_cast<int32_t>(f.s))) {
+        hit = true;
+        break;
+      }
+    }
+    plain_total_cfg_.emplace(cid, hit);
+    return hit;
+  }
+
+  // Whether from state `s` of DFA rule `r` every plain byte goes on inside the rule, and so
+  // from every state that plain bytes lead to: the states of "any name but the declared
+  // ones", say. Found over the states plain bytes reach from `s` (a greatest fixed point:
+  // a state is not total when a plain byte is rejected there or leads to one that is not),
+  // memoised per state of the rule. Under mu_.
+  bool total_state(int32_t r, int32_t s) {
+    static constexpr size_t kMaxReached = 4096;  // more: taken as not total (walked instead)
+    const Rule& R = rules_[r];
+    std::vector<int8_t>& memo = total_memo_[static_cast<size_t>(r)];
+    if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), -1);
+    if (memo[s] >= 0) return memo[s] != 0;
+    std::vector<int32_t> order{s};
+    std::unordered_map<int32_t, int32_t> at{{s, 0}};
+    std::vector<uint8_t> bad{0};
+    std::vector<std::vector<int32_t>> preds(1);  // per reached state: the reached states leading to it
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int32_t* row = R.trans + static_cast<int64_t>(order[i]) * 256;
+      for (uint8_t b : plain_bytes()) {
+        const int32_t t = row[b];
+        if (t < 0 || memo[t] == 0) {
+          bad[i] = 1;
+          break;
+        }
+        if (memo[t] == 1) continue;
+        auto [it, fresh] = at.emplace(t, static_cast<int32_t>(order.size()));
+        if (fresh) {
+          if (order.size() >= kMaxReached) {
+            memo[s] = 0;
+            return false;
+          }
+          order.push_back(t);
+          bad.push_back(0);
+          preds.emplace_back();
+        }
+        preds[static_cast<size_t>(it->second)].push_back(static_cast<int32_t>(i));
+      }
+    }
+    std::vector<int32_t> queue;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (bad[i]) queue.push_back(static_cast<int32_t>(i));
+    while (!queue.empty()) {
+      const int32_t j = queue.back();
+      queue.pop_back();
+      for (int32_t p : preds[static_cast<size_t>(j)])
+        if (!bad[static_cast<size_t>(p)]) {
+          bad[static_cast<size_t>(p)] = 1;
+          queue.push_back(p);
+        }
+    }
+    for (size_t i = 0; i < order.size(); ++i) memo[static_cast<size_t>(order[i])] = bad[i] ? 0 : 1;
+    return memo[s] != 0;
+  }
+
   bool loops_plain(int32_t cid) {
     if (cid == kDead) return false;
     {
@@ -1991,6 +2104,8 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<std::vector<int32_t>, const uint32_t*, VecHash> mask_by_canon_;
   std::unordered_map<int32_t, int32_t> mb_targets_;
   std::unordered_map<int32_t, bool> plain_loop_;
+  std::unordered_map<int32_t, bool> plain_total_cfg_;  // plain_total per configuration
+  std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
   std::deque<std::unique_ptr<uint32_t[]>> mask_store_;  // each distinct mask once
   std::unordered_multimap<uint64_t, const uint32_t*> mask_by_content_;  // hash_words -> mask
   // set_runs' memo (its own lock: taken inside walks, which hold no other)
