@@ -1986,43 +1986,64 @@ class ConfigIndex final : public structgen::IndexView {
     std::vector<int8_t>& memo = total_memo_[static_cast<size_t>(r)];
     if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), -1);
     if (memo[s] >= 0) return memo[s] != 0;
+    // reached states by number (total_at_: -1 where not reached, restored before returning)
+    std::vector<int32_t>& at = total_at_;
+    if (at.size() < static_cast<size_t>(R.num_states)) at.resize(static_cast<size_t>(R.num_states), -1);
     std::vector<int32_t> order{s};
-    std::unordered_map<int32_t, int32_t> at{{s, 0}};
     std::vector<uint8_t> bad{0};
-    std::vector<std::vector<int32_t>> preds(1);  // per reached state: the reached states leading to it
-    for (size_t i = 0; i < order.size(); ++i) {
+    std::vector<std::pair<int32_t, int32_t>> edges;  // (reached state, a reached state leading to it)
+    at[s] = 0;
+    bool too_many = false;
+    for (size_t i = 0; i < order.size() && !too_many; ++i) {
       const int32_t* row = R.trans + static_cast<int64_t>(order[i]) * 256;
+      int32_t prev = -2;
       for (uint8_t b : plain_bytes()) {
         const int32_t t = row[b];
+        if (t == prev) continue;  // (runs of bytes to one state: most of a name's row)
+        prev = t;
         if (t < 0 || memo[t] == 0) {
           bad[i] = 1;
           break;
         }
         if (memo[t] == 1) continue;
-        auto [it, fresh] = at.emplace(t, static_cast<int32_t>(order.size()));
-        if (fresh) {
+        if (at[t] < 0) {
           if (order.size() >= kMaxReached) {
-            memo[s] = 0;
-            return false;
+            too_many = true;
+            break;
           }
+          at[t] = static_cast<int32_t>(order.size());
           order.push_back(t);
           bad.push_back(0);
-          preds.emplace_back();
         }
-        preds[static_cast<size_t>(it->second)].push_back(static_cast<int32_t>(i));
+        edges.emplace_back(at[t], static_cast<int32_t>(i));
       }
+    }
+    for (int32_t q : order) at[q] = -1;
+    if (too_many) {
+      memo[s] = 0;
+      return false;
+    }
+    // not total: a bad state and every reached state leading to one (edges by target, CSR)
+    std::vector<int32_t> start(order.size() + 1, 0), from(edges.size());
+    for (const auto& e : edges) ++start[static_cast<size_t>(e.first) + 1];
+    for (size_t k = 0; k < order.size(); ++k) start[k + 1] += start[k];
+    {
+      std::vector<int32_t> fill(start.begin(), start.end() - 1);
+      for (const auto& e : edges) from[static_cast<size_t>(fill[static_cast<size_t>(e.first)]++)] = e.second;
     }
     std::vector<int32_t> queue;
     for (size_t i = 0; i < order.size(); ++i)
       if (bad[i]) queue.push_back(static_cast<int32_t>(i));
     while (!queue.empty()) {
-      const int32_t j = queue.back();
+      const size_t j = static_cast<size_t>(queue.back());
       queue.pop_back();
-      for (int32_t p : preds[static_cast<size_t>(j)])
-        if (!bad[static_cast<size_t>(p)]) {
-          bad[static_cast<size_t>(p)] = 1;
-          queue.push_back(p);
+      for (int32_t k = start[j]; k < start[j + 1]; ++k) {
+        const size_t p = static_cast<size_t>(from[static_cast<size_t>(k)]);
+        if (!bad[p]) {
+          bad[p] = 1;
+          queue.push_back(static_cast<int32_t>(p));
         }
+      }
     }
     for (size_t i = 0; i < order.size(); ++i) memo[static_cast<size_t>(order[i])] = bad[i] ? 0 : 1;
     return memo[s] != 0;
@@ -2106,6 +2127,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<int32_t, bool> plain_loop_;
   std::unordered_map<int32_t, bool> plain_total_cfg_;  // plain_total per configuration
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
+  std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
   std::deque<std::unique_ptr<uint32_t[]>> mask_store_;  // each distinct mask once
   std::unordered_multimap<uint64_t, const uint32_t*> mask_by_content_;  // hash_words -> mask
   // set_runs' memo (its own lock: taken inside walks, which hold no other)
