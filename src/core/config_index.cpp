@@ -1464,10 +1464,7 @@ class ConfigIndex final : public structgen::IndexView {
     if (cid == kDead || t.nodes <= 1) return;
     if (t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
     RowCache cache;
-    thread_local std::vector<const int32_t*> row_at_buf;
-    if (row_at_buf.size() < static_cast<size_t>(V.trie.max_depth) + 2)
-      row_at_buf.resize(static_cast<size_t>(V.trie.max_depth) + 2);
-    const int32_t** const row_at = row_at_buf.data();
+    const int32_t** const row_at = row_at_buffer();
     row_at[1] = row(cid);
     const Trie::Node* N = t.packed.data();
     auto one = [&](int64_t at) {
@@ -1482,6 +1479,16 @@ class ConfigIndex final : public structgen::IndexView {
       if (first[N[at].byte]) one(at);
   }
 
+  // A walk's row_at: [d] the row a node at depth d steps from (of the configuration after its
+  // first d - 1 bytes). Kept per thread and reused: every entry a node reads is written
+  // first, on the way down; walks never run inside one another. (Read through a local
+  // pointer: a thread-local read in the loop costs a call per node in a shared library.)
+  const int32_t** row_at_buffer() const {
+    thread_local std::vector<const int32_t*> buf;
+    if (buf.size() < static_cast<size_t>(V.trie.max_depth) + 2) buf.resize(static_cast<size_t>(V.trie.max_depth) + 2);
+    return buf.data();
+  }
+
   // The walk's loop, compiled apart for masks and for successor lists so that neither pays
   // the other's branches on every node.
   // kGroups: a node's token is a group of Plain::tail_groups (the tail trie), whose ids are set.
@@ -1492,14 +1499,7 @@ class ConfigIndex final : public structgen::IndexView {
   void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
                   std::vector<int32_t>* cfgs, const uint8_t* keep = nullptr) {
     RowCache cache;
-    // row_at[d]: the row a node at depth d steps from (of the configuration after its first
-    // d - 1 bytes). Kept per thread and reused: every entry a node reads is written first, on
-    // the way down. (Read through a local pointer: a thread-local read in the loop costs a
-    // call per node in a shared library.)
-    thread_local std::vector<const int32_t*> row_at_buf;
-    if (row_at_buf.size() < static_cast<size_t>(V.trie.max_depth) + 2)
-      row_at_buf.resize(static_cast<size_t>(V.trie.max_depth) + 2);
-    const int32_t** const row_at = row_at_buf.data();
+    const int32_t** const row_at = row_at_buffer();
     int32_t root[256];
     const int32_t* r0 = row(cid);
     if (first != nullptr) {  // rejected first bytes act as DEAD transitions: no test per node
@@ -1955,7 +1955,6 @@ class ConfigIndex final : public structgen::IndexView {
     return target;
   }
 
-  // Whether `cid` goes back to itself on every plain byte (memoised).
   // Whether some stack of `cid` stays alive inside its top rule on every string of plain
   // bytes (its top state is total_state): then every plain token is allowed from `cid`.
   bool plain_total(int32_t cid) {
@@ -2049,6 +2048,7 @@ class ConfigIndex final : public structgen::IndexView {
     return memo[s] != 0;
   }
 
+  // Whether `cid` goes back to itself on every plain byte (memoised).
   bool loops_plain(int32_t cid) {
     if (cid == kDead) return false;
     {
