@@ -1957,7 +1957,7 @@ class ConfigIndex final : public structgen::IndexView {
 
   // Whether some stack of `cid` stays alive inside its top rule on every string of plain
   // bytes (its top state is total_state): then every plain token is allowed from `cid`.
-  bool plain_total(int32_t cid) {
+  bool plain_total(int32_t cid) override {
     if (cid == kDead) return false;
     std::lock_guard<std::recursive_mutex> g(mu_);
     auto it = plain_total_cfg_.find(cid);

@@ -29,6 +29,9 @@ class IndexView {
   virtual const uint32_t* stop_mask() const = 0;
   // fewest bytes completing the text from `cid` (>= kUnreachable: none)
   virtual int64_t config_dist(int32_t cid) = 0;
+  // whether some stack of `cid` stays alive inside its top rule on every string of plain
+  // bytes (then every plain string is a live continuation from `cid`)
+  virtual bool plain_total(int32_t cid) = 0;
   // a shortest text completing the output from `cid` into `out`; false for DEAD
   virtual bool shortest_completion(int32_t cid, std::string& out) = 0;
 };

@@ -1198,6 +1198,11 @@ class NameIndex {
 
   // can_end_fresh(cid, a), memoised.
   bool ends_fresh(int32_t cid, const NameState& a, Chains& c) {
+    // Inside a name whose configuration stays alive on every plain string (a free name's
+    // states): the name has endings as long as any, every state of a trimmed rule can end,
+    // so infinitely many names end it, and the object has written finitely many. (No search:
+    // with Llama-3 the searches and their memo were most of a first name check.)
+    if (ix_->plain_total(cid)) return true;
     if (!c.have || c.top != a.top) {
       c.top = a.top;
       c.have = true;
