@@ -1547,9 +1547,7 @@ class ConfigIndex final : public structgen::IndexView {
         i = n.end;  // the whole subtree below a rejected byte
         continue;
       }
-      if (kSubtract) {
-        // (its token stays)
-      } else if (n.tok >= 0) {
+      if (!kSubtract && n.tok >= 0) {  // (subtracting, its token stays)
         if constexpr (kGroups) {
           const IdRuns& g = V.plain->tail_groups;
           if (keep == nullptr) {

@@ -229,6 +229,10 @@ class Lazy {
 struct KeyBytes {
   std::string bytes;
   size_t hash = 0;
+  // equal parts: one shared part, or two of equal bytes (nullptr: none)
+  static bool same(const std::shared_ptr<const KeyBytes>& a, const std::shared_ptr<const KeyBytes>& b) {
+    return a == b || (a != nullptr && b != nullptr && a->bytes == b->bytes);
+  }
 };
 
 // An open container: an object with the names written in it so far, or an array.
@@ -257,7 +261,7 @@ struct StateKey {
   size_t hash = 0;
   bool operator==(const StateKey& o) const {
     return hash == o.hash && position == o.position &&
-           (chain == o.chain || (chain != nullptr && o.chain != nullptr && chain->bytes == o.chain->bytes));
+           KeyBytes::same(chain, o.chain);
   }
 };
 
@@ -991,7 +995,7 @@ class NameIndex {
     size_t hash = 0;
     bool operator==(const CandKey& o) const {
       return hash == o.hash && mode == o.mode && prefix == o.prefix &&
-             (names == o.names || (names != nullptr && o.names != nullptr && names->bytes == o.names->bytes));
+             KeyBytes::same(names, o.names);
     }
   };
   struct CandKeyHash {
