@@ -8,7 +8,8 @@
 // counter, so the load balances itself, and waking a parked worker costs a futex. A futex
 // round trip still costs tens of microseconds on a virtual machine, twice a loop (a worker
 // woken, the caller woken when the worker is done): the caller spins for its helpers, and a
-// worker spins a little after a loop, which catches the next step of a decoding loop.
+// worker spins after a loop for as long as the pool's recent gaps between loops say the next
+// one comes (a decoding loop's step), within bounds, which catches the next step.
 //
 // A Feed is a loop whose items the caller publishes while it runs (the batch fill's missing
 // masks, computed by the workers while the caller still reads the batch's matchers).
@@ -33,18 +34,18 @@
 #include <system_error>
 #include <thread>
 
-#ifndef SG_POOL_SPIN_US
-#define SG_POOL_SPIN_US 200
-#endif
 
 namespace structgen {
 
 class Pool {
   struct Loop {
     const std::function<void(int64_t)>& body;
-    std::atomic<int64_t> n{0};         // items published
-    std::atomic<bool> open{false};     // more may be published (a Feed's loop until finish)
-    std::atomic<int64_t> next{0};
+    // n and open are written by the caller while it publishes, next by every thread taking
+    // an item: on one cache line, each helper's take stole the line the caller's next
+    // publication writes
+    alignas(64) std::atomic<int64_t> n{0};  // items published
+    std::atomic<bool> open{false};          // more may be published (a Feed's loop until finish)
+    alignas(64) std::atomic<int64_t> next{0};
     int wanted = 0;                // workers that may still join (under mu_)
     std::atomic<int> running{0};  // workers inside run() (incremented under mu_)
     std::exception_ptr error;     // the first one (under mu_)
@@ -175,6 +176,7 @@ class Pool {
       }
       loop.wanted = std::min(helpers, workers_);
       loop_ = &loop;
+      learn_gap();
       generation_.fetch_add(1, std::memory_order_release);
       sleepers = sleeping_ > 0;  // read with the new generation published: none is missed
     }
@@ -186,6 +188,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> g(mu_);
       loop_ = nullptr;  // workers that wake from now on find nothing to join
+      ended_ = std::chrono::steady_clock::now();
     }
     // The helpers are finishing their last items: spin on their count a while before
     // sleeping (a futex round trip costs tens of microseconds on a virtual machine).
@@ -220,7 +223,8 @@ class Pool {
     for (;;) {
       // A decoding loop calls again within a step's Python work: a worker that has just
       // finished spins a little before parking, so the next call need not wake it.
-      spin_until(kWorkerSpin, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      spin_until(std::chrono::microseconds(spin_us_.load(std::memory_order_relaxed)),
+                 [&] { return generation_.load(std::memory_order_acquire) != seen; });
       std::unique_lock<std::mutex> g(mu_);
       if (generation_.load(std::memory_order_relaxed) == seen) {
         ++sleeping_;
@@ -242,11 +246,29 @@ class Pool {
     }
   }
 
-  // The caller spins while the helpers finish their last items (it has nothing else to do);
-  // a worker spins after a loop for about the Python work of a decoding step between two
-  // calls (a batch's accepts and the next call's arguments), then parks.
+  // The gap between the last loop's end and this one's start, kept for the workers' spin
+  // (under mu_). A worker spins after a loop for about the Python work of a decoding step
+  // between two calls (a batch's accepts and the next call's arguments), then parks: a
+  // fixed 200 us parked it just before the next step of a 64-row batch (~0.2 ms of accepts)
+  // and that step paid a wake-up (~40 us on a virtual machine) in its serial part. The spin
+  // follows the longest of the last kGaps gaps, with a quarter more, between kMinSpin and
+  // kMaxSpin; gaps longer than kMaxSpin (a model's forward pass between two steps) leave it
+  // at kMinSpin, since no spin that long pays.
+  void learn_gap() {
+    if (ended_.time_since_epoch().count() == 0) return;  // the first loop: no gap yet
+    const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - ended_);
+    gaps_[gap_at_++ % kGaps] = gap.count();
+    int64_t longest = 0;
+    for (int64_t g : gaps_) longest = std::max(longest, g);
+    const int64_t spin = longest > kMaxSpin.count() ? kMinSpin.count()
+                                                    : std::clamp<int64_t>(longest + longest / 4, kMinSpin.count(), kMaxSpin.count());
+    spin_us_.store(spin, std::memory_order_relaxed);
+  }
+
+  // The caller spins while the helpers finish their last items (it has nothing else to do).
   static constexpr std::chrono::microseconds kCallerSpin{1000};
-  static constexpr std::chrono::microseconds kWorkerSpin{SG_POOL_SPIN_US};
+  static constexpr std::chrono::microseconds kMinSpin{200}, kMaxSpin{1000};
+  static constexpr size_t kGaps = 4;
 
   const pid_t pid_;
   std::mutex busy_;  // held by the caller of the loop in progress
@@ -256,6 +278,10 @@ class Pool {
   std::atomic<uint64_t> generation_{0};  // loops started (incremented under mu_)
   int workers_ = 0;                  // (under mu_)
   int sleeping_ = 0;                 // workers parked on wake_ (under mu_)
+  std::chrono::steady_clock::time_point ended_{};  // when the last loop ended (under mu_)
+  int64_t gaps_[kGaps] = {0, 0, 0, 0};             // the last gaps between loops, us (under mu_)
+  size_t gap_at_ = 0;                              // (under mu_)
+  std::atomic<int64_t> spin_us_{kMinSpin.count()};  // a worker's spin after a loop
 };
 
 }  // namespace structgen
