@@ -207,3 +207,56 @@ def test_eager_precompute_equals_lazy_masks():
         m1, m2 = GrammarMatcher(eager), GrammarMatcher(lazy)
         assert m1.accept_string(text) and m2.accept_string(text)
         assert np.array_equal(m1.allowed_token_ids(), m2.allowed_token_ids()), text
+
+
+@pytest.mark.parametrize("schema, rollback", [
+    ({"type": "object", "properties": {"ab": {"type": "string"}}, "additionalProperties": {"type": "integer"}}, None),
+    ({"type": "object", "additionalProperties": {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}}, 4),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 40}, 2),
+])
+def test_native_accept_equals_the_python_path(schema, rollback, monkeypatch):
+    """accept_token's one native call (structgen._core.accept_token) and the Python path it
+    hands stop tokens and unusual ids to give the same answers and leave the same state:
+    configurations, name states, termination, the rollback window. Tokens are drawn from
+    the mask and outside it (rejections, duplicate member names, special tokens without
+    bytes, the stop token, ids past the vocabulary)."""
+    import structgen.runtime.matcher as matcher_module
+
+    info = toy_info([b'"ab"', b'"a"', b'":', b',"', b'"ab":1,"ab"', b'"a":', b'{"ab":', b'true', b'],', b'":[', b'12',
+                     None])
+    compiled = GrammarCompiler(info).compile_json_schema(schema)
+    native = GrammarMatcher(compiled, max_rollback_tokens=rollback)
+    python = GrammarMatcher(compiled, max_rollback_tokens=rollback)
+    rng = np.random.default_rng(5)
+    bitmask = allocate_token_bitmask(1, info.vocab_size)
+    handled = []
+    real = matcher_module._accept_token
+
+    def counted(*args):
+        handled.append(real(*args))
+        return handled[-1]
+
+    for step in range(400):
+        native.fill_next_token_bitmask(bitmask)
+        allowed = np.flatnonzero(np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:info.vocab_size])
+        draw = rng.random()
+        if draw < 0.5 and len(allowed):
+            token = int(rng.choice(allowed))
+        elif draw < 0.75:  # names, written once or again
+            token = info.token_bytes.index(bytes(rng.choice([b'"ab"', b'"a"', b'"ab":1,"ab"', b'"a":', b'{"ab":', b',"'])))
+        elif draw < 0.95:
+            token = int(rng.integers(0, info.vocab_size))
+        else:
+            token = int(rng.choice([info.vocab_size + 3, info.token_bytes.index(None)]))
+        monkeypatch.setattr(matcher_module, "_accept_token", counted)
+        got = native.accept_token(token)
+        monkeypatch.setattr(matcher_module, "_accept_token", lambda *args: -1)  # the Python path
+        want = python.accept_token(token)
+        assert got == want, (step, token)
+        assert native._history == python._history and native.is_terminated() == python.is_terminated()
+        if native._names is not None:
+            assert [(s.stack, s.mode, s.key) for s in native._names] == [(s.stack, s.mode, s.key) for s in python._names]
+        if native.is_terminated():
+            native.reset()
+            python.reset()
+    assert len(handled) == 400 and handled.count(-1) < 40  # the native call decided nearly every token

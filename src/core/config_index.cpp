@@ -822,6 +822,16 @@ class ConfigIndex final : public structgen::IndexView {
     return cid;
   }
 
+  int32_t step_if_ready(int32_t cid, const uint8_t* data, int64_t n) const override {
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t s = slot_.load(cid);
+      if (s < 0) return -1;
+      cid = rows_.at(s)[data[k]];
+      if (cid == kDead) return kDead;
+    }
+    return cid;
+  }
+
   // -- masks --------------------------------------------------------------------------
 
   // The packed allowed-token bitmask of `cid` (words_ uint32), computed on first use.

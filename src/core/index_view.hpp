@@ -20,6 +20,8 @@ class IndexView {
   // the 256 successor configurations of `cid` (0: dead), computed on first use
   virtual const int32_t* row(int32_t cid) = 0;
   virtual int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) = 0;
+  // step_bytes where every row on the way is computed already, else -1; takes no lock
+  virtual int32_t step_if_ready(int32_t cid, const uint8_t* data, int64_t n) const = 0;
   virtual bool is_accepting(int32_t cid) = 0;
   // whether the grammar has counters (whose configurations may hold many stacks), and the
   // limit on those stacks (counters.MAX_CONFIG_STACKS, which users may change)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the compiler makes matchers (CompiledGrammar.matcher)
 __all__ = ["GrammarMatcher", "check_token_id"]
 
 _fill_row = _core.fill_row
+_accept_token = _core.accept_token
 
 
 def check_token_id(token_id: object, what: str = "a token id") -> int:
@@ -53,7 +54,7 @@ class GrammarMatcher:
     """
 
     __slots__ = ("compiled", "_index", "_history", "_names", "_name_index", "_terminated", "_max_rollback",
-                 "_view", "_counted", "_background")
+                 "_view", "_counted", "_background", "_token_bytes")
 
     def __init__(self, compiled: CompiledGrammar, *, max_rollback_tokens: int | None = None) -> None:
         self.compiled = compiled
@@ -63,6 +64,7 @@ class GrammarMatcher:
         self._view = compiled.index._view
         self._counted = compiled.index._counted
         self._background = compiled.background
+        self._token_bytes = compiled.tokenizer_info.token_bytes
         self._max_rollback = max_rollback_tokens
         self.reset()
 
@@ -95,6 +97,11 @@ class GrammarMatcher:
         """
         if type(token_id) is not int:  # the usual int skips the checks
             token_id = check_token_id(token_id)
+        # the usual token in one native call (stop tokens, ids outside the vocabulary and
+        # limits come back here: -1)
+        done = _accept_token(self, token_id, self._token_bytes)
+        if done >= 0:
+            return done == 1
         if self._terminated:
             return False
         cur = self._history[-1]
@@ -279,6 +286,7 @@ class GrammarMatcher:
         other.compiled = self.compiled
         other._index = self._index
         other._view, other._counted, other._background = self._view, self._counted, self._background
+        other._token_bytes = self._token_bytes
         other._max_rollback = self._max_rollback
         other._history = list(self._history)
         other._names = None if self._names is None else list(self._names)
