@@ -215,8 +215,9 @@ def test_eager_precompute_equals_lazy_masks():
     ({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 40}, 2),
 ])
 def test_native_accept_equals_the_python_path(schema, rollback, monkeypatch):
-    """accept_token's one native call (structgen._core.accept_token) and the Python path it
-    hands stop tokens and unusual ids to give the same answers and leave the same state:
+    """accept_token's and fill_next_token_bitmask's one native calls (structgen._core's
+    accept_token and fill_matcher) and the Python paths they hand stop tokens, unusual ids
+    and counters to give the same masks and answers and leave the same state:
     configurations, name states, termination, the rollback window. Tokens are drawn from
     the mask and outside it (rejections, duplicate member names, special tokens without
     bytes, the stop token, ids past the vocabulary)."""
@@ -228,20 +229,30 @@ def test_native_accept_equals_the_python_path(schema, rollback, monkeypatch):
     native = GrammarMatcher(compiled, max_rollback_tokens=rollback)
     python = GrammarMatcher(compiled, max_rollback_tokens=rollback)
     rng = np.random.default_rng(5)
-    bitmask = allocate_token_bitmask(1, info.vocab_size)
+    bitmask = np.zeros((1, (info.vocab_size + 31) // 32), np.int32)  # (a torch tensor takes the Python path)
     handled = []
     real = matcher_module._accept_token
+    real_fill = matcher_module._fill_matcher
+    filled: list[bool] = []
+    # tokens that end strings and members, so that the walk gets past its values
+    closing = [t for t, data in enumerate(info.token_bytes) if data and data[:1] in (b'"', b",", b"}", b"]")]
 
     def counted(*args):
         handled.append(real(*args))
         return handled[-1]
 
+    python_bitmask = np.zeros_like(bitmask)
     for step in range(400):
+        monkeypatch.setattr(matcher_module, "_fill_matcher", lambda *args: filled.append(real_fill(*args)) or filled[-1])
         native.fill_next_token_bitmask(bitmask)
-        allowed = np.flatnonzero(np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:info.vocab_size])
+        monkeypatch.setattr(matcher_module, "_fill_matcher", lambda *args: False)  # the Python path
+        python.fill_next_token_bitmask(python_bitmask)
+        assert np.array_equal(bitmask, python_bitmask), step
+        allowed = np.flatnonzero(np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:info.vocab_size])
         draw = rng.random()
         if draw < 0.5 and len(allowed):
-            token = int(rng.choice(allowed))
+            ending = np.intersect1d(allowed, closing)
+            token = int(rng.choice(ending if len(ending) and rng.random() < 0.5 else allowed))
         elif draw < 0.75:  # names, written once or again
             token = info.token_bytes.index(bytes(rng.choice([b'"ab"', b'"a"', b'"ab":1,"ab"', b'"a":', b'{"ab":', b',"'])))
         elif draw < 0.95:
@@ -260,3 +271,4 @@ def test_native_accept_equals_the_python_path(schema, rollback, monkeypatch):
             native.reset()
             python.reset()
     assert len(handled) == 400 and handled.count(-1) < 40  # the native call decided nearly every token
+    assert filled.count(True) == (0 if native._counted else 400)  # (counters: the Python path fills)

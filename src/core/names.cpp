@@ -1491,6 +1491,44 @@ class BatchFill {
 
 }  // namespace
 
+// Row `index` of a numpy int32 bitmask becomes configuration `cid`'s mask in `ix`, zero
+// words after it, less the name clears of `st` when `ni` is given (fill_row, fill_matcher).
+// False, writing nothing, for anything but the plain case.
+static bool fill_one(py::handle bitmask, py::handle index, structgen::IndexView& ix, int32_t cid, NameIndex* ni,
+                     const NameState* st, bool compute) {
+  if (!py::isinstance<py::array>(bitmask) || !PyLong_CheckExact(index.ptr())) return false;
+  const long long r = PyLong_AsLongLong(index.ptr());
+  auto b = py::reinterpret_borrow<py::array>(bitmask);
+  if (b.itemsize() != 4 || b.dtype().kind() != 'i' || !b.writeable()) return false;
+  const int nd = static_cast<int>(b.ndim());
+  if (nd != 1 && nd != 2) return false;
+  const int64_t words = b.shape(nd - 1), n = ix.words();
+  if (b.strides(nd - 1) != 4 || words < n) return false;
+  if (nd == 1 ? r != 0 : (r < 0 || r >= b.shape(0))) return false;
+  auto* row = reinterpret_cast<uint32_t*>(static_cast<char*>(b.mutable_data()) + (nd == 2 ? r * b.strides(0) : 0));
+  const uint32_t* mask = ix.mask_if_ready(cid);
+  if (mask == nullptr && !compute) return false;
+  auto copy = [&] {
+    std::memcpy(row, mask, static_cast<size_t>(n) * 4);
+    if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
+  };
+  if (mask != nullptr) {
+    copy();  // a copy of a few KB: cheaper than releasing the GIL
+    if (ni == nullptr) return true;
+    // so is a memoised name clear (most fills inside an object after the first visit)
+    ClearKey key;
+    if (ni->clear_if_memoised(*st, cid, row, words, key)) return true;
+    py::gil_scoped_release release;  // a first clear searches the grammar
+    ni->clear_new(*st, cid, row, words, std::move(key));
+    return true;
+  }
+  py::gil_scoped_release release;  // a first visit walks the vocabulary
+  mask = ix.mask(cid);
+  copy();
+  if (ni != nullptr) ni->clear_fresh(*st, cid, row, words);
+  return true;
+}
+
 // Fields of a class with __slots__ read straight from the instance (GrammarMatcher's, in a
 // batch fill): an attribute lookup per field and row was about a quarter of a warm 64-row
 // call. The offsets are those of the member descriptors the class resolves the names to; a
@@ -1616,43 +1654,44 @@ void register_names(py::module_& m) {
         // `view`: ConfigIndex.view, the address of the index's IndexView, which the caller keeps
         // alive (a pointer argument costs a fraction of a class argument's cast, on every fill)
         structgen::IndexView& ix = *reinterpret_cast<structgen::IndexView*>(view);
-        if (!py::isinstance<py::array>(bitmask) || !PyLong_CheckExact(index.ptr())) return false;
         if (cid < 0 || cid >= ix.num_configs()) throw py::index_error("configuration id out of range");
-        const long long r = PyLong_AsLongLong(index.ptr());
-        auto b = py::reinterpret_borrow<py::array>(bitmask);
-        if (b.itemsize() != 4 || b.dtype().kind() != 'i' || !b.writeable()) return false;
-        const int nd = static_cast<int>(b.ndim());
-        if (nd != 1 && nd != 2) return false;
-        const int64_t words = b.shape(nd - 1), n = ix.words();
-        if (b.strides(nd - 1) != 4 || words < n) return false;
-        if (nd == 1 ? r != 0 : (r < 0 || r >= b.shape(0))) return false;
-        auto* row = reinterpret_cast<uint32_t*>(static_cast<char*>(b.mutable_data()) + (nd == 2 ? r * b.strides(0) : 0));
         NameIndex* ni = names.is_none() ? nullptr : &names.cast<NameIndex&>();
         const NameState* st = ni == nullptr ? nullptr : &state.cast<const NameState&>();
-        const uint32_t* mask = ix.mask_if_ready(cid);
-        if (mask == nullptr && !compute) return false;
-        auto copy = [&] {
-          std::memcpy(row, mask, static_cast<size_t>(n) * 4);
-          if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
-        };
-        if (mask != nullptr) {
-          copy();  // a copy of a few KB: cheaper than releasing the GIL
-          if (ni == nullptr) return true;
-          // so is a memoised name clear (most fills inside an object after the first visit)
-          ClearKey key;
-          if (ni->clear_if_memoised(*st, cid, row, words, key)) return true;
-          py::gil_scoped_release release;  // a first clear searches the grammar
-          ni->clear_new(*st, cid, row, words, std::move(key));
-          return true;
-        }
-        py::gil_scoped_release release;  // a first visit walks the vocabulary
-        mask = ix.mask(cid);
-        copy();
-        if (ni != nullptr) ni->clear_fresh(*st, cid, row, words);
-        return true;
+        return fill_one(bitmask, index, ix, cid, ni, st, compute);
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
       py::arg("compute"));
+  // GrammarMatcher.fill_next_token_bitmask's usual case in one call: fill_row() with the
+  // matcher's slots read here (its position, names and index). False, writing nothing, where
+  // the Python method decides: a terminated matcher, a grammar with counters (its stack limit
+  // is synced first) or a background precompute, a matcher whose fields are not its own
+  // slots, and whatever fill_row() refuses.
+  m.def(
+      "fill_matcher",
+      [](py::handle matcher, py::handle bitmask, py::handle index) {
+        enum : size_t { kTerminated, kHistory, kNames, kNameIndex, kView, kCounted, kBackground };
+        static SlotReader slots({"_terminated", "_history", "_names", "_name_index", "_view", "_counted", "_background"});
+        PyObject* m = matcher.ptr();
+        PyObject* fields[7];
+        for (size_t k = 0; k < 7; ++k)
+          if ((fields[k] = slots.get(m, k)) == nullptr) return false;
+        if (fields[kTerminated] != Py_False || fields[kCounted] != Py_False || fields[kBackground] != Py_None) return false;
+        PyObject* history = fields[kHistory];
+        PyObject* names = fields[kNames];
+        if (!PyList_CheckExact(history) || PyList_GET_SIZE(history) == 0 || !PyLong_CheckExact(fields[kView])) return false;
+        const long cid = PyLong_AsLong(PyList_GET_ITEM(history, PyList_GET_SIZE(history) - 1));
+        auto& ix = *reinterpret_cast<structgen::IndexView*>(PyLong_AsVoidPtr(fields[kView]));
+        if (cid < 0 || cid >= ix.num_configs()) return false;
+        NameIndex* ni = nullptr;
+        const NameState* st = nullptr;
+        if (names != Py_None) {
+          if (!PyList_CheckExact(names) || PyList_GET_SIZE(names) == 0) return false;
+          ni = &py::handle(fields[kNameIndex]).cast<NameIndex&>();
+          st = &py::handle(PyList_GET_ITEM(names, PyList_GET_SIZE(names) - 1)).cast<const NameState&>();
+        }
+        return fill_one(bitmask, index, ix, static_cast<int32_t>(cid), ni, st, true);
+      },
+      py::arg("matcher"), py::arg("bitmask"), py::arg("index"));
   // GrammarMatcher.accept_token's usual case in one call: the matcher's slots read here, the
   // token stepped through the configuration's byte rows, its member names fed, and the new
   // configuration (and name state) appended to the matcher's lists, trimmed to

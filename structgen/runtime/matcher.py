@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the compiler makes matchers (CompiledGrammar.matcher)
 __all__ = ["GrammarMatcher", "check_token_id"]
 
 _fill_row = _core.fill_row
+_fill_matcher = _core.fill_matcher
 _accept_token = _core.accept_token
 
 
@@ -160,7 +161,11 @@ class GrammarMatcher:
         (so a finished row of a batch can keep emitting padding EOS). To fill many rows
         from many matchers at once, see :func:`structgen.runtime.batch.fill_next_token_bitmasks`.
         """
-        if not self._terminated:  # the usual case in one native call, first visits included
+        # the usual case in one native call, first visits included (grammars without counters:
+        # no stack limit to pass)
+        if _fill_matcher(self, bitmask, index):
+            return
+        if not self._terminated:  # a torch tensor, counters, a background precompute
             arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
             if arr is not None:
                 if self._counted:  # a first visit or the name clears may create configurations
