@@ -161,26 +161,25 @@ class GrammarMatcher:
         (so a finished row of a batch can keep emitting padding EOS). To fill many rows
         from many matchers at once, see :func:`structgen.runtime.batch.fill_next_token_bitmasks`.
         """
+        arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
         # the usual case in one native call, first visits included (grammars without counters:
         # no stack limit to pass)
-        if _fill_matcher(self, bitmask, index):
+        if arr is not None and _fill_matcher(self, arr, index):
             return
-        if not self._terminated:  # a torch tensor, counters, a background precompute
-            arr = bitmask if type(bitmask) is np.ndarray else _cpu_array(bitmask)
-            if arr is not None:
-                if self._counted:  # a first visit or the name clears may create configurations
-                    self._index._sync_limit()
-                names = self._names
-                task = self._background
-                try:
-                    if _fill_row(arr, index, self._view, self._history[-1],
-                                 None if names is None else self._name_index,
-                                 None if names is None else names[-1],
-                                 task is None or task.finished.is_set()):
-                        return
-                except _core.StackLimitExceeded as e:
-                    check_config_stacks(int(e.args[0]))  # raises LimitError
-                    raise  # pragma: no cover - the limit was raised meanwhile
+        if not self._terminated and arr is not None:  # counters, a background precompute
+            if self._counted:  # a first visit or the name clears may create configurations
+                self._index._sync_limit()
+            names = self._names
+            task = self._background
+            try:
+                if _fill_row(arr, index, self._view, self._history[-1],
+                             None if names is None else self._name_index,
+                             None if names is None else names[-1],
+                             task is None or task.finished.is_set()):
+                    return
+            except _core.StackLimitExceeded as e:
+                check_config_stacks(int(e.args[0]))  # raises LimitError
+                raise  # pragma: no cover - the limit was raised meanwhile
         row = as_numpy_row(bitmask, index)
         mask = self.next_mask()
         n = mask.shape[0]
