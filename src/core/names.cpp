@@ -777,11 +777,18 @@ class NameIndex {
 
   // clear() when its result is memoised (a lookup, no search); false, row untouched, if not.
   // `key` becomes the memo key, for clear_new().
+  // The diff is applied under the lock (a few words), not handed out: a shared_ptr copy per
+  // lookup wrote the reference count of the one empty diff most entries shared, a cache line
+  // that the threads filling one batch took from each other at every row.
   bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey& key) {
-    std::shared_ptr<const Diff> hit = memoised(st, cid, key);
-    if (hit == nullptr) return false;
-    for (const auto& [k, v] : *hit)
-      if (k < row_words) row[k] &= v;
+    key.cid = cid;
+    key.state = state_key(st);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cleared_.find(key);
+    if (it == cleared_.end()) return false;
+    if (it->second != nullptr)
+      for (const auto& [k, v] : *it->second)
+        if (k < row_words) row[k] &= v;
     return true;
   }
 
@@ -807,15 +814,14 @@ class NameIndex {
     std::sort(out.touched.begin(), out.touched.end());
     out.touched.erase(std::unique(out.touched.begin(), out.touched.end()), out.touched.end());
     // most first clears change nothing (a position inside a value, a name with no written
-    // name to repeat): those share one empty diff
-    static const std::shared_ptr<Diff> nothing = std::make_shared<Diff>();
-    std::shared_ptr<Diff> diff = nothing;
+    // name to repeat): those keep no diff
+    std::unique_ptr<Diff> diff;
     for (int32_t k : out.touched)
       if (out.w[k] != mask[k]) {
-        if (diff == nothing) diff = std::make_shared<Diff>();
+        if (diff == nullptr) diff = std::make_unique<Diff>();
         diff->emplace_back(k, out.w[k]);
       }
-    if (row_words < w)
+    if (row_words < w && diff != nullptr)
       for (const auto& [k, v] : *diff)
         if (k < row_words) row[k] &= v;
     std::lock_guard<std::mutex> g(mu_);
@@ -825,15 +831,6 @@ class NameIndex {
 
   // words of a mask that the clears change, with their cleared values
   using Diff = std::vector<std::pair<int32_t, uint32_t>>;
-
-  // the memoised clears of (`cid`, `st`), else nullptr; `key` becomes their memo key
-  std::shared_ptr<const Diff> memoised(const NameState& st, int32_t cid, ClearKey& key) {
-    key.cid = cid;
-    key.state = state_key(st);
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = cleared_.find(key);
-    return it == cleared_.end() ? nullptr : it->second;
-  }
 
   // A short text completing `cid` without writing a name twice in an object, from `st`
   // (names.distinct_completion); nullopt if none is found within `max_nodes` per search.
@@ -1332,7 +1329,7 @@ class NameIndex {
   std::shared_ptr<const NameTables> tables_;
   std::mutex mu_;
   std::unordered_map<int32_t, std::optional<std::string>> completions_;
-  std::unordered_map<ClearKey, std::shared_ptr<const Diff>, ClearKey::Hash> cleared_;
+  std::unordered_map<ClearKey, std::unique_ptr<const Diff>, ClearKey::Hash> cleared_;  // (null: nothing cleared)
   std::unordered_map<EndKey, bool, EndKeyHash> ends_;
   std::unordered_map<CandKey, std::shared_ptr<const Ids>, CandKeyHash> candidates_;
 };
