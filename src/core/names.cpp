@@ -1805,9 +1805,9 @@ void register_names(py::module_& m) {
           return py::reinterpret_steal<py::object>(v);
         };
         // a matcher's fields: from its slots where they are slots (GrammarMatcher), else getattr
-        enum : size_t { kIndexSlot, kTerminatedSlot, kHistorySlot, kNamesSlot, kNameIndexSlot };
-        static SlotReader slots({"_index", "_terminated", "_history", "_names", "_name_index"});
-        static PyObject* const slot_names[] = {k_index, k_terminated, k_history, k_names, k_name_index};
+        enum : size_t { kIndexSlot, kTerminatedSlot, kHistorySlot, kNamesSlot, kNameIndexSlot, kViewSlot };
+        static SlotReader slots({"_index", "_terminated", "_history", "_names", "_name_index", "_view"});
+        static PyObject* const slot_names[] = {k_index, k_terminated, k_history, k_names, k_name_index, k_view};
         auto field = [&](PyObject* m, size_t k) {
           PyObject* v = slots.get(m, k);
           return v != nullptr ? py::reinterpret_borrow<py::object>(v) : attr(m, slot_names[k]);
@@ -1831,7 +1831,11 @@ void register_names(py::module_& m) {
           if (last_hit < grammars.size() && grammars[last_hit].index == index) return grammars[last_hit];
           for (size_t g = 0; g < grammars.size(); ++g)
             if (grammars[g].index == index) return grammars[last_hit = g];
-          auto* ix = reinterpret_cast<structgen::IndexView*>(attr(index, k_view).cast<uintptr_t>());
+          // (the matcher's copy of index._view: a slot, where the index's is a dict entry)
+          PyObject* view = slots.get(m, kViewSlot);
+          auto* ix = reinterpret_cast<structgen::IndexView*>(
+              view != nullptr && PyLong_CheckExact(view) ? reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(view))
+                                                         : attr(index, k_view).cast<uintptr_t>());
           if (ix->words() > words)
             throw std::invalid_argument("bitmask row has " + std::to_string(words) +
                                         " words but the vocabulary needs " + std::to_string(ix->words()));
