@@ -1526,6 +1526,17 @@ static bool fill_one(py::handle bitmask, py::handle index, structgen::IndexView&
   return true;
 }
 
+// A matcher's position from its `_history` list and `_view` address (fill_matcher,
+// accept_token); false where they are not what GrammarMatcher keeps there.
+static bool read_position(PyObject* history, PyObject* view, structgen::IndexView*& ix, int32_t& cid) {
+  if (!PyList_CheckExact(history) || PyList_GET_SIZE(history) == 0 || !PyLong_CheckExact(view)) return false;
+  const long c = PyLong_AsLong(PyList_GET_ITEM(history, PyList_GET_SIZE(history) - 1));
+  ix = reinterpret_cast<structgen::IndexView*>(PyLong_AsVoidPtr(view));
+  if (c < 0 || c >= ix->num_configs()) return false;
+  cid = static_cast<int32_t>(c);
+  return true;
+}
+
 // Fields of a class with __slots__ read straight from the instance (GrammarMatcher's, in a
 // batch fill): an attribute lookup per field and row was about a quarter of a warm 64-row
 // call. The offsets are those of the member descriptors the class resolves the names to; a
@@ -1673,12 +1684,10 @@ void register_names(py::module_& m) {
         for (size_t k = 0; k < 7; ++k)
           if ((fields[k] = slots.get(m, k)) == nullptr) return false;
         if (fields[kTerminated] != Py_False || fields[kCounted] != Py_False || fields[kBackground] != Py_None) return false;
-        PyObject* history = fields[kHistory];
+        structgen::IndexView* ix;
+        int32_t cid;
+        if (!read_position(fields[kHistory], fields[kView], ix, cid)) return false;
         PyObject* names = fields[kNames];
-        if (!PyList_CheckExact(history) || PyList_GET_SIZE(history) == 0 || !PyLong_CheckExact(fields[kView])) return false;
-        const long cid = PyLong_AsLong(PyList_GET_ITEM(history, PyList_GET_SIZE(history) - 1));
-        auto& ix = *reinterpret_cast<structgen::IndexView*>(PyLong_AsVoidPtr(fields[kView]));
-        if (cid < 0 || cid >= ix.num_configs()) return false;
         NameIndex* ni = nullptr;
         const NameState* st = nullptr;
         if (names != Py_None) {
@@ -1686,7 +1695,7 @@ void register_names(py::module_& m) {
           ni = &py::handle(fields[kNameIndex]).cast<NameIndex&>();
           st = &py::handle(PyList_GET_ITEM(names, PyList_GET_SIZE(names) - 1)).cast<const NameState&>();
         }
-        return fill_one(bitmask, index, ix, static_cast<int32_t>(cid), ni, st, true);
+        return fill_one(bitmask, index, *ix, cid, ni, st, true);
       },
       py::arg("matcher"), py::arg("bitmask"), py::arg("index"));
   // GrammarMatcher.accept_token's usual case in one call: the matcher's slots read here, the
@@ -1713,13 +1722,15 @@ void register_names(py::module_& m) {
           return -1;
         PyObject* history = fields[kHistory];
         PyObject* names = fields[kNames];
-        if (!PyList_CheckExact(history) || PyList_GET_SIZE(history) == 0 || !PyLong_CheckExact(fields[kView])) return -1;
+        structgen::IndexView* view;
+        int32_t cur;
+        if (!read_position(history, fields[kView], view, cur)) return -1;
         if (names != Py_None && (!PyList_CheckExact(names) || PyList_GET_SIZE(names) != PyList_GET_SIZE(history)))
           return -1;
         int overflow = 0;
         const long long t = PyLong_AsLongLongAndOverflow(token.ptr(), &overflow);
         if (overflow != 0 || t < 0 || t >= PyTuple_GET_SIZE(token_bytes.ptr())) return -1;
-        auto& ix = *reinterpret_cast<structgen::IndexView*>(PyLong_AsVoidPtr(fields[kView]));
+        structgen::IndexView& ix = *view;
         if (t < ix.words() * 32 && (ix.stop_mask()[t >> 5] >> (t & 31) & 1u)) return -1;  // a stop token
         PyObject* data = PyTuple_GET_ITEM(token_bytes.ptr(), t);
         if (data == Py_None) return 0;  // a special token: no bytes, never a step of the text
@@ -1727,13 +1738,11 @@ void register_names(py::module_& m) {
         const auto* d = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(data));
         const auto n = static_cast<int64_t>(PyBytes_GET_SIZE(data));
         if (n == 0) return 0;
-        const long cur = PyLong_AsLong(PyList_GET_ITEM(history, PyList_GET_SIZE(history) - 1));
-        if (cur < 0 || cur >= ix.num_configs()) return -1;
-        int32_t nxt = ix.step_if_ready(static_cast<int32_t>(cur), d, n);
+        int32_t nxt = ix.step_if_ready(cur, d, n);
         if (nxt < 0) {
           try {
             py::gil_scoped_release release;  // a first visit computes rows
-            nxt = ix.step_bytes(static_cast<int32_t>(cur), d, n);
+            nxt = ix.step_bytes(cur, d, n);
           } catch (...) {  // (a configuration past the stack limit: the Python path raises LimitError)
             return -1;
           }
