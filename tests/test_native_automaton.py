@@ -205,6 +205,37 @@ def test_rules_built_ahead_keep_the_size_limit(monkeypatch):
     assert any(0 < c < len(needs) - 1 for c in counts[1:])
 
 
+def test_cached_rules_held_while_the_loop_evicts_them(monkeypatch):
+    """A grammar with more new states than the rule cache holds: its own insertions evict the
+    cached rules it found before the loop reaches them. Those were counted as cached, not
+    built ahead; they are held from the look-up on, so none is rebuilt one by one, and the
+    automaton equals a fresh build."""
+    grammar = schema_to_grammar(_pattern_ring(("ab", 6), ("cd", 6), ("ef", 6), ("gh", 6)))
+    cache = automaton._RuleDFAs()
+    monkeypatch.setattr(automaton, "_RULES", cache)
+    monkeypatch.setattr(automaton, "BUILD_THREADS", 2)
+    monkeypatch.setattr(automaton, "AHEAD_MIN_NODES", 0)
+    first = build_automaton(grammar)
+    sizes = sorted(r.trans.shape[0] for r in first.rules if isinstance(r, automaton.RuleDFA))
+    # room for the largest rules but not for all: the first ones built were evicted
+    monkeypatch.setattr(cache, "MAX_STATES", 4 * sizes[-1])
+    cache._entries.clear()
+    cache._states = 0
+    build_automaton(grammar)
+    assert 2 <= len(cache._entries) < len(sizes)
+    one_by_one = []
+    rule_dfa = automaton._rule_dfa
+
+    def spy(*args, **kw):
+        one_by_one.append(args[1])
+        return rule_dfa(*args, **kw)
+
+    monkeypatch.setattr(automaton, "_rule_dfa", spy)
+    again = build_automaton(grammar)
+    assert one_by_one == []
+    _assert_same(again, first)
+
+
 FREE = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True}
 
 
@@ -261,10 +292,15 @@ def test_rule_cache_is_bounded_by_states(monkeypatch):
                  _build(grammar, True, monkeypatch, byte_alphabet=_ALPHABET))
 
 
-def test_cached_rule_keeps_the_size_limit(monkeypatch):
+@pytest.mark.parametrize("ahead", [False, True], ids=["loop", "held-ahead"])
+def test_cached_rule_keeps_the_size_limit(ahead, monkeypatch):
     """A limit a cached rule does not fit is refused as if it were built, whatever the
     process built before: each outcome (the automaton's size or the error) equals a build
-    with nothing cached."""
+    with nothing cached. ``held-ahead``: the cached entries are taken by the look-up before
+    the loop (``_build_ahead``), which checks the same budgets."""
+    if ahead:
+        monkeypatch.setattr(automaton, "BUILD_THREADS", 2)
+        monkeypatch.setattr(automaton, "AHEAD_MIN_NODES", 0)
     # limits around the any-value rule's own NFA need (its caller is small), and its DFA need
     # (its caller, about 130 states, built first, counts against the DFA limit)
     cases = [({"type": "array"}, range(150, 170)),

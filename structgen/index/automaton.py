@@ -118,34 +118,36 @@ nodes or more: a median schema builds one or two small rules, cheaper than wakin
 
 
 def _build_ahead(arrays: tuple[np.ndarray, np.ndarray], roots: Mapping[str, int], keys: Mapping[str, bytes],
-                 max_states: int, alphabet: np.ndarray, n_rules: int) -> dict[bytes, tuple]:
+                 max_states: int, alphabet: np.ndarray, n_rules: int) -> tuple[dict[bytes, tuple], dict[bytes, tuple]]:
     """The rules not in the rule cache, built in parallel ahead of :func:`build_automaton`'s
     loop (``_core.build_rules``): per rule key, :func:`_rule_dfa`'s result. Each build
     had the whole budget less the cached rules' states; the loop takes a result only where it
     fits the budget left at that rule, and builds any other rule itself, as before, so sizes,
     limits and errors are those of building the rules one after the other. Empty when there
-    is too little to build for threads to pay."""
-    if BUILD_THREADS < 2:
-        return {}
-    if len(arrays[0]) < AHEAD_MIN_NODES:
-        return {}
+    is too little to build for threads to pay.
+
+    Also returned: the rule cache's entries (``_RuleDFAs.peek``) of the rules found there.
+    The loop's own insertions may evict them before it reaches them (a grammar with more new
+    states than the cache holds); held here, they are not rebuilt one by one."""
+    if BUILD_THREADS < 2 or len(arrays[0]) < AHEAD_MIN_NODES:
+        return {}, {}
     todo: dict[bytes, int] = {}  # rule key -> root node, in the loop's order
-    seen: set[bytes] = set()
+    held: dict[bytes, tuple] = {}
     cached = 0  # states of the cached rules: a lower bound of the states before any rule
     for name, key in keys.items():
-        if key in seen:
+        if key in todo or key in held:
             continue
-        seen.add(key)
         hit = _RULES.peek(key)
         if hit is None:
             todo[key] = roots[name]
         else:
-            cached += hit[0][0].shape[0]
+            held[key] = hit
+            cached += hit[1][0][0].shape[0]
     if len(todo) < 2:
-        return {}
+        return {}, held
     built = _core.build_rules(arrays[0], arrays[1], np.fromiter(todo.values(), np.int32, len(todo)), max_states,
                               cached, alphabet, n_rules, BUILD_THREADS)
-    return {key: _rule_result(out) for key, out in zip(todo, built) if out is not None}
+    return {key: _rule_result(out) for key, out in zip(todo, built) if out is not None}, held
 
 
 class _RuleDFAs:
@@ -175,17 +177,22 @@ class _RuleDFAs:
     def get(self, key: bytes, nfa_budget: int, dfa_budget: int) -> tuple | None:
         with self._lock:
             hit = self._entries.get(key)
-            if hit is None or nfa_budget < hit[0][0] or dfa_budget < hit[0][1]:
+            if hit is None or not self.fits(hit, nfa_budget, dfa_budget):
                 return None
             self._entries.move_to_end(key)
             return hit[1]
 
     def peek(self, key: bytes) -> tuple | None:
-        """The entry of ``key`` whatever the budgets (``get`` checks them), else None; does not
-        count as a use."""
+        """The entry ``(need, built)`` of ``key`` whatever the budgets (see :meth:`fits`), else
+        None; does not count as a use."""
         with self._lock:
-            hit = self._entries.get(key)
-            return None if hit is None else hit[1]
+            return self._entries.get(key)
+
+    @staticmethod
+    def fits(entry: tuple, nfa_budget: int, dfa_budget: int) -> bool:
+        """Whether an entry's rule builds within these budgets (else building it raises)."""
+        need = entry[0]
+        return nfa_budget >= need[0] and dfa_budget >= need[1]
 
     def put(self, key: bytes, need: tuple[int, int] | None, built: tuple) -> None:
         (trans, final, calls), rule_csr, ends = built
@@ -448,7 +455,7 @@ def build_automaton(
     alphabet_key = alphabet.tobytes()
     keys = {name: _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet_key
             for name in called_names if name not in counters}
-    ahead = _build_ahead(arrays, roots, keys, max_states, alphabet, len(called_names))
+    ahead, held = _build_ahead(arrays, roots, keys, max_states, alphabet, len(called_names))
     for name in called_names:
         if name in counters:
             # a two-state stand-in with the counter's nullability, productivity and left
@@ -466,6 +473,8 @@ def build_automaton(
         # here: exact, merging only states with the same future; trimming comes below).
         key = keys[name]
         built = _RULES.get(key, max_states, max_states - total)
+        if built is None and key in held and _RuleDFAs.fits(held[key], max_states, max_states - total):
+            built = held[key][1]
         if built is None:
             out = ahead.get(key)
             if out is None or out[5][1] > max_states - total:  # not built ahead, or past the budget here
