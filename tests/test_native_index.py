@@ -240,6 +240,31 @@ CLASS_REPEAT_TEXT = (b'{"h":"I' + b"0123456789abcdef" * 2 + b'0a2b4c6d","k":"key
                      b'"d":"abcd-ef","x":"abcx","e":"abcd12","f":"xyzabc"}')
 
 
+# A bounded string body counts characters: every position is a configuration of its own, where
+# each plain byte and each character from U+0080 up advance alike. The text tokens (whole
+# characters, some from U+0080 up) are taken by their count of characters, and only the other
+# tokens are walked. Where characters from U+0080 up do not act like the plain bytes (printable
+# ASCII only; every character but "é"), or only some may come last (after two characters
+# only an "é": "tré" is allowed at the start), every token is walked.
+BOUNDED_TEXT_SCHEMA = {"type": "object", "properties": {
+    "m": {"type": "string", "maxLength": 6},
+    "n": {"type": "string", "minLength": 3, "maxLength": 4},
+    "l": {"type": "string", "minLength": 5},
+    "a": {"type": "string", "pattern": "^[ -~]{0,6}$"},
+    "e": {"type": "string", "pattern": "^[^é]{0,5}$"},
+    "z": {"type": "string", "pattern": "^.{0,3}[a-zé]?$"},
+    "y": {"type": "string", "pattern": "^[\\s\\S]{0,2}é?$"}}}
+BOUNDED_TEXT_TEXT = ('{"m":"é東京x","n":"añb","l":"ü∂日本語 more","a":"ab c~","e":"日本ü","z":"ñ€é",'
+                     '"y":"tré"}').encode()
+
+
+def test_bounded_text_equals_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, BOUNDED_TEXT_SCHEMA, BOUNDED_TEXT_TEXT)
+        pair.walk_tokens(compiled, info, np.random.default_rng(11), walks=3, max_steps=12)
+        assert pair.states > 50
+
+
 def test_class_repeats_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_REPEAT_SCHEMA, CLASS_REPEAT_TEXT)
