@@ -1749,14 +1749,7 @@ class ConfigIndex final : public structgen::IndexView {
     }
     if (room >= 0) {  // every plain byte acts alike, step after step
       if (room < P.longest) {  // a bounded string: the plain tokens that fit
-        const int64_t fit = P.by_len.offsets[room + 1], all = P.by_len.offsets[P.longest + 1];
-        if (all - fit < fit) {
-          // most plain tokens fit: all of them less the longer ones (the mask is empty so far)
-          std::memcpy(mask, P.tokens.data(), static_cast<size_t>(words_) * 4);
-          for (int64_t k = fit; k < all; ++k) mask[P.by_len.ids[k] >> 5] &= ~(1u << (P.by_len.ids[k] & 31));
-        } else {
-          set_ids(mask, P.by_len.ids, fit);
-        }
+        set_first_ids(mask, P.tokens.data(), P.by_len.ids, P.by_len.offsets[room + 1], P.by_len.offsets[P.longest + 1]);
         walk_rest(cid, mask);
         return;
       }
@@ -1841,19 +1834,23 @@ class ConfigIndex final : public structgen::IndexView {
       walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
       return;
     }
-    if (fit >= P.text_longest) {
-      for (int64_t w = 0; w < words_; ++w) mask[w] |= P.text[static_cast<size_t>(w)];
-    } else {
-      const int64_t in = P.text_chars_off[static_cast<size_t>(fit) + 1], all = P.text_chars_off[static_cast<size_t>(P.text_longest) + 1];
-      const int64_t* ids = P.text_by_chars.data();
-      if (all - in < in) {  // most fit: every text token less the longer ones (text and plain ids are apart)
-        for (int64_t w = 0; w < words_; ++w) mask[w] |= P.text[static_cast<size_t>(w)];
-        for (int64_t k = in; k < all; ++k) mask[ids[k] >> 5] &= ~(1u << (ids[k] & 31));
-      } else {
-        set_ids(mask, ids, in);
-      }
-    }
+    // (text and plain ids are apart: clearing the longer text tokens leaves the plain ones set)
+    const auto& off = P.text_chars_off;
+    set_first_ids(mask, P.text.data(), P.text_by_chars.data(), off[static_cast<size_t>(std::min(fit, P.text_longest)) + 1],
+                  off[static_cast<size_t>(P.text_longest) + 1]);
     walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+  }
+
+  // Set in `mask` the first `fit` of the `all` ids of a table (the tokens that fit), whose
+  // bitmask is `all_bits`: where most fit, all of them less the others (a pass over the words
+  // and a few bits cleared, where setting tens of thousands of ids one by one cost more).
+  void set_first_ids(uint32_t* mask, const uint32_t* all_bits, const int64_t* ids, int64_t fit, int64_t all) {
+    if (all - fit < fit) {
+      for (int64_t w = 0; w < words_; ++w) mask[w] |= all_bits[w];
+      for (int64_t k = fit; k < all; ++k) mask[ids[k] >> 5] &= ~(1u << (ids[k] & 31));
+    } else {
+      set_ids(mask, ids, fit);
+    }
   }
 
   // How many characters may follow `cid`, at most `limit`, when at every step each plain
@@ -1866,16 +1863,15 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t cur = cid;
     for (int64_t n = 0; n < limit; ++n) {
       const int32_t* r = row(cur);
-      const int32_t nxt = r[plain[0]];
-      for (uint8_t b : plain)
-        if (r[b] != nxt) return -1;
-      if (nxt == kDead) {
+      if (r[plain[0]] == kDead) {  // the end, if nothing at all goes on
+        for (uint8_t b : plain)
+          if (r[b] != kDead) return -1;
         for (int b = 0x80; b < 0x100; ++b)
           if (r[b] != kDead) return -1;
         return n;
       }
-      const int32_t multi = multibyte_target(cur);
-      if (multi != nxt && multi != kNoChars) return -1;
+      const int32_t nxt = char_target(cur);
+      if (nxt == kNone) return -1;
       if (nxt == cur) return limit;
       cur = nxt;
     }
