@@ -94,6 +94,28 @@ def test_batch_fill_equals_matcher_fill_bit_for_bit(threads):
                 _walk(b, np.random.default_rng(seed), 1, info, finish=False)
 
 
+@pytest.mark.parametrize(("threads", "lane"), [(2, 0), (2, 1), (4, 3), (8, 7)])
+def test_rows_of_one_lane_are_shared_out(threads, lane):
+    """The batch fill keeps each row's work in a lane (row % threads) that one thread takes
+    first; here every row is in one lane (one that a helper owns, or, with more lanes than the
+    pool has threads, one that nobody does): the others take its items, nothing is left."""
+    info = toy_info(TOKENS)
+    ours = _matchers(GrammarCompiler(info), info, seed=7)  # fresh grammars: masks missing
+    theirs = _matchers(GrammarCompiler(info), info, seed=7)
+    batch = threads * len(ours)
+    rows = [lane + threads * k for k in range(len(ours))]
+    for round_ in range(2):  # first visit, then memo hits
+        got = np.full((batch, words := bitmask_words(info.vocab_size)), 0x5A5A5A5A, np.int32)
+        # in a thread of its own: an item nobody takes would hang the call, not the suite
+        t = threading.Thread(target=fill_next_token_bitmasks, args=(ours, got, rows), kwargs={"threads": threads},
+                             daemon=True)
+        t.start()
+        t.join(timeout=60)
+        assert not t.is_alive(), "the batch fill did not return"
+        expect = _one_by_one(theirs, batch, words, rows)
+        assert np.array_equal(got, expect), f"round {round_}: rows {np.flatnonzero((got != expect).any(axis=1))} differ"
+
+
 class _Sub(GrammarMatcher):
     """Inherits the slots: read from them."""
 

@@ -65,6 +65,11 @@ class Pool {
     return *p;
   }
 
+  // The calling thread's lane in the loop it runs: 0 for the loop's caller, 1, 2... for its
+  // helpers (distinct within a loop). A body that keeps per-lane work (BatchFill's rows, each
+  // preferably filled by the core that filled it last) reads it; the pool assigns nothing by it.
+  static int lane() { return lane_; }
+
   // body(i) for every i in [0, n), on up to `threads` threads counting the caller; returns
   // when every call has returned. The first exception a call throws is rethrown here, and
   // the items nobody had started by then are skipped.
@@ -234,10 +239,11 @@ class Pool {
       seen = generation_.load(std::memory_order_relaxed);
       Loop* loop = loop_;
       if (loop == nullptr || loop->wanted == 0) continue;
-      --loop->wanted;
+      lane_ = loop->wanted--;  // (1..wanted: distinct among the loop's helpers)
       loop->running.fetch_add(1, std::memory_order_relaxed);
       g.unlock();
       run(*loop);
+      lane_ = 0;
       // the caller may return (and the loop go) as soon as the count reaches zero
       if (loop->running.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> d(mu_);
@@ -269,6 +275,8 @@ class Pool {
   static constexpr std::chrono::microseconds kCallerSpin{1000};
   static constexpr std::chrono::microseconds kMinSpin{200}, kMaxSpin{1000};
   static constexpr size_t kGaps = 4;
+
+  static inline thread_local int lane_ = 0;
 
   const pid_t pid_;
   std::mutex busy_;  // held by the caller of the loop in progress
