@@ -104,8 +104,9 @@ def test_rows_of_one_lane_are_shared_out(threads, lane):
     theirs = _matchers(GrammarCompiler(info), info, seed=7)
     batch = threads * len(ours)
     rows = [lane + threads * k for k in range(len(ours))]
+    words = bitmask_words(info.vocab_size)
     for round_ in range(2):  # first visit, then memo hits
-        got = np.full((batch, words := bitmask_words(info.vocab_size)), 0x5A5A5A5A, np.int32)
+        got = np.full((batch, words), 0x5A5A5A5A, np.int32)
         # in a thread of its own: an item nobody takes would hang the call, not the suite
         t = threading.Thread(target=fill_next_token_bitmasks, args=(ours, got, rows), kwargs={"threads": threads},
                              daemon=True)

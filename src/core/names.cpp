@@ -1483,9 +1483,10 @@ class BatchFill {
 
   // An item into its row's lane (the caller, before publishing the new total to the pool).
   void put(const Item& item) {
-    Lane& l = lane_[static_cast<size_t>(jobs_[item.job].r % lanes_)];
+    const int64_t k = jobs_[item.job].r % lanes_;
+    Lane& l = lane_[static_cast<size_t>(k)];
     const int64_t at = l.n.load(std::memory_order_relaxed);
-    items_[static_cast<size_t>((jobs_[item.job].r % lanes_) * cap_ + at)] = item;
+    items_[static_cast<size_t>(k * cap_ + at)] = item;
     l.n.store(at + 1, std::memory_order_release);
     ++items_n_;
   }
