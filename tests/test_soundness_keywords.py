@@ -462,3 +462,34 @@ def test_openapi_formats(compiler, fmt):
             assert base64.b64encode(base64.b64decode(text, validate=True)).decode() == text
     with pytest.raises(binascii.Error):
         base64.b64decode("QR=", validate=True)
+
+
+# -- enum and const values beside a type (checked by the type alone, per dialect) ----------
+
+_LITERALS = [1.0, 2.5, -3, "1", "a", True, False, None, [], [1], {}, {"a": 1}, 10**20]  # (draft-04: unique)
+
+
+@pytest.mark.parametrize("dialect", ["https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-04/schema#"])
+@pytest.mark.parametrize("siblings", [
+    {"type": "integer"}, {"type": "number"}, {"type": ["string", "null"]}, {"type": "boolean"},
+    {"type": ["array", "object"], "title": "t", "x-vendor": {"type": "string"}},
+    {"title": "annotations only", "description": "d", "x-weight": 3},
+    {"type": "integer", "minimum": 0},
+])
+@pytest.mark.parametrize("keyword", ["enum", "const"])
+def test_literals_beside_a_type_keep_exactly_the_valid_values(compiler, dialect, siblings, keyword):
+    # every literal is offered; the grammar must accept exactly those jsonschema accepts under
+    # the dialect (draft-04 reads 1.0 as no integer, 2020-12 as one)
+    for value in [1, *_LITERALS] if keyword == "const" else [None]:
+        schema = {"$schema": dialect, **siblings}
+        schema.update({"const": value} if keyword == "const" else {"enum": _LITERALS})
+        v = jsonschema.validators.validator_for(schema)(schema)
+        expect = [x for x in ([value] if keyword == "const" else _LITERALS) if v.is_valid(x)]
+        if not expect:
+            with pytest.raises(SchemaError):
+                compiler.compile_json_schema(schema)
+            continue
+        compiled = compiler.compile_json_schema(schema)
+        texts = {json.dumps(x, separators=(",", ":")) for x in [1, *_LITERALS]}
+        accepted = {t for t in texts if _accepts(compiled, t)}
+        assert accepted == {json.dumps(x, separators=(",", ":")) for x in expect}, (schema, accepted)
