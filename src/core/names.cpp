@@ -588,6 +588,7 @@ struct NameTables {
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   Bits commas;                  // tokens holding a comma (the separators' dead-end check)
   Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
+  Bits printable;               // tokens of printable ASCII bytes only, no quote or backslash
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
   // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
@@ -624,6 +625,7 @@ struct NameTables {
     reopen.assign(w, 0);
     commas.assign(w, 0);
     commas_quoted.assign(w, 0);
+    printable.assign(w, 0);
     std::string dec;
     for (size_t i = 0; i < n; ++i) {
       const std::string& b = tb[i];
@@ -631,6 +633,8 @@ struct NameTables {
       const size_t first = b.find('"');
       const int32_t id = static_cast<int32_t>(i);
       const uint32_t bit = uint32_t(1) << (i & 31);
+      if (std::all_of(b.begin(), b.end(), [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; }))
+        printable[i >> 5] |= bit;
       if (b.find(',') != std::string::npos) {
         commas[i >> 5] |= bit;
         if (b.find_first_of("\"\\") != std::string::npos) commas_quoted[i >> 5] |= bit;
@@ -1109,9 +1113,17 @@ class NameIndex {
       source = &ids.value;
     }
     const int64_t limit = ix_->words() * 32;
+    // Inside a name whose configuration stays alive on every plain string (plain_total: a
+    // free name's states, the declared names' prefixes among them), a token of printable
+    // ASCII bytes without quote or backslash leads to such a configuration again, which
+    // ends_fresh() below answers at once: it is never cleared. Skipped, its bytes are not
+    // stepped through the configurations (a byte row each, new ones on a first visit: with a
+    // few dozen names written, most of a name start's first fill).
+    const bool total = st.mode == kKey && ix_->plain_total(cid);
+    const uint32_t* printable = tables_->printable.data();
     Ids& live = live_s.value;
     for (int32_t t : *source)
-      if (t < limit && bit_at(row.w, t)) live.push_back(t);
+      if (t < limit && bit_at(row.w, t) && !(total && bit_at(printable, t))) live.push_back(t);
     const NameTables& T = *tables_;
     NameState after;
     Chains chains;
