@@ -1139,12 +1139,24 @@ class NameIndex {
       if (fed == kDuplicate) continue;
       const NameState& a = fed == kSame ? st : after;
       if (a.mode != kKey) continue;
-      const int32_t succ =
-          ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+      // The same holds past any head of the token: its printable last bytes (a written
+      // name's prefix after `,"`, say) lead from a plain_total configuration to one again.
+      // The head's rows are few and shared by the candidates (the separator and the quote);
+      // the prefixes' rows, one per byte, are not stepped through.
+      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+      const auto n = static_cast<int64_t>(bytes.size());
+      int64_t cut = n;
+      while (cut > 0 && printable_byte(data[cut - 1])) --cut;
+      const int32_t open = cut == 0 ? cid : ix_->step_bytes(cid, data, cut);
+      if (open == 0) continue;
+      if (cut < n && ix_->plain_total(open)) continue;
+      const int32_t succ = cut == n ? open : ix_->step_bytes(open, data + cut, n - cut);
       if (succ == 0) continue;
       if (!ends_fresh(succ, a, chains)) row.clear(t);
     }
   }
+
+  static bool printable_byte(uint8_t c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; }
 
   // The allowed tokens that end after a comma between members when the grammar's next name
   // can then only repeat one of the object's names (members in schema order, additional ones
