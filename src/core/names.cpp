@@ -588,7 +588,6 @@ struct NameTables {
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   Bits commas;                  // tokens holding a comma (the separators' dead-end check)
   Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
-  Bits printable;               // tokens of printable ASCII bytes only, no quote or backslash
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
   // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
@@ -625,7 +624,6 @@ struct NameTables {
     reopen.assign(w, 0);
     commas.assign(w, 0);
     commas_quoted.assign(w, 0);
-    printable.assign(w, 0);
     std::string dec;
     for (size_t i = 0; i < n; ++i) {
       const std::string& b = tb[i];
@@ -633,8 +631,6 @@ struct NameTables {
       const size_t first = b.find('"');
       const int32_t id = static_cast<int32_t>(i);
       const uint32_t bit = uint32_t(1) << (i & 31);
-      if (std::all_of(b.begin(), b.end(), [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; }))
-        printable[i >> 5] |= bit;
       if (b.find(',') != std::string::npos) {
         commas[i >> 5] |= bit;
         if (b.find_first_of("\"\\") != std::string::npos) commas_quoted[i >> 5] |= bit;
@@ -1113,17 +1109,9 @@ class NameIndex {
       source = &ids.value;
     }
     const int64_t limit = ix_->words() * 32;
-    // Inside a name whose configuration stays alive on every plain string (plain_total: a
-    // free name's states, the declared names' prefixes among them), a token of printable
-    // ASCII bytes without quote or backslash leads to such a configuration again, which
-    // ends_fresh() below answers at once: it is never cleared. Skipped, its bytes are not
-    // stepped through the configurations (a byte row each, new ones on a first visit: with a
-    // few dozen names written, most of a name start's first fill).
-    const bool total = st.mode == kKey && ix_->plain_total(cid);
-    const uint32_t* printable = tables_->printable.data();
     Ids& live = live_s.value;
     for (int32_t t : *source)
-      if (t < limit && bit_at(row.w, t) && !(total && bit_at(printable, t))) live.push_back(t);
+      if (t < limit && bit_at(row.w, t)) live.push_back(t);
     const NameTables& T = *tables_;
     NameState after;
     Chains chains;
@@ -1135,14 +1123,13 @@ class NameIndex {
               kScanned &&
           mode_after != kKey)
         continue;  // ends outside a name: nothing half written to trap
-      const Fed fed = feed(st, bytes, after);
-      if (fed == kDuplicate) continue;
-      const NameState& a = fed == kSame ? st : after;
-      if (a.mode != kKey) continue;
-      // The same holds past any head of the token: its printable last bytes (a written
-      // name's prefix after `,"`, say) lead from a plain_total configuration to one again.
-      // The head's rows are few and shared by the candidates (the separator and the quote);
-      // the prefixes' rows, one per byte, are not stepped through.
+      // A token's last bytes of printable ASCII (no quote or backslash: a written name's
+      // prefix, alone or after `,"`) lead from a configuration that stays alive on every
+      // plain string (plain_total: a free name's states, the declared names' prefixes among
+      // them) to such a configuration again, which ends_fresh() answers at once: the token is
+      // never cleared. Only its head is stepped (the separator and the quote, rows its
+      // candidates share), not a new byte row per byte of the prefix (with a few dozen names
+      // written, most of a name start's first fill).
       const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
       const auto n = static_cast<int64_t>(bytes.size());
       int64_t cut = n;
@@ -1150,6 +1137,10 @@ class NameIndex {
       const int32_t open = cut == 0 ? cid : ix_->step_bytes(cid, data, cut);
       if (open == 0) continue;
       if (cut < n && ix_->plain_total(open)) continue;
+      const Fed fed = feed(st, bytes, after);
+      if (fed == kDuplicate) continue;
+      const NameState& a = fed == kSame ? st : after;
+      if (a.mode != kKey) continue;
       const int32_t succ = cut == n ? open : ix_->step_bytes(open, data + cut, n - cut);
       if (succ == 0) continue;
       if (!ends_fresh(succ, a, chains)) row.clear(t);

@@ -203,15 +203,19 @@ class ConverterBase(ABC):
         self.warnings.append(text)
         warn(text, stacklevel=4)
 
-    def validator(self, subschema: Any):
+    def _root_validator(self):
+        """The document's jsonschema validator (its dialect, the internal keywords), made once."""
         if self._validator is None:
             cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
             self._validator = _extended_validator(cls)(self.root)
+        return self._validator
+
+    def validator(self, subschema: Any):
         if isinstance(subschema, dict) and "$schema" in subschema:
             # a $schema would make jsonschema switch to its own class of that dialect, which
             # does not know the internal keywords above
             subschema = {k: v for k, v in subschema.items() if k != "$schema"}
-        return self._validator.evolve(schema=subschema)
+        return self._root_validator().evolve(schema=subschema)
 
     def checker(self, subschema: Any, ptr: str):
         """``value -> bool`` by jsonschema; a pattern Python's ``re`` cannot compile (which
@@ -221,7 +225,7 @@ class ConverterBase(ABC):
             # no dialect. jsonschema's own answer for those is its type check alone (every
             # other key is one its validator ignores), without a validator evolved for the
             # subschema and a walk of its keywords (a tenth of converting a median schema).
-            base = self.validator(True)
+            base = self._root_validator()
             constraining = [k for k in subschema if k in base.VALIDATORS]
             if not constraining:
                 return lambda value: True
