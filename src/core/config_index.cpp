@@ -371,6 +371,9 @@ struct Rule {
   py::array trans_ref;  // keeps the DFA's (n, 256) table alive
   const int32_t* trans = nullptr;
   std::vector<uint8_t> final, has_bytes;
+  // per state: reads a byte, calls nothing and cannot end the rule, so that a frame in it
+  // closes to itself alone (a walk steps such frames by the DFA's own row: see walk_range)
+  std::vector<uint8_t> simple;
   std::vector<int32_t> call_off;  // calls of state s: call_data[2 * call_off[s] ..]
   std::vector<int32_t> call_data;
   std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end
@@ -708,7 +711,7 @@ class ConfigIndex final : public structgen::IndexView {
   ConfigIndex(const py::list& rules, int32_t root, std::shared_ptr<const Vocab> vocab, const py::object& stop_ids,
               int64_t words, int64_t table_cells, int64_t stack_limit)
       : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
-        slot_(-1), masks_(nullptr) {
+        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     total_memo_.resize(rules_.size());
     for (const Rule& r : rules_) {
@@ -848,12 +851,25 @@ class ConfigIndex final : public structgen::IndexView {
   int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) override {
     for (int64_t k = 0; k < n; ++k) {
       const int32_t s = slot_.load(cid);
-      if (s >= 0)
+      if (s >= 0) {
         cid = rows_.at(s)[data[k]];
-      else if (counted_)
+      } else if (counted_) {
         cid = step_one(cid, data[k]);
-      else
+      } else if (const int64_t v = virt_.load(cid); v >= 0) {
+        // no row yet, one stack in a simple state: its DFA is stepped while the states stay
+        // simple, and only the configuration where that ends is made (no rows on the way)
+        const auto r = static_cast<int32_t>(v >> 32);
+        const Rule& R = rules_[r];
+        int32_t t = static_cast<int32_t>(v & 0xFFFFFFFF);
+        for (;; ++k) {
+          t = R.trans[static_cast<int64_t>(t) * 256 + data[k]];
+          if (t < 0) return kDead;
+          if (k + 1 == n || !R.simple[t]) break;
+        }
+        cid = frame_config(r, t, virt_p_.load(cid));
+      } else {
         cid = row(cid)[data[k]];
+      }
       if (cid == kDead) return kDead;
     }
     return cid;
@@ -1002,6 +1018,9 @@ class ConfigIndex final : public structgen::IndexView {
       r.call_data.assign(ce, ce + 2 * m);
       r.call_off.resize(static_cast<size_t>(r.num_states) + 1);
       for (int32_t s = 0; s <= r.num_states; ++s) r.call_off[s] = static_cast<int32_t>(co[s]);
+      r.simple.assign(r.num_states, 0);
+      for (int32_t s = 0; s < r.num_states; ++s)
+        r.simple[s] = r.has_bytes[s] && co[s] == co[s + 1] && !r.final[s];
     } else {
       throw std::invalid_argument("unknown rule kind " + kind);
     }
@@ -1116,6 +1135,13 @@ class ConfigIndex final : public structgen::IndexView {
     accepting_.push_back(accepting ? 1 : 0);
     config_dist_.push_back(d);
     config_ids_.insert(h, cid);
+    if (!counted_ && stacks.size() == 1) {
+      const Frame& f = stacks_[stacks[0]];
+      if (rules_[f.r].simple[f.s]) {
+        virt_p_.store(cid, f.p);
+        virt_.store(cid, (static_cast<int64_t>(f.r) << 32) | static_cast<uint32_t>(f.s));
+      }
+    }
     num_configs_.store(cid + 1, std::memory_order_release);  // published last
     return cid;
   }
@@ -1365,6 +1391,30 @@ class ConfigIndex final : public structgen::IndexView {
     return slot;
   }
 
+  bool simple_frame(int32_t cid, SimpleFrame& f) const override {
+    if (slot_.load(cid) >= 0) return false;
+    const int64_t v = virt_.load(cid);
+    if (v < 0) return false;
+    f.r = static_cast<int32_t>(v >> 32);
+    f.s = static_cast<int32_t>(v & 0xFFFFFFFF);
+    f.p = virt_p_.load(cid);
+    return true;
+  }
+  const int32_t* dfa_row(const SimpleFrame& f) const override {
+    return rules_[f.r].trans + static_cast<int64_t>(f.s) * 256;
+  }
+  bool state_simple(int32_t r, int32_t s) const override { return rules_[r].simple[s] != 0; }
+
+  // The configuration of frame (r, t, p) alone, as a row of a configuration in (r, s, p)
+  // finds it (through the same frame table).
+  int32_t frame_config(int32_t r, int32_t t, int32_t p) override {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    int32_t* table = frame_table(r, p);
+    if (table == nullptr) return close_one({r, t, p});
+    if (table[t] < 0) table[t] = close_one({r, t, p});
+    return table[t];
+  }
+
   // close_memo of one frame, without a vector allocated per call (most of a walk's closes)
   int32_t close_one(const Frame& f) {
     row_raw_.assign(1, f);
@@ -1419,6 +1469,13 @@ class ConfigIndex final : public structgen::IndexView {
 
   // -- the walk -----------------------------------------------------------------------
 
+  // A walk's frames stepped by their DFA (walk_range), per depth d: when row_at[d] is a DFA
+  // row (its entries DFA states, -1 dead), the frame's rule, parent stack and the rule's
+  // `simple` flags; simple == nullptr when row_at[d] is a configuration's row.
+  struct VirtAt {
+    const uint8_t* simple;
+    int32_t r, p;
+  };
   // Row pointers of the configurations one walk meets, direct-mapped by id. The walk needs the
   // row of the configuration at every inner trie node it enters (most of them: 69% of
   // SmolLM2's nodes), nearly always one of a few configurations, and row() itself costs two
@@ -1429,7 +1486,20 @@ class ConfigIndex final : public structgen::IndexView {
     const int32_t* row[kSlots];
     int8_t loops[kSlots];  // loops on every plain byte: 1 yes, 0 no, -1 not asked yet
     uint64_t classes[kSlots];  // the byte classes it loops on in whole (kUnknownClasses: not asked yet)
-    RowCache() { std::fill(id, id + kSlots, kDead); }  // DEAD is never looked up
+    // the same two answers for DFA states a walk steps by their rows (key r << 32 | s, -1 none)
+    static constexpr int kVSlots = 64;
+    int64_t vkey[kVSlots];
+    int8_t vloops[kVSlots];
+    uint64_t vclasses[kVSlots];
+    // the configurations of frames (r, t, p) a walk leaves the DFA rows at (frame_config)
+    int32_t fkey[kVSlots][3];
+    int32_t fcid[kVSlots];
+    VirtAt* virt_at = nullptr;  // the walk's (virt_at_buffer(), read once per walk)
+    RowCache() {
+      std::fill(id, id + kSlots, kDead);  // DEAD is never looked up
+      std::fill(vkey, vkey + kVSlots, int64_t(-1));
+      for (auto& k : fkey) k[0] = -1;
+    }
   };
   const int32_t* cached_row(RowCache& c, int32_t cid) {
     const int h = cid & (RowCache::kSlots - 1);
@@ -1466,6 +1536,46 @@ class ConfigIndex final : public structgen::IndexView {
     const int32_t* r = cached_row(c, cid);
     uint64_t& known = c.classes[cid & (RowCache::kSlots - 1)];
     if (known == kUnknownClasses) known = loop_classes(r, cid);
+    return known;
+  }
+  // cached_loops and cached_classes of state `s` of rule `r`, whose DFA row is `row`
+  int cached_vslot(RowCache& c, int32_t r, int32_t s) {
+    const int64_t key = (static_cast<int64_t>(r) << 32) | static_cast<uint32_t>(s);
+    const int h = static_cast<int>((static_cast<uint32_t>(s) * 0x9E3779B1u ^ static_cast<uint32_t>(r)) >> 26);
+    if (c.vkey[h] != key) {
+      c.vkey[h] = key;
+      c.vloops[h] = -1;
+      c.vclasses[h] = kUnknownClasses;
+    }
+    return h;
+  }
+  int32_t cached_frame_config(RowCache& c, int32_t r, int32_t t, int32_t p) {
+    const int h = static_cast<int>(
+        ((static_cast<uint32_t>(t) * 0x9E3779B1u) ^ (static_cast<uint32_t>(p) * 0x85EBCA6Bu) ^ static_cast<uint32_t>(r)) >> 26);
+    int32_t* k = c.fkey[h];
+    if (k[0] != r || k[1] != t || k[2] != p) {
+      c.fcid[h] = frame_config(r, t, p);
+      k[0] = r;
+      k[1] = t;
+      k[2] = p;
+    }
+    return c.fcid[h];
+  }
+  bool cached_vloops(RowCache& c, int32_t r, int32_t s, const int32_t* row) {
+    int8_t& known = c.vloops[cached_vslot(c, r, s)];
+    if (known < 0) {
+      known = 1;
+      for (uint8_t b : plain_bytes())
+        if (row[b] != s) {
+          known = 0;
+          break;
+        }
+    }
+    return known != 0;
+  }
+  uint64_t cached_vclasses(RowCache& c, int32_t r, int32_t s, const int32_t* row) {
+    uint64_t& known = c.vclasses[cached_vslot(c, r, s)];
+    if (known == kUnknownClasses) known = loop_classes(row, s);
     return known;
   }
   // whether every plain byte leads from `cid` back to itself (cid is not DEAD)
@@ -1535,6 +1645,12 @@ class ConfigIndex final : public structgen::IndexView {
     if (buf.size() < static_cast<size_t>(V.trie.max_depth) + 2) buf.resize(static_cast<size_t>(V.trie.max_depth) + 2);
     return buf.data();
   }
+  VirtAt* virt_at_buffer() const {
+    thread_local std::vector<VirtAt> buf;
+    if (buf.size() < static_cast<size_t>(V.trie.max_depth) + 2)
+      buf.resize(static_cast<size_t>(V.trie.max_depth) + 2, VirtAt{nullptr, -1, -1});
+    return buf.data();
+  }
 
   // The walk's loop, compiled apart for masks and for successor lists so that neither pays
   // the other's branches on every node.
@@ -1554,6 +1670,8 @@ class ConfigIndex final : public structgen::IndexView {
       r0 = root;
     }
     row_at[1] = r0;
+    cache.virt_at = virt_at_buffer();
+    cache.virt_at[1].simple = nullptr;  // the root's row is a configuration's
     const Trie::Node* N = t.packed.data();
     if (t.by_first_byte) {
       // Only the first bytes the row takes are visited, each subtree in turn (in byte order,
@@ -1581,11 +1699,35 @@ class ConfigIndex final : public structgen::IndexView {
   void walk_range(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
                   uint32_t* mask, std::vector<int32_t>* toks, std::vector<int32_t>* cfgs, const uint8_t* keep) {
     static_assert(!kSubtract || (kPlainLoops && kMask && !kCollect && !kGroups && !kClassLoops));
+    // Frames stepped by their DFA: below a configuration of one stack in a simple state (no
+    // calls, no end: inside a name, a literal, a string), the row of every configuration the
+    // walk goes through is that state's DFA row mapped to configurations, and all but a few
+    // of those configurations are met by this walk only. The DFA row is read as it is (its
+    // entries are states) until a state that is not simple, where the configuration is made;
+    // a configuration's row was most of a first visit's time (a full row per trie node: 256
+    // successors scanned, their configurations closed). Masks only: successor lists need the
+    // configurations, and the subtracting walk asks plain_total of them.
+    constexpr bool kVirtual = kMask && !kCollect && !kSubtract;
+    VirtAt* const virt_at = kVirtual ? cache.virt_at : nullptr;
     const Trie::Node* N = t.packed.data();
     while (i < stop) {
       const Trie::Node& n = N[i];
-      const int32_t next = row_at[n.depth][n.byte];
-      if (next == kDead) {
+      int32_t next = row_at[n.depth][n.byte];
+      bool virt = false;  // `next` is a DFA state of the frame virt_at[depth] describes
+      if constexpr (kVirtual) {
+        const VirtAt& va = virt_at[n.depth];
+        if (va.simple != nullptr) {
+          if (next < 0) {
+            i = n.end;  // the whole subtree below a rejected byte
+            continue;
+          }
+          if (va.simple[next])
+            virt = true;
+          else
+            next = cached_frame_config(cache, va.r, next, va.p);
+        }
+      }
+      if (!virt && next == kDead) {
         if constexpr (kSubtract) {
           const int32_t* ids = t.toks.data() + t.tok_before[i];
           for (int64_t k = 0, m = t.tok_before[n.end] - t.tok_before[i]; k < m; ++k)
@@ -1612,6 +1754,45 @@ class ConfigIndex final : public structgen::IndexView {
         }
       }
       if (n.end > i + 1) {  // children below
+        if constexpr (kVirtual) {
+          int32_t r = -1, st = 0, parent = -1;
+          if (virt) {
+            r = virt_at[n.depth].r;
+            st = next;
+            parent = virt_at[n.depth].p;
+          } else if (cache.id[next & (RowCache::kSlots - 1)] != next && slot_.load(next) < 0) {
+            // (a configuration whose row is there: its row is read)
+            const int64_t v = virt_.load(next);
+            if (v >= 0) {
+              r = static_cast<int32_t>(v >> 32);
+              st = static_cast<int32_t>(v & 0xFFFFFFFF);
+              parent = virt_p_.load(next);
+            }
+          }
+          if (r >= 0) {
+            const int32_t* drow = rules_[r].trans + static_cast<int64_t>(st) * 256;
+            // (a loop of the frame's state is a loop of its configuration)
+            if constexpr (kPlainLoops) {
+              if (cached_vloops(cache, r, st, drow)) {
+                set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
+                i = n.end;
+                continue;
+              }
+            }
+            if constexpr (kClassLoops) {
+              if (n.end - i > kMinClassSkip && (V.below[i] & ~cached_vclasses(cache, r, st, drow)) == 0) {
+                set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
+                i = n.end;
+                continue;
+              }
+            }
+            row_at[n.depth + 1] = drow;
+            virt_at[n.depth + 1] = virt ? virt_at[n.depth] : VirtAt{rules_[r].simple.data(), r, parent};
+            ++i;
+            continue;
+          }
+          virt_at[n.depth + 1].simple = nullptr;
+        }
         if constexpr (kPlainLoops) {
           if constexpr (kSubtract) {
             if (cached_loops(cache, next) || plain_total(next)) {
@@ -2245,6 +2426,10 @@ class ConfigIndex final : public structgen::IndexView {
   // lock-free reads
   RowStore rows_;
   AtomicTable<int32_t> slot_;
+  // per configuration of one stack whose top state is simple (Rule::simple), that frame's
+  // rule and state (r << 32 | s) and parent stack, for walks without the lock; -1 otherwise
+  AtomicTable<int64_t> virt_;
+  AtomicTable<int32_t> virt_p_;
   AtomicTable<const uint32_t*> masks_;
   int32_t initial_ = kDead;
 };

@@ -36,6 +36,22 @@ class IndexView {
   virtual bool plain_total(int32_t cid) = 0;
   // a shortest text completing the output from `cid` into `out`; false for DEAD
   virtual bool shortest_completion(int32_t cid, std::string& out) = 0;
+
+  // A frame (rule r, DFA state s, parent stack p) that is a configuration's only stack, in a
+  // state that reads a byte, calls nothing and cannot end its rule: the configuration after
+  // a byte is then the frame of the DFA's next state alone. Searches step such frames by
+  // the DFA's row instead of making every configuration on the way and its byte row.
+  struct SimpleFrame {
+    int32_t r = -1, s = 0, p = -1;
+  };
+  // whether `cid` is such a frame alone and has no byte row yet (then `f` is its frame)
+  virtual bool simple_frame(int32_t cid, SimpleFrame& f) const = 0;
+  // the DFA row of f's state: 256 next states, -1 dead
+  virtual const int32_t* dfa_row(const SimpleFrame& f) const = 0;
+  // whether state s of rule r is simple (a frame in it is a SimpleFrame)
+  virtual bool state_simple(int32_t r, int32_t s) const = 0;
+  // the configuration of frame (r, t, p) alone (what a byte row would hold for it)
+  virtual int32_t frame_config(int32_t r, int32_t t, int32_t p) = 0;
 };
 
 constexpr int64_t kUnreachableDist = int64_t(1) << 60;  // automaton.UNREACHABLE

@@ -690,9 +690,9 @@ const std::vector<uint8_t>& byte_order() {
 // inside a declared name allow a few bytes of 256: found four at a compare (fa::equal_bits),
 // where testing each byte in turn was a tenth of the name searches' instructions.
 template <class Fn>
-inline bool each_live_byte(const int32_t* row, Fn&& fn) {
+inline bool each_live_byte(const int32_t* row, Fn&& fn, int32_t dead = 0) {
   uint64_t live[4];
-  fa::equal_bits(row, 0, live);  // the dead bytes, then flipped
+  fa::equal_bits(row, dead, live);  // the dead bytes, then flipped
   for (uint64_t& w : live) w = ~w;
   // byte_order(): printable ASCII [0x20, 0x7F), then [0, 0x20), then [0x7F, 0x100)
   static constexpr int kRanges[3][2] = {{0x20, 0x7F}, {0x00, 0x20}, {0x7F, 0x100}};
@@ -1257,11 +1257,15 @@ class NameIndex {
   // lexer state and two strings per node (this search ran on nearly every first visit inside
   // an object and was most of the name clears' cost).
   struct KeyNode {
-    int32_t cid;
+    int32_t cid;  // (unused where frame.r >= 0)
     int32_t parent;  // index in the search's nodes, -1 for the start
     uint32_t off, len;  // the name's raw bytes: arena[off, off + len)
     bool esc;
     uint8_t byte;  // the byte from the parent
+    // the node's configuration as a simple frame (IndexView::SimpleFrame) not made yet, when
+    // frame.r >= 0: inside a declared name the search goes by the rule's DFA row, where the
+    // configurations it would make and their byte rows were most of a search's cost
+    structgen::IndexView::SimpleFrame frame;
   };
 
   // A closing quote after `n` ends the name with one its object lacks, at a configuration
@@ -1269,10 +1273,20 @@ class NameIndex {
   bool closes_fresh(const KeyNode& n, const Names* names, const std::string& arena, Name& probe, int32_t& after) {
     if (n.esc) return false;
     const uint8_t quote = '"';
-    after = ix_->step_bytes(n.cid, &quote, 1);
-    if (after == 0) return false;
+    int32_t t = -1;
+    if (n.frame.r >= 0) {  // the quote's state first, its configuration once the name is new
+      t = ix_->dfa_row(n.frame)[quote];
+      if (t < 0) return false;
+    } else {
+      after = ix_->step_bytes(n.cid, &quote, 1);
+      if (after == 0) return false;
+    }
     decode_into(reinterpret_cast<const uint8_t*>(arena.data()) + n.off, n.len, probe);  // as feed() would
     if (has_name(names, probe)) return false;
+    if (n.frame.r >= 0) {
+      after = ix_->frame_config(n.frame.r, t, n.frame.p);
+      if (after == 0) return false;
+    }
     return ix_->config_dist(after) < kUnreachableDist;
   }
 
@@ -1289,7 +1303,8 @@ class NameIndex {
     std::string& arena = arena_s.value;
     std::vector<KeyNode>& nodes = nodes_s.value;
     arena = st.key;
-    nodes.push_back(KeyNode{cid, -1, 0, static_cast<uint32_t>(st.key.size()), st.esc, 0});
+    nodes.push_back(KeyNode{cid, -1, 0, static_cast<uint32_t>(st.key.size()), st.esc, 0, {}});
+    if (ix_->simple_frame(cid, nodes[0].frame)) nodes[0].cid = 0;
     Name probe;
     int32_t after = 0;
     auto done = [&](int32_t k) {
@@ -1309,7 +1324,9 @@ class NameIndex {
     size_t lo = 0, hi = 1;  // the current level: nodes[lo, hi)
     while (lo < hi) {
       for (size_t k = lo; k < hi; ++k) {
-        const int32_t* row = ix_->row(nodes[k].cid);
+        const structgen::IndexView::SimpleFrame frame = nodes[k].frame;
+        const bool by_dfa = frame.r >= 0;
+        const int32_t* row = by_dfa ? ix_->dfa_row(frame) : ix_->row(nodes[k].cid);
         Search result = Search::kNone;
         const bool go_on = each_live_byte(row, [&](uint8_t b) {
           if (b == '"' && !nodes[k].esc) return true;
@@ -1320,8 +1337,19 @@ class NameIndex {
           const KeyNode& n = nodes[k];
           // (inside a name every byte but an unescaped quote is written: a backslash opens
           // an escape, the byte after it closes it)
-          const KeyNode child{row[b], static_cast<int32_t>(k), static_cast<uint32_t>(arena.size()), n.len + 1,
-                              !n.esc && b == '\\', b};
+          KeyNode child{row[b], static_cast<int32_t>(k), static_cast<uint32_t>(arena.size()), n.len + 1,
+                        !n.esc && b == '\\', b, {}};
+          if (by_dfa) {  // the next state's frame, or the configuration where it is not simple
+            if (ix_->state_simple(frame.r, row[b])) {
+              child.frame = {frame.r, row[b], frame.p};
+              child.cid = 0;
+            } else {
+              child.cid = ix_->frame_config(frame.r, row[b], frame.p);
+              if (child.cid == 0) return true;
+            }
+          } else if (ix_->simple_frame(child.cid, child.frame)) {
+            child.cid = 0;
+          }
           arena.append(arena, n.off, n.len);
           arena.push_back(static_cast<char>(b));
           nodes.push_back(child);
@@ -1330,7 +1358,7 @@ class NameIndex {
             return false;
           }
           return true;
-        });
+        }, by_dfa ? -1 : 0);
         if (!go_on) return result;
       }
       lo = hi;
