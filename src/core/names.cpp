@@ -590,10 +590,11 @@ struct NameTables {
   Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
-  // bytes -> a token without quote or backslash spelling them (keys view `tb`), and the
-  // other tokens spelling the same bytes (a few)
-  std::unordered_map<std::string_view, int32_t> plain;
-  std::unordered_map<std::string_view, Ids> plain_more;
+  // the tokens without quote or backslash, sorted by their bytes (views of `tb`): the tokens
+  // spelling a prefix of a name are found by narrowing one range a byte at a time, and the
+  // search ends where no token goes on (a hash lookup of every prefix of every name was most
+  // of an in-name dead-end check)
+  std::vector<std::pair<std::string_view, int32_t>> plain_sorted;
   // bytes after the last quote -> quote tokens, with every prefix of such bytes a key (of no
   // tokens, or some): a piece that is no key is a prefix of none, and no longer piece is one
   std::unordered_map<std::string, Ids> by_tail;
@@ -601,7 +602,7 @@ struct NameTables {
   // tokens whose bytes between them are no JSON name body are left out (always fed)
   std::unordered_map<int32_t, Name> between;
 
-  NameTables(const NameTables&) = delete;  // `plain` views the strings of `tb` in place
+  NameTables(const NameTables&) = delete;  // `plain_sorted` views the strings of `tb` in place
   NameTables& operator=(const NameTables&) = delete;
   NameTables(const py::sequence& token_bytes, int64_t w) : words(w) {
     if (w < 0) throw std::invalid_argument("words must be >= 0");
@@ -618,7 +619,7 @@ struct NameTables {
       if (PyBytes_AsStringAndSize(items[i], &p, &len) < 0) throw py::error_already_set();
       tb[i].assign(p, static_cast<size_t>(len));
     }
-    plain.reserve(n);
+    plain_sorted.reserve(n);
     for (auto& bits : at_least) bits.assign(w, 0);
     escaped.assign(w, 0);
     reopen.assign(w, 0);
@@ -636,10 +637,7 @@ struct NameTables {
         if (b.find_first_of("\"\\") != std::string::npos) commas_quoted[i >> 5] |= bit;
       }
       if (first == std::string::npos) {
-        if (b.find('\\') == std::string::npos) {
-          auto [it, fresh] = plain.emplace(std::string_view(b), id);
-          if (!fresh) plain_more[it->first].push_back(id);
-        }
+        if (b.find('\\') == std::string::npos) plain_sorted.emplace_back(std::string_view(b), id);
         continue;
       }
       const size_t last = b.rfind('"');
@@ -663,6 +661,7 @@ struct NameTables {
       else
         by_prefix[pre].push_back(id);
     }
+    std::sort(plain_sorted.begin(), plain_sorted.end());
     closers_or_escaped.assign(w, 0);
     for (int64_t k = 0; k < w; ++k) closers_or_escaped[k] = at_least[3][k] | escaped[k];
     for (auto& bits : at_least) bits.index();
@@ -999,6 +998,21 @@ class NameIndex {
     size_t operator()(const CandKey& k) const { return k.hash; }
   };
 
+  // Append to `ids` the tokens of T.plain_sorted that spell a nonempty prefix of `rest`.
+  static void plain_prefixes(const NameTables& T, std::string_view rest, Ids& ids) {
+    using Entry = std::pair<std::string_view, int32_t>;
+    auto lo = T.plain_sorted.begin(), hi = T.plain_sorted.end();
+    for (size_t k = 0; k < rest.size() && lo != hi; ++k) {
+      // [lo, hi): the tokens that start with rest[0, k), sorted; the one that is exactly that
+      // comes first, then those going on with each byte in order
+      const auto c = static_cast<unsigned char>(rest[k]);
+      auto byte_at = [k](const Entry& e) { return e.first.size() > k ? static_cast<int>(static_cast<unsigned char>(e.first[k])) : -1; };
+      lo = std::lower_bound(lo, hi, c, [&](const Entry& e, unsigned char v) { return byte_at(e) < v; });
+      hi = std::upper_bound(lo, hi, c, [&](unsigned char v, const Entry& e) { return v < byte_at(e); });
+      for (auto it = lo; it != hi && it->first.size() == k + 1; ++it) ids.push_back(it->second);
+    }
+  }
+
   std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
     // Inside a name only the names that start with the name so far count: a sorted range.
     Names::const_iterator from, to;
@@ -1039,6 +1053,10 @@ class NameIndex {
       for (auto at = from; at != to; ++at) {
         const Name& name = *at;
         if (!name || !starts_with(*name, p)) continue;
+        if (in_key) {  // the plain tokens spelling a prefix of the name's rest (no quote or backslash in them)
+          plain_prefixes(T, std::string_view(*name).substr(p.size()), ids);
+          continue;
+        }
         size_t common = 0;  // of the tails after p, with the previous name's
         if (last != nullptr) {
           const size_t most = std::min(last->size(), name->size());
@@ -1048,21 +1066,13 @@ class NameIndex {
         }
         const size_t tail = name->size() - p.size();
         // (outside a name the first name's pieces start with the empty one)
-        for (size_t k = last == nullptr && !in_key ? 0 : common + 1; k <= tail; ++k) {
+        for (size_t k = last == nullptr ? 0 : common + 1; k <= tail; ++k) {
           piece.assign(*name, p.size(), k);
-          if (in_key) {  // (no quote or backslash in plain)
-            auto it = T.plain.find(std::string_view(piece));
-            if (it == T.plain.end()) continue;
-            ids.push_back(it->second);
-            auto more = T.plain_more.find(it->first);
-            if (more != T.plain_more.end()) ids.insert(ids.end(), more->second.begin(), more->second.end());
-          } else {
-            auto it = T.by_tail.find(piece);
-            // (no longer piece of this name is a key either: looking them up hashed each
-            // prefix of every name, most of a first clear's time in objects of many members)
-            if (it == T.by_tail.end()) break;
-            ids.insert(ids.end(), it->second.begin(), it->second.end());
-          }
+          auto it = T.by_tail.find(piece);
+          // (no longer piece of this name is a key either: looking them up hashed each
+          // prefix of every name, most of a first clear's time in objects of many members)
+          if (it == T.by_tail.end()) break;
+          ids.insert(ids.end(), it->second.begin(), it->second.end());
         }
         last = &*name;
       }
