@@ -1405,8 +1405,8 @@ class ConfigIndex final : public structgen::IndexView {
   }
   bool state_simple(int32_t r, int32_t s) const override { return rules_[r].simple[s] != 0; }
 
-  // The configuration of frame (r, t, p) alone, as a row of a configuration in (r, s, p)
-  // finds it (through the same frame table).
+  // The configuration of frame (r, t, p) alone: the entry a byte row of a configuration in
+  // frame (r, s, p) holds for target state t (found through the same frame table).
   int32_t frame_config(int32_t r, int32_t t, int32_t p) override {
     std::lock_guard<std::recursive_mutex> g(mu_);
     int32_t* table = frame_table(r, p);
@@ -1471,9 +1471,10 @@ class ConfigIndex final : public structgen::IndexView {
 
   // A walk's frames stepped by their DFA (walk_range), per depth d: when row_at[d] is a DFA
   // row (its entries DFA states, -1 dead), the frame's rule, parent stack and the rule's
-  // `simple` flags; simple == nullptr when row_at[d] is a configuration's row.
+  // `simple` flags and table; simple == nullptr when row_at[d] is a configuration's row.
   struct VirtAt {
     const uint8_t* simple;
+    const int32_t* trans;  // the rule's table
     int32_t r, p;
   };
   // Row pointers of the configurations one walk meets, direct-mapped by id. The walk needs the
@@ -1541,7 +1542,7 @@ class ConfigIndex final : public structgen::IndexView {
   // cached_loops and cached_classes of state `s` of rule `r`, whose DFA row is `row`
   int cached_vslot(RowCache& c, int32_t r, int32_t s) {
     const int64_t key = (static_cast<int64_t>(r) << 32) | static_cast<uint32_t>(s);
-    const int h = static_cast<int>((static_cast<uint32_t>(s) * 0x9E3779B1u ^ static_cast<uint32_t>(r)) >> 26);
+    const int h = static_cast<int>((static_cast<uint32_t>(s) * 0x9E3779B1u ^ static_cast<uint32_t>(r)) >> 26);  // (64 slots)
     if (c.vkey[h] != key) {
       c.vkey[h] = key;
       c.vloops[h] = -1;
@@ -1550,8 +1551,9 @@ class ConfigIndex final : public structgen::IndexView {
     return h;
   }
   int32_t cached_frame_config(RowCache& c, int32_t r, int32_t t, int32_t p) {
-    const int h = static_cast<int>(
-        ((static_cast<uint32_t>(t) * 0x9E3779B1u) ^ (static_cast<uint32_t>(p) * 0x85EBCA6Bu) ^ static_cast<uint32_t>(r)) >> 26);
+    const uint32_t mixed =
+        (static_cast<uint32_t>(t) * 0x9E3779B1u) ^ (static_cast<uint32_t>(p) * 0x85EBCA6Bu) ^ static_cast<uint32_t>(r);
+    const int h = static_cast<int>(mixed >> 26);  // (kVSlots == 64)
     int32_t* k = c.fkey[h];
     if (k[0] != r || k[1] != t || k[2] != p) {
       c.fcid[h] = frame_config(r, t, p);
@@ -1648,7 +1650,7 @@ class ConfigIndex final : public structgen::IndexView {
   VirtAt* virt_at_buffer() const {
     thread_local std::vector<VirtAt> buf;
     if (buf.size() < static_cast<size_t>(V.trie.max_depth) + 2)
-      buf.resize(static_cast<size_t>(V.trie.max_depth) + 2, VirtAt{nullptr, -1, -1});
+      buf.resize(static_cast<size_t>(V.trie.max_depth) + 2, VirtAt{nullptr, nullptr, -1, -1});
     return buf.data();
   }
 
@@ -1755,22 +1757,22 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (n.end > i + 1) {  // children below
         if constexpr (kVirtual) {
-          int32_t r = -1, st = 0, parent = -1;
+          VirtAt va{nullptr, nullptr, -1, -1};
+          int32_t st = next;
           if (virt) {
-            r = virt_at[n.depth].r;
-            st = next;
-            parent = virt_at[n.depth].p;
+            va = virt_at[n.depth];
           } else if (cache.id[next & (RowCache::kSlots - 1)] != next && slot_.load(next) < 0) {
             // (a configuration whose row is there: its row is read)
             const int64_t v = virt_.load(next);
             if (v >= 0) {
-              r = static_cast<int32_t>(v >> 32);
+              const Rule& R = rules_[static_cast<size_t>(v >> 32)];
+              va = VirtAt{R.simple.data(), R.trans, static_cast<int32_t>(v >> 32), virt_p_.load(next)};
               st = static_cast<int32_t>(v & 0xFFFFFFFF);
-              parent = virt_p_.load(next);
             }
           }
-          if (r >= 0) {
-            const int32_t* drow = rules_[r].trans + static_cast<int64_t>(st) * 256;
+          if (va.simple != nullptr) {
+            const int32_t r = va.r;
+            const int32_t* drow = va.trans + static_cast<int64_t>(st) * 256;
             // (a loop of the frame's state is a loop of its configuration)
             if constexpr (kPlainLoops) {
               if (cached_vloops(cache, r, st, drow)) {
@@ -1787,7 +1789,7 @@ class ConfigIndex final : public structgen::IndexView {
               }
             }
             row_at[n.depth + 1] = drow;
-            virt_at[n.depth + 1] = virt ? virt_at[n.depth] : VirtAt{rules_[r].simple.data(), r, parent};
+            virt_at[n.depth + 1] = va;
             ++i;
             continue;
           }

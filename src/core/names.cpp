@@ -1006,7 +1006,9 @@ class NameIndex {
       // [lo, hi): the tokens that start with rest[0, k), sorted; the one that is exactly that
       // comes first, then those going on with each byte in order
       const auto c = static_cast<unsigned char>(rest[k]);
-      auto byte_at = [k](const Entry& e) { return e.first.size() > k ? static_cast<int>(static_cast<unsigned char>(e.first[k])) : -1; };
+      auto byte_at = [k](const Entry& e) {
+        return e.first.size() > k ? static_cast<int>(static_cast<unsigned char>(e.first[k])) : -1;
+      };
       lo = std::lower_bound(lo, hi, c, [&](const Entry& e, unsigned char v) { return byte_at(e) < v; });
       hi = std::upper_bound(lo, hi, c, [&](unsigned char v, const Entry& e) { return v < byte_at(e); });
       for (auto it = lo; it != hi && it->first.size() == k + 1; ++it) ids.push_back(it->second);
@@ -1053,7 +1055,7 @@ class NameIndex {
       for (auto at = from; at != to; ++at) {
         const Name& name = *at;
         if (!name || !starts_with(*name, p)) continue;
-        if (in_key) {  // the plain tokens spelling a prefix of the name's rest (no quote or backslash in them)
+        if (in_key) {  // the plain tokens (no quote, no backslash) spelling a prefix of its rest
           plain_prefixes(T, std::string_view(*name).substr(p.size()), ids);
           continue;
         }
@@ -1273,8 +1275,8 @@ class NameIndex {
     bool esc;
     uint8_t byte;  // the byte from the parent
     // the node's configuration as a simple frame (IndexView::SimpleFrame) not made yet, when
-    // frame.r >= 0: inside a declared name the search goes by the rule's DFA row, where the
-    // configurations it would make and their byte rows were most of a search's cost
+    // frame.r >= 0: inside a declared name the search goes by the rule's DFA row, making no
+    // configuration and no byte row for the nodes it passes
     structgen::IndexView::SimpleFrame frame;
   };
 
