@@ -1563,16 +1563,16 @@ class ConfigIndex final : public structgen::IndexView {
     }
     return c.fcid[h];
   }
+  // whether every plain byte of `row` is `to` (a configuration's row and its id, or a DFA row
+  // and its state: a loop on every plain byte)
+  static bool plain_loop(const int32_t* row, int32_t to) {
+    for (uint8_t b : plain_bytes())
+      if (row[b] != to) return false;
+    return true;
+  }
   bool cached_vloops(RowCache& c, int32_t r, int32_t s, const int32_t* row) {
     int8_t& known = c.vloops[cached_vslot(c, r, s)];
-    if (known < 0) {
-      known = 1;
-      for (uint8_t b : plain_bytes())
-        if (row[b] != s) {
-          known = 0;
-          break;
-        }
-    }
+    if (known < 0) known = plain_loop(row, s) ? 1 : 0;
     return known != 0;
   }
   uint64_t cached_vclasses(RowCache& c, int32_t r, int32_t s, const int32_t* row) {
@@ -1584,14 +1584,7 @@ class ConfigIndex final : public structgen::IndexView {
   bool cached_loops(RowCache& c, int32_t cid) {
     const int32_t* r = cached_row(c, cid);
     int8_t& known = c.loops[cid & (RowCache::kSlots - 1)];
-    if (known < 0) {
-      known = 1;
-      for (uint8_t b : plain_bytes())
-        if (r[b] != cid) {
-          known = 0;
-          break;
-        }
-    }
+    if (known < 0) known = plain_loop(r, cid) ? 1 : 0;
     return known != 0;
   }
 
