@@ -855,18 +855,17 @@ class ConfigIndex final : public structgen::IndexView {
         cid = rows_.at(s)[data[k]];
       } else if (counted_) {
         cid = step_one(cid, data[k]);
-      } else if (const int64_t v = virt_.load(cid); v >= 0) {
+      } else if (SimpleFrame f; simple_frame(cid, f)) {
         // no row yet, one stack in a simple state: its DFA is stepped while the states stay
         // simple, and only the configuration where that ends is made (no rows on the way)
-        const auto r = static_cast<int32_t>(v >> 32);
-        const Rule& R = rules_[r];
-        int32_t t = static_cast<int32_t>(v & 0xFFFFFFFF);
+        const Rule& R = rules_[f.r];
+        int32_t t = f.s;
         for (;; ++k) {
           t = R.trans[static_cast<int64_t>(t) * 256 + data[k]];
           if (t < 0) return kDead;
           if (k + 1 == n || !R.simple[t]) break;
         }
-        cid = frame_config(r, t, virt_p_.load(cid));
+        cid = frame_config(f.r, t, f.p);
       } else {
         cid = row(cid)[data[k]];
       }
@@ -1754,14 +1753,11 @@ class ConfigIndex final : public structgen::IndexView {
           int32_t st = next;
           if (virt) {
             va = virt_at[n.depth];
-          } else if (cache.id[next & (RowCache::kSlots - 1)] != next && slot_.load(next) < 0) {
-            // (a configuration whose row is there: its row is read)
-            const int64_t v = virt_.load(next);
-            if (v >= 0) {
-              const Rule& R = rules_[static_cast<size_t>(v >> 32)];
-              va = VirtAt{R.simple.data(), R.trans, static_cast<int32_t>(v >> 32), virt_p_.load(next)};
-              st = static_cast<int32_t>(v & 0xFFFFFFFF);
-            }
+          } else if (SimpleFrame f; cache.id[next & (RowCache::kSlots - 1)] != next && simple_frame(next, f)) {
+            // (a configuration whose row is there is read by its row)
+            const Rule& R = rules_[f.r];
+            va = VirtAt{R.simple.data(), R.trans, f.r, f.p};
+            st = f.s;
           }
           if (va.simple != nullptr) {
             const int32_t r = va.r;
