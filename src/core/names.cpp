@@ -780,6 +780,7 @@ class NameIndex {
   // lookup wrote the reference count of the one empty diff most entries shared, a cache line
   // that the threads filling one batch took from each other at every row.
   bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey& key) {
+    if (clears_nothing(st, ix_->mask(cid))) return true;
     key.cid = cid;
     key.state = state_key(st);
     std::lock_guard<std::mutex> g(mu_);
@@ -794,6 +795,7 @@ class NameIndex {
   // clear() of a (cid, st) known not to be memoised: its mask was computed just now (no clear
   // of it can exist yet), or its memo was looked up already
   void clear_fresh(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
+    if (clears_nothing(st, ix_->mask(cid))) return;
     clear_new(st, cid, row, row_words, ClearKey{cid, state_key(st)});
   }
 
@@ -826,6 +828,45 @@ class NameIndex {
     std::lock_guard<std::mutex> g(mu_);
     if (cleared_.size() >= kMemoCap) cleared_.clear();
     cleared_.emplace(std::move(key), std::move(diff));
+  }
+
+  // Whether no clear can take a token of `mask` from `st`, decided without a key or a memo:
+  // inside a name (no escape pending) that no written name of its object starts with, every
+  // token a clear may take holds a quote (one closing the name into a written one, ending it
+  // and opening the next, or a comma after it: a token without a quote stays inside the
+  // name); the plain tokens that spell a written name's next bytes are candidates only where a
+  // written name starts with the name so far. Most first fills inside a name are such (the mask allows the few tokens that go on
+  // with the declared names), and their key, memo and three clears cost as much as the mask.
+  bool clears_nothing(const NameState& st, const uint32_t* mask) const {
+    if (st.mode != kKey || st.esc) return false;
+    if (const Names* names = st.top_names(); names != nullptr && !names->empty()) {
+      const Name prefix = st.key_prefix();
+      if (!prefix) return false;
+      auto it = std::lower_bound(names->begin(), names->end(), prefix);
+      if (it != names->end() && *it && starts_with(**it, *prefix)) return false;
+    }
+    return !intersects(mask, tables_->at_least[1]);
+  }
+
+  // Whether `mask` holds a token of `bits`; all-zero stretches of the mask are skipped 64
+  // bytes at a time (a mask inside a name allows a few tokens).
+  bool intersects(const uint32_t* mask, const Bits& bits) const {
+    const int64_t w = std::min<int64_t>(ix_->words(), static_cast<int64_t>(bits.size()));
+    const uint32_t* b = bits.data();
+    int64_t k = 0;
+#if defined(__SSE2__)
+    for (; k + 16 <= w; k += 16) {
+      const auto* at = reinterpret_cast<const __m128i*>(mask + k);
+      const __m128i any = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(at), _mm_loadu_si128(at + 1)),
+                                       _mm_or_si128(_mm_loadu_si128(at + 2), _mm_loadu_si128(at + 3)));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) == 0xFFFF) continue;
+      for (int64_t j = k; j < k + 16; ++j)
+        if (mask[j] & b[j]) return true;
+    }
+#endif
+    for (; k < w; ++k)
+      if (mask[k] & b[k]) return true;
+    return false;
   }
 
   // words of a mask that the clears change, with their cleared values
@@ -1015,6 +1056,40 @@ class NameIndex {
     }
   }
 
+  // The candidates one written name brings, looked up once per grammar: at a name's start
+  // (`in_key`) the plain tokens spelling a nonempty prefix of it; elsewhere the tokens whose
+  // text after their last quote is a nonempty prefix of it (T.by_tail). An object's candidates are the
+  // union over its names, and every name written makes a new set of names (a memo miss in
+  // candidates()): looking up every written name's pieces again at each member was a fifth
+  // of a name start's first fill in objects of many members.
+  std::shared_ptr<const Ids> pieces(bool in_key, const std::string& name) {
+    auto& memo = pieces_[in_key ? 1 : 0];
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = memo.find(name);
+      if (it != memo.end()) return it->second;
+    }
+    const NameTables& T = *tables_;
+    Ids ids;
+    if (in_key) {
+      plain_prefixes(T, name, ids);
+    } else {
+      std::string piece;  // (the empty piece, every name's, is candidates()' to add once)
+      for (size_t k = 1; k <= name.size(); ++k) {
+        piece.assign(name, 0, k);
+        auto it = T.by_tail.find(piece);
+        // (no longer piece is a key either: T.by_tail holds every prefix of its keys)
+        if (it == T.by_tail.end()) break;
+        ids.insert(ids.end(), it->second.begin(), it->second.end());
+      }
+    }
+    auto out = std::make_shared<const Ids>(std::move(ids));
+    std::lock_guard<std::mutex> g(mu_);
+    if (memo.size() >= kMemoCap) memo.clear();
+    memo.emplace(name, out);
+    return out;
+  }
+
   std::shared_ptr<const Ids> candidates(const NameState& st, const Names* names, const Name& prefix) {
     // Inside a name only the names that start with the name so far count: a sorted range.
     Names::const_iterator from, to;
@@ -1041,48 +1116,31 @@ class NameIndex {
       auto it = candidates_.find(key);
       if (it != candidates_.end()) return it->second;
     }
-    const NameTables& T = *tables_;
     Ids ids;
     if (names != nullptr) {
       // The pieces are prefixes of the names (inside a name: of what follows the name so far,
-      // in the names that start with it). Names are sorted, so a prefix that an earlier name
-      // shares is one the name just before shares too: each name's new prefixes are those
-      // longer than its common prefix with the previous one, and no list of pieces is built.
+      // in the names that start with it), each name's looked up once per grammar (pieces()).
       const bool in_key = st.mode == kKey;
       const std::string& p = in_key ? *prefix : std::string();
-      const std::string* last = nullptr;
-      std::string piece;
+      if (!in_key && from != to) {
+        auto it = tables_->by_tail.find(std::string());
+        if (it != tables_->by_tail.end()) ids.insert(ids.end(), it->second.begin(), it->second.end());
+      }
       for (auto at = from; at != to; ++at) {
         const Name& name = *at;
         if (!name || !starts_with(*name, p)) continue;
-        if (in_key) {  // the plain tokens (no quote, no backslash) spelling a prefix of its rest
-          plain_prefixes(T, std::string_view(*name).substr(p.size()), ids);
+        if (in_key && !p.empty()) {  // (a name so far is met once: not kept)
+          plain_prefixes(*tables_, std::string_view(*name).substr(p.size()), ids);
           continue;
         }
-        size_t common = 0;  // of the tails after p, with the previous name's
-        if (last != nullptr) {
-          const size_t most = std::min(last->size(), name->size());
-          common = p.size();
-          while (common < most && (*last)[common] == (*name)[common]) ++common;
-          common -= p.size();
-        }
-        const size_t tail = name->size() - p.size();
-        // (outside a name the first name's pieces start with the empty one)
-        for (size_t k = last == nullptr ? 0 : common + 1; k <= tail; ++k) {
-          piece.assign(*name, p.size(), k);
-          auto it = T.by_tail.find(piece);
-          // (no longer piece of this name is a key either: looking them up hashed each
-          // prefix of every name, most of a first clear's time in objects of many members)
-          if (it == T.by_tail.end()) break;
-          ids.insert(ids.end(), it->second.begin(), it->second.end());
-        }
-        last = &*name;
+        const std::shared_ptr<const Ids> own = pieces(in_key, *name);
+        ids.insert(ids.end(), own->begin(), own->end());
       }
     }
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (st.mode == kValue) {  // to reach a name, a token ends this string first: two quotes
-      const uint32_t* two = T.at_least[2].data();
+      const uint32_t* two = tables_->at_least[2].data();
       ids.erase(std::remove_if(ids.begin(), ids.end(), [two](int32_t t) { return !bit_at(two, t); }), ids.end());
     }
     auto out = std::make_shared<const Ids>(std::move(ids));
@@ -1387,6 +1445,7 @@ class NameIndex {
   std::unordered_map<ClearKey, std::unique_ptr<const Diff>, ClearKey::Hash> cleared_;  // (null: nothing cleared)
   std::unordered_map<EndKey, bool, EndKeyHash> ends_;
   std::unordered_map<CandKey, std::shared_ptr<const Ids>, CandKeyHash> candidates_;
+  std::unordered_map<std::string, std::shared_ptr<const Ids>> pieces_[2];  // [in_key] by name
 };
 
 // -- Python -------------------------------------------------------------------------------
