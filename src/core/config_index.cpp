@@ -60,6 +60,7 @@ constexpr int32_t kNone = -1;                     // "no single target" (Python'
 constexpr int32_t kNoChars = -2;                  // no token holds a character from U+0080 up
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
+constexpr int kVirtualRootBytes = 4;              // at most: a walk from a simple frame starts at its DFA row
 constexpr int kMinRootDispatch = 64;              // root children: fewer are visited one by one (Trie::root_child)
 
 // Whether a 256-entry DFA row has any target (not every entry -1; most states of a large
@@ -425,6 +426,33 @@ struct Trie {
       root_child[byte[i]] = static_cast<int32_t>(i);
     }
     by_first_byte = ascending && children >= kMinRootDispatch;
+    index_siblings();
+  }
+
+  // Siblings side by side: the slots of a node with m children hold each child's byte and
+  // node in order, then one more slot holding -1 - the end of the node's subtree. A walk that
+  // rejects a node finds the next sibling its row takes by reading these bytes in a row
+  // (next_sibling()), where stepping from sibling to sibling read one node record each, a
+  // cache line apart in preorder: inside a name or a literal a row takes one byte or two of
+  // the few dozen children of a node (first-pass fills with SmolLM2 on the masks corpus: p50
+  // and p90 about 8% faster).
+  std::vector<int32_t> sib;       // per node: its slot (the root: -1)
+  std::vector<uint8_t> sib_byte;  // per slot: the child's byte
+  std::vector<int32_t> sib_node;  // per slot: the child, or -1 - (end of the parent's subtree)
+  void index_siblings() {
+    sib.assign(static_cast<size_t>(nodes), -1);
+    sib_byte.clear();
+    sib_node.clear();
+    for (int64_t p = 0; p < nodes; ++p) {
+      if (end[p] <= p + 1) continue;  // a leaf
+      for (int64_t c = p + 1; c < end[p]; c = end[c]) {
+        sib[c] = static_cast<int32_t>(sib_node.size());
+        sib_byte.push_back(byte[c]);
+        sib_node.push_back(static_cast<int32_t>(c));
+      }
+      sib_byte.push_back(0);
+      sib_node.push_back(static_cast<int32_t>(-1 - end[p]));
+    }
   }
 
   // root_child[b]: the node of first byte b (-1: none); valid where by_first_byte
@@ -714,6 +742,7 @@ class ConfigIndex final : public structgen::IndexView {
         slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     total_memo_.resize(rules_.size());
+    mb_state_.resize(rules_.size());
     for (const Rule& r : rules_) {
       if (r.counter) {
         counted_ = true;
@@ -1495,6 +1524,12 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t fkey[kVSlots][3];
     int32_t fcid[kVSlots];
     VirtAt* virt_at = nullptr;  // the walk's (virt_at_buffer(), read once per walk)
+    // Rejected nodes are passed by next_sibling() (Trie::sib), not by their subtree's end: in
+    // walks from a configuration that takes a few first bytes (inside a name or a literal),
+    // where each row takes one byte or two of a node's few dozen children. In walks taking
+    // most bytes most siblings are taken, and the lookup was a cache miss more per rejection
+    // (a pattern's fixed-length string at 128K tokens: about a sixth slower).
+    bool siblings = false;
     RowCache() {
       std::fill(id, id + kSlots, kDead);  // DEAD is never looked up
       std::fill(vkey, vkey + kVSlots, int64_t(-1));
@@ -1549,6 +1584,7 @@ class ConfigIndex final : public structgen::IndexView {
     }
     return h;
   }
+
   int32_t cached_frame_config(RowCache& c, int32_t r, int32_t t, int32_t p) {
     const uint32_t mixed =
         (static_cast<uint32_t>(t) * 0x9E3779B1u) ^ (static_cast<uint32_t>(p) * 0x85EBCA6Bu) ^ static_cast<uint32_t>(r);
@@ -1590,14 +1626,16 @@ class ConfigIndex final : public structgen::IndexView {
   // Walk trie `t` from `cid`: set the bit of every allowed token in `mask` (canonical ids) and
   // record (token, configuration after it) when asked. `first` (256 flags, or nullptr) limits
   // the walk to tokens whose first byte is flagged. Rows missing on the way are computed here.
+  // `frame` (masks of V.trie only, no `first`): cid's simple frame, walked from its DFA row.
+  // `few`: cid takes a few first bytes (RowCache::siblings).
   void walk(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
-            std::vector<int32_t>* cfgs) {
+            std::vector<int32_t>* cfgs, const SimpleFrame* frame = nullptr, bool few = false) {
     if (cid == kDead || t.nodes <= 1) return;
     if (mask != nullptr && t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
     if (toks != nullptr)
       walk_nodes<false, true>(cid, t, first, mask, toks, cfgs);
     else if (&t == &V.trie)
-      walk_nodes<true, false, false, false, true>(cid, t, first, mask, toks, cfgs);
+      walk_nodes<true, false, false, false, true>(cid, t, first, mask, toks, cfgs, nullptr, frame, few);
     else
       walk_nodes<true, false>(cid, t, first, mask, toks, cfgs);
   }
@@ -1652,20 +1690,33 @@ class ConfigIndex final : public structgen::IndexView {
   // `keep` (kGroups only, may be null): the first bytes whose tokens the groups set.
   // kClassLoops (V.trie only): below a node whose configuration loops on every byte class
   // under it (a pattern's character class: `[a-z0-9.-]+`, `\\S+`), every token is allowed.
+  // `frame` (masks only, with no `first`): cid is that simple frame alone, walked from its
+  // DFA row (no byte row made for it).
   template <bool kMask, bool kCollect, bool kPlainLoops = false, bool kGroups = false, bool kClassLoops = false>
   void walk_nodes(int32_t cid, const Trie& t, const uint8_t* first, uint32_t* mask, std::vector<int32_t>* toks,
-                  std::vector<int32_t>* cfgs, const uint8_t* keep = nullptr) {
+                  std::vector<int32_t>* cfgs, const uint8_t* keep = nullptr, const SimpleFrame* frame = nullptr,
+                  bool few = false) {
     RowCache cache;
+    cache.siblings = few;
     const int32_t** const row_at = row_at_buffer();
+    cache.virt_at = virt_at_buffer();
     int32_t root[256];
-    const int32_t* r0 = row(cid);
-    if (first != nullptr) {  // rejected first bytes act as DEAD transitions: no test per node
-      for (int b = 0; b < 256; ++b) root[b] = first[b] ? r0[b] : kDead;
-      r0 = root;
+    const int32_t* r0;
+    int32_t dead = kDead;
+    if (kMask && !kCollect && frame != nullptr) {
+      const Rule& R = rules_[frame->r];
+      r0 = dfa_row(*frame);
+      cache.virt_at[1] = VirtAt{R.simple.data(), R.trans, frame->r, frame->p};
+      dead = -1;
+    } else {
+      r0 = row(cid);
+      if (first != nullptr) {  // rejected first bytes act as DEAD transitions: no test per node
+        for (int b = 0; b < 256; ++b) root[b] = first[b] ? r0[b] : kDead;
+        r0 = root;
+      }
+      cache.virt_at[1].simple = nullptr;  // the root's row is a configuration's
     }
     row_at[1] = r0;
-    cache.virt_at = virt_at_buffer();
-    cache.virt_at[1].simple = nullptr;  // the root's row is a configuration's
     const Trie::Node* N = t.packed.data();
     if (t.by_first_byte) {
       // Only the first bytes the row takes are visited, each subtree in turn (in byte order,
@@ -1673,7 +1724,7 @@ class ConfigIndex final : public structgen::IndexView {
       // or two, and stepping over the root's two hundred other children one by one touched a
       // cache line each (they lie far apart in preorder), most of such a mask's time.
       uint64_t live[4];
-      fa::equal_bits(r0, kDead, live);
+      fa::equal_bits(r0, dead, live);
       for (int w = 0; w < 4; ++w)
         for (uint64_t bits = ~live[w]; bits != 0; bits &= bits - 1) {
           const int32_t at = t.root_child[w * 64 + __builtin_ctzll(bits)];
@@ -1712,7 +1763,8 @@ class ConfigIndex final : public structgen::IndexView {
         const VirtAt& va = virt_at[n.depth];
         if (va.simple != nullptr) {
           if (next < 0) {
-            i = n.end;  // the whole subtree below a rejected byte
+            // (past the subtree below a rejected byte)
+            i = cache.siblings ? next_sibling<true>(t, i, row_at[n.depth]) : n.end;
             continue;
           }
           if (va.simple[next])
@@ -1726,8 +1778,14 @@ class ConfigIndex final : public structgen::IndexView {
           const int32_t* ids = t.toks.data() + t.tok_before[i];
           for (int64_t k = 0, m = t.tok_before[n.end] - t.tok_before[i]; k < m; ++k)
             mask[ids[k] >> 5] &= ~(1u << (ids[k] & 31));
+          i = n.end;  // the whole subtree below a rejected byte (every rejected one is cleared)
+        } else if (!cache.siblings) {
+          i = n.end;
+        } else if (kVirtual && virt_at[n.depth].simple != nullptr) {  // (a DFA row's state made DEAD)
+          i = next_sibling<true>(t, i, row_at[n.depth]);
+        } else {
+          i = next_sibling<false>(t, i, row_at[n.depth]);
         }
-        i = n.end;  // the whole subtree below a rejected byte
         continue;
       }
       if (!kSubtract && n.tok >= 0) {  // (subtracting, its token stays)
@@ -1806,6 +1864,21 @@ class ConfigIndex final : public structgen::IndexView {
         row_at[n.depth + 1] = cached_row(cache, next);
       }
       ++i;
+    }
+  }
+
+  // The node a walk goes on with after rejecting node i of `t`: the next sibling whose byte
+  // `row` takes (kDfa: a DFA row, taken where >= 0; else a configuration's row, taken where
+  // not DEAD), or the end of their parent's subtree (Trie::sib).
+  template <bool kDfa>
+  static int64_t next_sibling(const Trie& t, int64_t i, const int32_t* row) {
+    const int32_t* node = t.sib_node.data();
+    const uint8_t* byte = t.sib_byte.data();
+    for (int64_t k = t.sib[i] + 1;; ++k) {
+      const int32_t at = node[k];
+      if (at < 0) return -1 - static_cast<int64_t>(at);
+      const int32_t v = row[byte[k]];
+      if (kDfa ? v >= 0 : v != kDead) return at;
     }
   }
 
@@ -1890,7 +1963,12 @@ class ConfigIndex final : public structgen::IndexView {
   void split_walks(int32_t cid, uint32_t* mask) {
     const Plain& P = *V.plain;
     const auto& plain = plain_bytes();
-    const int32_t* r = row(cid);
+    // A frame alone in a simple state with no byte row yet (inside a name or a literal, most
+    // first visits there) is read by its DFA row, and its walk below starts from that row:
+    // the configuration's own byte row (256 successors closed) was a fifth of such a mask.
+    SimpleFrame f;
+    bool simple = simple_frame(cid, f);
+    const int32_t* r = simple ? dfa_row(f) : row(cid);
     {
       // A configuration that takes only a few plain bytes (inside a property name or a
       // literal) gets the whole trie's walk below, which visits the first bytes it takes and
@@ -1901,14 +1979,16 @@ class ConfigIndex final : public structgen::IndexView {
         return m;
       }();
       uint64_t dead[4];
-      fa::equal_bits(r, kDead, dead);
+      fa::equal_bits(r, simple ? -1 : kDead, dead);
       int live = 0;
       for (int w = 0; w < 4; ++w) live += __builtin_popcountll(plain_set[w] & ~dead[w]);
       if (live > 0 && live < kMinLoopingFirstBytes) {  // (none live: every plain byte alike, below)
-        walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
+        simple = simple && live <= kVirtualRootBytes;
+        walk(cid, V.trie, nullptr, mask, nullptr, nullptr, simple ? &f : nullptr, true);
         return;
       }
     }
+    if (simple) r = row(cid);
     // (arrays, not vectors: a first visit allocated twice here, and allocation is what
     // threads filling one batch contend on)
     std::array<int32_t, kMaxPlain> into;
@@ -2184,6 +2264,19 @@ class ConfigIndex final : public structgen::IndexView {
       std::lock_guard<std::recursive_mutex> g(mu_);
       auto it = mb_targets_.find(cid);
       if (it != mb_targets_.end()) return it->second;
+      // A frame alone in a simple state (inside a string, say) is answered by its rule's DFA:
+      // stepping configurations made a configuration and a byte row for every partial
+      // character (a few per string position: a third of a first pass's byte rows).
+      const int64_t v = virt_.load(cid);
+      if (v >= 0) {
+        const auto r = static_cast<int32_t>(v >> 32), s = static_cast<int32_t>(v & 0xFFFFFFFF);
+        const int32_t t = multibyte_state(r, s);
+        if (t != kMbByConfigs) {
+          const int32_t target = t >= 0 ? frame_config(r, t, virt_p_.load(cid)) : t;
+          mb_targets_.emplace(cid, target);
+          return target;
+        }
+      }
     }
     static thread_local std::vector<int32_t> found_tl, states_tl, after_tl;
     structgen::Scratch<std::vector<int32_t>> found_s(found_tl), states_s(states_tl), after_s(after_tl);
@@ -2220,6 +2313,47 @@ class ConfigIndex final : public structgen::IndexView {
     std::lock_guard<std::recursive_mutex> g(mu_);
     mb_targets_.emplace(cid, target);
     return target;
+  }
+
+  // multibyte_target of a frame in simple state `s` of DFA rule `r`, as a state of the rule:
+  // the one state every whole character from U+0080 up leads to, kNone when some character
+  // is rejected, kNoChars when no token holds one, and kMbByConfigs where the characters'
+  // bytes pass a state that is not simple or end in different states (the configurations
+  // are stepped then). Memoised per state; under mu_.
+  static constexpr int32_t kMbByConfigs = -3, kMbUnknown = -4;
+  int32_t multibyte_state(int32_t r, int32_t s) {
+    const Rule& R = rules_[r];
+    std::vector<int32_t>& memo = mb_state_[static_cast<size_t>(r)];
+    if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), kMbUnknown);
+    int32_t& out = memo[static_cast<size_t>(s)];
+    if (out != kMbUnknown) return out;
+    int32_t found = -1;
+    std::vector<int32_t> states, after;
+    for (const auto& seq : V.mb_seqs) {
+      states.assign(1, s);
+      for (size_t level = 0; level < seq.size(); ++level) {
+        after.clear();
+        for (int32_t st : states) {
+          if (level > 0 && !R.simple[static_cast<size_t>(st)]) return out = kMbByConfigs;
+          const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
+          int64_t prev = -2;
+          for (const auto& [lo, end] : seq[level])
+            for (int b = lo; b < end; b = std::min(run_end(row, b), end))
+              if (row[b] != prev) {
+                if (row[b] < 0) return out = kNone;  // (a character rejected: DEAD)
+                after.push_back(static_cast<int32_t>(prev = row[b]));
+              }
+        }
+        std::sort(after.begin(), after.end());
+        after.erase(std::unique(after.begin(), after.end()), after.end());
+        states.swap(after);
+      }
+      for (int32_t st : states) {
+        if (found >= 0 && st != found) return out = kMbByConfigs;
+        found = st;
+      }
+    }
+    return out = found >= 0 ? found : kNoChars;
   }
 
   // Whether some stack of `cid` stays alive inside its top rule on every string of plain
@@ -2393,6 +2527,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<int32_t, int32_t> mb_targets_;
   std::unordered_map<int32_t, bool> plain_loop_;
   std::unordered_map<int32_t, bool> plain_total_cfg_;  // plain_total per configuration
+  std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
   std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
   std::deque<std::unique_ptr<uint32_t[]>> mask_store_;  // each distinct mask once
