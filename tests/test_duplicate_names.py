@@ -299,6 +299,20 @@ def test_duplicate_key_trap_masked_through_a_longer_token():
     assert _tok(info, b"b") not in allowed and _tok(info, b"c") in allowed
 
 
+def test_duplicate_key_trap_masked_where_no_token_closes_the_name():
+    """Inside a name whose mask holds no quote token (names of exactly three characters,
+    `,"ab` written after `{"abc":1`), a plain token that can only end the name as a repeat is
+    still cleared: `c`, while `d` stays."""
+    info = toy_info([b',"ab'])
+    compiled = GrammarCompiler(info).compile_json_schema(
+        {"type": "object", "minProperties": 3, "propertyNames": {"minLength": 3, "maxLength": 3}})
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('{"abc":1,"ab')
+    allowed = set(m.allowed_token_ids().tolist())
+    assert not any(b'"' in info.token_bytes[t] for t in allowed)
+    assert _tok(info, b"c") not in allowed and _tok(info, b"d") in allowed
+
+
 def test_no_dead_end_after_a_comma_when_only_written_names_are_left(compiler, info):
     """MaskBench Handwritten---dep4: members come in schema order, undeclared ones after the
     names the dependencies track; with "c", "d" and then "e" written, the grammar's next
