@@ -835,8 +835,9 @@ class NameIndex {
   // token a clear may take holds a quote (one closing the name into a written one, ending it
   // and opening the next, or a comma after it: a token without a quote stays inside the
   // name); the plain tokens that spell a written name's next bytes are candidates only where a
-  // written name starts with the name so far. Most first fills inside a name are such (the mask allows the few tokens that go on
-  // with the declared names), and their key, memo and three clears cost as much as the mask.
+  // written name starts with the name so far. Most first fills inside a declared name are
+  // such (the mask allows the few tokens that go on with the declared names), and there the
+  // key, memo and three clears cost about half as much as the mask itself.
   bool clears_nothing(const NameState& st, const uint32_t* mask) const {
     if (st.mode != kKey || st.esc) return false;
     if (const Names* names = st.top_names(); names != nullptr && !names->empty()) {
@@ -1058,10 +1059,10 @@ class NameIndex {
 
   // The candidates one written name brings, looked up once per grammar: at a name's start
   // (`in_key`) the plain tokens spelling a nonempty prefix of it; elsewhere the tokens whose
-  // text after their last quote is a nonempty prefix of it (T.by_tail). An object's candidates are the
-  // union over its names, and every name written makes a new set of names (a memo miss in
-  // candidates()): looking up every written name's pieces again at each member was a fifth
-  // of a name start's first fill in objects of many members.
+  // text after their last quote is a nonempty prefix of it (T.by_tail). An object's
+  // candidates are the union over its names, and every name written makes a new set of names
+  // (a memo miss in candidates()), where every written name was looked up again (candidates()
+  // over the masks corpus's first passes with SmolLM2: 14.4M -> 11.8M instructions).
   std::shared_ptr<const Ids> pieces(bool in_key, const std::string& name) {
     auto& memo = pieces_[in_key ? 1 : 0];
     {
