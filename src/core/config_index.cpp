@@ -919,6 +919,25 @@ class ConfigIndex final : public structgen::IndexView {
   const uint32_t* mask(int32_t cid) override {
     const uint32_t* hit = masks_.load(cid);
     if (hit != nullptr) return hit;
+    // Computed in a per-thread buffer and copied out only when new: about four in five masks
+    // repeat one already stored, and a fresh allocation per mask (6 KB at 49K tokens, 16 KB at
+    // 128K) cost a malloc, a free and first-touch page faults each time.
+    thread_local std::vector<uint32_t> scratch;
+    if (scratch.size() < static_cast<size_t>(words_)) scratch.resize(static_cast<size_t>(words_));
+    return compute_into(cid, scratch.data());
+  }
+
+  // Where the caller wants the bits in its own row (a fill), the row is the buffer: a first
+  // visit's mask is then computed in place, not computed in scratch and copied there.
+  const uint32_t* mask_into(int32_t cid, uint32_t* out) override {
+    const uint32_t* hit = masks_.load(cid);
+    if (hit == nullptr) return compute_into(cid, out);
+    std::memcpy(out, hit, static_cast<size_t>(words_) * 4);
+    return hit;
+  }
+
+  // mask() of a `cid` with no mask yet, computed in `buf` (words_ words, left holding it)
+  const uint32_t* compute_into(int32_t cid, uint32_t* const buf) {
     std::vector<int32_t> canon;
     if (counted_) {
       canon = canonical_config(cid);
@@ -926,24 +945,19 @@ class ConfigIndex final : public structgen::IndexView {
       auto it = mask_by_canon_.find(canon);
       if (it != mask_by_canon_.end()) {
         masks_.store(cid, it->second);
+        std::memcpy(buf, it->second, static_cast<size_t>(words_) * 4);
         return it->second;
       }
     }
-    // Computed in a per-thread buffer and copied out only when new: about four in five masks
-    // repeat one already stored, and a fresh allocation per mask (6 KB at 49K tokens, 16 KB at
-    // 128K) cost a malloc, a free and first-touch page faults each time.
-    thread_local std::vector<uint32_t> scratch;
-    if (scratch.size() < static_cast<size_t>(words_)) scratch.resize(static_cast<size_t>(words_));
-    uint32_t* const buf = scratch.data();
     std::memset(buf, 0, static_cast<size_t>(words_) * 4);
     compute_mask(cid, buf);  // no lock held: other threads walk meanwhile
     const uint64_t h = hash_words(buf, words_);
     std::lock_guard<std::recursive_mutex> g(mu_);
-    hit = masks_.load(cid);
+    const uint32_t* hit = masks_.load(cid);
     if (hit != nullptr) return hit;  // another thread finished first: same bits
     if (counted_) {
       auto it = mask_by_canon_.find(canon);
-      if (it != mask_by_canon_.end()) {
+      if (it != mask_by_canon_.end()) {  // (an equal configuration's: same bits)
         masks_.store(cid, it->second);
         return it->second;
       }

@@ -15,6 +15,9 @@ class IndexView {
   virtual int64_t num_configs() const = 0;
   // the packed allowed-token mask of `cid` (words() uint32), computed on first use
   virtual const uint32_t* mask(int32_t cid) = 0;
+  // mask(cid), also written to `out` (words() uint32): a first visit computes it there, so
+  // a fill that wants the mask in its own row does not compute into scratch and copy
+  virtual const uint32_t* mask_into(int32_t cid, uint32_t* out) = 0;
   // the mask of `cid` if it is computed already, else nullptr; never computes, takes no lock
   virtual const uint32_t* mask_if_ready(int32_t cid) const = 0;
   // the 256 successor configurations of `cid` (0: dead), computed on first use

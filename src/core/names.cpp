@@ -1524,7 +1524,8 @@ class BatchFill {
           if (it.mask != nullptr) {
             write(j, it.mask);
           } else {  // a missing mask, computed by this item alone (rows of its configuration wait)
-            copy(j, j.ix->mask(j.cid));
+            j.ix->mask_into(j.cid, j.row);
+            if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
             if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
           }
         }),
@@ -1682,8 +1683,8 @@ static bool fill_one(py::handle bitmask, py::handle index, structgen::IndexView&
     return true;
   }
   py::gil_scoped_release release;  // a first visit walks the vocabulary
-  mask = ix.mask(cid);
-  copy();
+  ix.mask_into(cid, row);
+  if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
   if (ni != nullptr) ni->clear_fresh(*st, cid, row, words);
   return true;
 }
