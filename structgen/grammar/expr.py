@@ -163,26 +163,34 @@ def intersect_charsets(x: CharSet, y: CharSet) -> CharSet:
 def seq(*items: Expr) -> Expr:
     """A sequence, flattened; ``NOTHING`` anywhere makes the whole sequence ``NOTHING``."""
     # exact type tests (no node class is subclassed): the converter calls this for nearly
-    # every node it builds, and ``it == NOTHING`` went through two dataclass __eq__ calls
-    flat: list[Expr] = []
+    # every node it builds, and ``it == NOTHING`` went through two dataclass __eq__ calls.
+    # One pass flattens and joins adjacent literals (printed grammars stay readable): with a
+    # flattened list first and a second pass to join, this was the converter's function of
+    # most time of its own.
+    merged: list[Expr] = []
+    last: Lit | None = None  # merged[-1] when it is a literal
     for it in items:
-        if type(it) is Seq:
-            flat.extend(it.items)
+        if type(it) is Seq:  # its items, one level (as they are: a sequence is flat when made here)
+            for x in it.items:
+                if type(x) is Lit:
+                    if last is not None:
+                        last = merged[-1] = Lit(last.text + x.text)
+                        continue
+                    last = x
+                else:
+                    last = None
+                merged.append(x)
+        elif type(it) is Lit:
+            if last is not None:
+                last = merged[-1] = Lit(last.text + it.text)
+            else:
+                last = it
+                merged.append(it)
         elif type(it) is Alt and not it.options:  # NOTHING
             return NOTHING
         else:
-            flat.append(it)
-    merged: list[Expr] = []
-    last: Lit | None = None  # merged[-1] when it is a literal
-    for it in flat:  # join adjacent literals so printed grammars stay readable
-        if type(it) is Lit:
-            if last is not None:
-                last = merged[-1] = Lit(last.text + it.text)
-                continue
-            last = it
-        else:
             last = None
-        merged.append(it)
+            merged.append(it)
     return merged[0] if len(merged) == 1 else Seq(tuple(merged))
 
 

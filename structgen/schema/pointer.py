@@ -9,8 +9,11 @@ __all__ = ["escape", "unescape", "child", "from_path"]
 
 def escape(token: Any) -> str:
     """One reference token as written in a pointer (``"a/b"`` → ``"a~1b"``)."""
+    text = token if type(token) is str else str(token)
+    if "~" not in text and "/" not in text:  # (nearly every name: no copies)
+        return text
     # "~" first: escaping "/" first would turn its "~1" into "~01"
-    return str(token).replace("~", "~0").replace("/", "~1")
+    return text.replace("~", "~0").replace("/", "~1")
 
 
 def unescape(token: str) -> str:
@@ -21,7 +24,11 @@ def unescape(token: str) -> str:
 
 def child(base: str, *tokens: Any) -> str:
     """``base`` extended by reference tokens: ``child("/properties", "a/b")`` → ``"/properties/a~1b"``."""
-    return base + "".join("/" + escape(t) for t in tokens)
+    # (a loop, not a join over a generator: the converter makes a pointer per subschema and
+    # keyword, and the generator was most of making one)
+    for t in tokens:
+        base += "/" + escape(t)
+    return base
 
 
 def from_path(path: Iterable[Any]) -> str:

@@ -18,6 +18,7 @@ Departures kept on purpose (sound, documented in the README):
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
@@ -58,6 +59,24 @@ MAX_DYNAMIC_SCOPES = 256
 another dynamic scope (each is one more copy of the referenced schema's rules)."""
 
 
+@functools.lru_cache(maxsize=16)
+def _any_value_rules(ws: Expr) -> tuple[Expr, Expr]:
+    """The ``JSON_STRING`` and ``json_value`` rules of any JSON value between ``ws`` runs:
+    immutable, so built once per whitespace (most schemas have an object with free members,
+    and building them was a few percent of a median schema's conversion)."""
+    string = seq(Lit('"'), Repeat(_STRING_CHAR, 0, None), Lit('"'))
+    member = seq(Ref("JSON_STRING"), ws, Lit(":"), ws, Ref("json_value"))
+    obj = alt(
+        seq(Lit("{"), ws, Lit("}")),
+        seq(Lit("{"), ws, member, Repeat(seq(ws, Lit(","), ws, member), 0, None), ws, Lit("}")),
+    )
+    arr = alt(
+        seq(Lit("["), ws, Lit("]")),
+        seq(Lit("["), ws, Ref("json_value"), Repeat(seq(ws, Lit(","), ws, Ref("json_value")), 0, None), ws, Lit("]")),
+    )
+    return string, alt(obj, arr, Ref("JSON_STRING"), Ref("JSON_NUMBER"), Lit("true"), Lit("false"), Lit("null"))
+
+
 class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, ObjectsMixin, CombinatorsMixin,
                  ConverterBase):
     """The whole converter: the keyword families (mixins) composed over the shared core, plus
@@ -66,21 +85,11 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
     def any_value(self) -> Expr:
         self.free_names = True
         if "json_value" not in self.rules:
-            ws = self.ws
             self.rules["json_value"] = NOTHING  # placeholder for recursion
-            string = seq(Lit('"'), Repeat(_STRING_CHAR, 0, None), Lit('"'))
+            string, value = _any_value_rules(self.ws)
             self.rules["JSON_STRING"] = string
             self.rules["JSON_NUMBER"] = _NUMBER
-            member = seq(Ref("JSON_STRING"), ws, Lit(":"), ws, Ref("json_value"))
-            obj = alt(
-                seq(Lit("{"), ws, Lit("}")),
-                seq(Lit("{"), ws, member, Repeat(seq(ws, Lit(","), ws, member), 0, None), ws, Lit("}")),
-            )
-            arr = alt(
-                seq(Lit("["), ws, Lit("]")),
-                seq(Lit("["), ws, Ref("json_value"), Repeat(seq(ws, Lit(","), ws, Ref("json_value")), 0, None), ws, Lit("]")),
-            )
-            self.rules["json_value"] = alt(obj, arr, Ref("JSON_STRING"), Ref("JSON_NUMBER"), Lit("true"), Lit("false"), Lit("null"))
+            self.rules["json_value"] = value
         return Ref("json_value")
 
     # -- entry --------------------------------------------------------------------
@@ -211,6 +220,8 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
     def rewrite(self, schema: dict, ptr: str) -> Any:
         """Keywords expressible with the others: oneOf (disjoint branches), not (decidable
         cases), dependencies, uniqueItems (trivial cases). Returns None when nothing applies."""
+        if _REWRITTEN.isdisjoint(schema):  # (most subschemas: no copy, no compare)
+            return None
         rest = dict(schema)
         parts: list[Any] = []
         if "oneOf" in rest:
@@ -530,6 +541,21 @@ def dependency_alternatives(schema: dict) -> list[dict]:
 
 
 
+_REWRITTEN = frozenset({"oneOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                        "dependencies", "uniqueItems"})
+"""The keywords :meth:`_Converter.rewrite` reads: a schema without them is left as it is."""
+
+_COUNT, _MAP, _VALUE, _LIST = 1, 2, 4, 8
+_NORMALISED: dict[str, int] = {kw: _COUNT for kw in _COUNT_KEYWORDS}
+for _kw in _SCHEMA_MAPS:
+    _NORMALISED[_kw] = _MAP
+for _kw in _SCHEMA_VALUES:
+    _NORMALISED[_kw] = _VALUE
+for _kw in _SCHEMA_LISTS:
+    _NORMALISED[_kw] = _NORMALISED.get(_kw, 0) | _LIST  # ("items": a schema or a list of them)
+"""What :func:`_normalise` does with a keyword's value: integral counts, schemas below."""
+
+
 def _normalise(schema: Any) -> Any:
     """Copy of a schema with type aliases resolved and integral floats in count keywords.
 
@@ -552,19 +578,22 @@ def _normalise(schema: Any) -> Any:
             del out["type"]
         else:
             out["type"] = list(dict.fromkeys(mapped))
-    for kw in _COUNT_KEYWORDS:
-        v = out.get(kw)
-        if isinstance(v, float) and v.is_integer():
-            out[kw] = int(v)
-    for kw in _SCHEMA_MAPS:
-        if isinstance(out.get(kw), dict):
-            out[kw] = {k: _normalise(v) for k, v in out[kw].items()}
-    for kw in _SCHEMA_VALUES:
-        if isinstance(out.get(kw), dict):
-            out[kw] = _normalise(out[kw])
-    for kw in _SCHEMA_LISTS:
-        if isinstance(out.get(kw), list):
-            out[kw] = [_normalise(v) for v in out[kw]]
+    # one pass over the schema's own keywords (a lookup per keyword family, each over every
+    # keyword it names, was a tenth of converting a median schema)
+    for kw, v in schema.items():
+        kind = _NORMALISED.get(kw)
+        if kind is None:
+            continue
+        if kind == _COUNT:
+            if isinstance(v, float) and v.is_integer():
+                out[kw] = int(v)
+        elif isinstance(v, dict):
+            if kind == _MAP:
+                out[kw] = {k: _normalise(x) for k, x in v.items()}
+            elif kind & _VALUE:
+                out[kw] = _normalise(v)
+        elif isinstance(v, list) and kind & _LIST:
+            out[kw] = [_normalise(x) for x in v]
     return out
 
 
