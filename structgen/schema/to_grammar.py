@@ -165,16 +165,17 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
             return self.node(self.dynamic_ref(schema, ptr), ptr)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             return self.node(self.unevaluated(schema, ptr), ptr)
-        unknown = [kw for kw in schema if kw not in SUPPORTED_KEYWORDS and kw not in VALIDATION_KEYWORDS]
-        for kw in schema:
-            if kw in VALIDATION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
-                self.unsupported(kw, _ptr(ptr, kw))
-        if unknown:
-            # not JSON Schema keywords (x-kubernetes-*, example, ...): validators ignore them,
-            # and so does the grammar, on the record
-            self.notes.extend(f"{_ptr(ptr, kw) or '#'}: unknown keyword {kw!r} treated as an annotation" for kw in unknown)
-            schema = {k: v for k, v in schema.items() if k not in unknown}
-        validation = {k for k in schema if k not in ANNOTATION_KEYWORDS}
+        if not SUPPORTED_KEYWORDS.issuperset(schema):  # (one test where every keyword is known)
+            unknown = [kw for kw in schema if kw not in SUPPORTED_KEYWORDS and kw not in VALIDATION_KEYWORDS]
+            for kw in schema:
+                if kw in VALIDATION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
+                    self.unsupported(kw, _ptr(ptr, kw))
+            if unknown:
+                # not JSON Schema keywords (x-kubernetes-*, example, ...): validators ignore
+                # them, and so does the grammar, on the record
+                self.notes.extend(f"{_ptr(ptr, kw) or '#'}: unknown keyword {kw!r} treated as an annotation"
+                                  for kw in unknown)
+                schema = {k: v for k, v in schema.items() if k not in unknown}
         rewritten = self.rewrite(schema, ptr)
         if rewritten is not None:
             return self.node(rewritten, ptr)
@@ -183,13 +184,14 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
             parts = [self.rebased(p, _ptr(ptr, "allOf", i)) for i, p in enumerate(schema["allOf"])]
             return self.combined(self.rebased(rest, ptr), parts, ptr, "allOf")
         if "$ref" in schema:
+            validation = {k for k in schema if k not in ANNOTATION_KEYWORDS}
             siblings = {k: schema[k] for k in validation - {"$ref"}}
             if siblings and not self.legacy_ref:
                 return self.combined(self.rebased(siblings, ptr), [self.rebased({"$ref": schema["$ref"]}, ptr)], ptr, "$ref")
             # draft-07 and older: keywords beside $ref are ignored by the specification itself
             return self.ref(schema["$ref"], _ptr(ptr, "$ref"))
         if "anyOf" in schema:
-            if validation - {"anyOf"}:
+            if any(k not in ANNOTATION_KEYWORDS and k != "anyOf" for k in schema):
                 rest = {k: v for k, v in schema.items() if k != "anyOf"}
                 return self.combined(self.rebased(rest, ptr), [self.rebased({"anyOf": schema["anyOf"]}, ptr)], ptr, "anyOf")
             return alt(*(self.node(s, _ptr(ptr, "anyOf", i)) for i, s in enumerate(schema["anyOf"])))
