@@ -165,8 +165,8 @@ def seq(*items: Expr) -> Expr:
     # exact type tests (no node class is subclassed): the converter calls this for nearly
     # every node it builds, and ``it == NOTHING`` went through two dataclass __eq__ calls.
     # One pass flattens and joins adjacent literals (printed grammars stay readable): with a
-    # flattened list first and a second pass to join, this was the converter's function of
-    # most time of its own.
+    # flattened list first and a second pass to join, it led the converter's profile by its
+    # own time.
     merged: list[Expr] = []
     last: Lit | None = None  # merged[-1] when it is a literal
     for it in items:
