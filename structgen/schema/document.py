@@ -31,10 +31,14 @@ DEFAULT_BASE = "https://structgen.invalid/root.json"
 LEGACY_DIALECTS = ("draft-07", "draft-06", "draft-04", "draft-03")
 """``$schema`` URIs (by substring) of the drafts where ``$ref`` hides its sibling keywords."""
 
-SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-SCHEMA_VALUES = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
-                 "propertyNames", "unevaluatedItems", "unevaluatedProperties")
-SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+# (sets: every key of every subschema is looked up in them)
+SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+SCHEMA_VALUES = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
+                           "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties"})
+SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+
+_IDENTITY_KEYWORDS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
+"""What makes a subschema a resource or an anchor: one without them only passes its base on."""
 
 MISSING = object()
 """What :func:`child_at` returns for a segment that names nothing."""
@@ -116,6 +120,13 @@ class SchemaDocument:
     def _walk(self, node: Any, ptr: str, base: str, resource: str) -> None:
         if not isinstance(node, dict):
             return
+        if not _IDENTITY_KEYWORDS.isdisjoint(node):
+            base, resource = self._index_identity(node, ptr, base, resource)
+        for sub, at in subschemas(node, ptr):
+            self._walk(sub, at, base, resource)
+
+    def _index_identity(self, node: dict, ptr: str, base: str, resource: str) -> tuple[str, str]:
+        """Record what ``node`` declares (a resource, anchors); its base URI and resource."""
         base = self.own_base(node, base)
         if ptr and self.declares_id(node) and base not in self.resources:
             self.resources[base] = ptr
@@ -133,8 +144,7 @@ class SchemaDocument:
         if isinstance(name, str) and not self.legacy_ref:
             self.dynamic_anchors.setdefault(name, []).append(ptr)
             self.resource_dynamic.setdefault(resource, {}).setdefault(name, ptr)
-        for sub, at in subschemas(node, ptr):
-            self._walk(sub, at, base, resource)
+        return base, resource
 
     def declares_id(self, node: dict, fragments: bool = False) -> bool:
         """Whether ``node`` declares a base URI (``fragments``: or a plain-name ``"$id": "#x"``)."""
