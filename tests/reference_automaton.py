@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from structgen.index.automaton import UNREACHABLE, CounterDistances, _calls_csr, _too_large
+from structgen.index.automaton import UNREACHABLE, _calls_csr, _too_large
 from structgen.index.counters import CounterRule
 from structgen.grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
 from structgen.regex.expr_arrays import ALT, CALL, EGRAPH, GRAPH, INLINE, LIT, REGEX, REP, SEQ, SET
@@ -611,3 +611,24 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
             split.add(largest)
             sizes[name] = esize(body)
     return shared | split
+
+
+class CounterDistances:
+    """Completion distances of a counter's virtual states: ``max(lo - k, 0) * item_min``."""
+
+    __slots__ = ("lo", "item_min", "n")
+
+    def __init__(self, lo: int, item_min: int, n: int) -> None:
+        self.lo, self.item_min, self.n = lo, item_min, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k: int) -> int:
+        left = self.lo - k
+        if left <= 0:
+            return 0
+        return UNREACHABLE if self.item_min >= UNREACHABLE else min(left * self.item_min, UNREACHABLE)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CounterDistances) and (self.lo, self.item_min, self.n) == (other.lo, other.item_min, other.n)

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from structgen import _core
-from structgen.index.automaton import UNREACHABLE, PushdownAutomaton, completion_distances
+from structgen.index.automaton import UNREACHABLE, PushdownAutomaton
 from structgen.index.counters import CounterRule, check_config_stacks
 from structgen.index.token_index import _MULTIBYTE, DEAD, PLAIN_BYTES, PlainSplit, TokenTrie
 from structgen.index.tokenizer import TokenizerInfo
+
+from .reference_automaton import completion_distances
 
 __all__ = ["ReferenceIndex", "canonical_count", "prune_subsumed"]
 

@@ -102,9 +102,7 @@ def test_advance_refuses_a_token_outside_the_budget(smollm2_compiler, smollm2_in
 @pytest.mark.parametrize("grammar", ["json", "json_compact"])
 def test_every_rule_state_has_a_finite_completion(grammar, smollm2_compiler):
     compiled = smollm2_compiler.compile_builtin_json(whitespace="flexible" if grammar == "json" else "compact")
-    from structgen.index.automaton import completion_distances
-
-    for rule, dist in zip(compiled.automaton.rules, completion_distances(compiled.automaton)):
+    for rule, dist in zip(compiled.automaton.rules, compiled.index.rule_distances()):
         assert (dist < UNREACHABLE).all(), f"rule {rule.name}: a state cannot reach the rule's end"
 
 

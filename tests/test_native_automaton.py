@@ -93,16 +93,31 @@ def test_rule_dfa_outputs_equal_reference(monkeypatch):
     assert seen[True] and seen[False]  # both answers occur
 
 
+def _index(pda):
+    """The configuration index of an automaton, over a toy vocabulary (its distances do not
+    depend on the vocabulary)."""
+    from structgen import GrammarCompiler
+    from structgen.index.token_index import TokenIndex
+
+    from .conftest import toy_info
+
+    info = toy_info([b'"', b"{", b"}"])
+    return TokenIndex(pda, info, GrammarCompiler(info).trie)
+
+
+def _same_distances(native, ref) -> None:
+    assert len(native) == len(ref)
+    for a, b in zip(native, ref):
+        if isinstance(b, reference_automaton.CounterDistances):
+            assert a == (b.lo, b.item_min)
+        else:
+            assert a.dtype == np.int64 and np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
 def test_completion_distances_equal_reference(name, schema):
     pda = build_automaton(schema_to_grammar(schema))
-    native, ref = automaton.completion_distances(pda), reference_automaton.completion_distances(pda)
-    assert len(native) == len(ref)
-    for a, b in zip(native, ref):
-        if isinstance(b, automaton.CounterDistances):
-            assert a == b
-        else:
-            assert a.dtype == np.int64 and np.array_equal(a, b)
+    _same_distances(_index(pda).rule_distances(), reference_automaton.completion_distances(pda))
 
 
 @pytest.mark.parametrize("name", ["json", "json_compact"])
@@ -471,7 +486,7 @@ def test_transition_tables_are_range_checked(bad):
     # -1 and the last state pass, anything else anywhere in the table is refused
     from structgen import GrammarCompiler, _core
     from structgen.index import token_index as ti
-    from structgen.index.automaton import calls_csr, completion_distances
+    from structgen.index.automaton import calls_csr
 
     from .conftest import toy_info
 
@@ -485,7 +500,7 @@ def test_transition_tables_are_range_checked(bad):
     compiled = GrammarCompiler(info, cache_size=0).compile_grammar('start: "a" "b"')
     pda = compiled.index._pda
     (rule,) = pda.rules
-    good = ("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule), completion_distances(pda)[0])
+    good = ("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule))
     args = (pda.root, ti.vocab_tables(compiled.index.trie), list(info.stop_token_ids), compiled.index.words,
             ti._TABLE_CELLS, 1000)
     assert _core.ConfigIndex([good], *args).num_configs >= 1
@@ -520,27 +535,51 @@ def test_distances_see_a_transition_on_every_byte():
             assert dist.tolist() == [1, 0, automaton.UNREACHABLE], (b, other)
 
 
-def test_completion_distances_memo_is_keyed_by_callee_costs(monkeypatch):
+def test_completion_distances_follow_the_callees_of_a_shared_table(monkeypatch):
     # Two grammars share their start rule's table through the rule cache (same expression,
-    # same callee number) while the callee's shortest match differs (1 byte, then 3): the
-    # memoised distances of the shared table are kept per callee cost, each equal to the
-    # reference's, and a third grammar like the first reuses the first's array.
+    # same callee number) while the callee's shortest match differs (1 byte, then 3): each
+    # index computes the shared table's distances with its own callee costs, equal to the
+    # reference's; the same table with other final states (an automaton made by hand)
+    # completes at once.
     from structgen.grammar import Grammar
 
     monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
-    monkeypatch.setattr(automaton, "_DISTANCES", automaton._DistanceMemo())
     short = 'start: "a" x "c"\nx: "b" | "(" x ")"'
-    pdas = [build_automaton(Grammar.from_lark(text)) for text in (short, short.replace('"b"', '"bbb"'), short)]
+    pdas = [build_automaton(Grammar.from_lark(text)) for text in (short, short.replace('"b"', '"bbb"'))]
     assert pdas[0].rules[0].trans is pdas[1].rules[0].trans  # one shared table
-    dists = [automaton.completion_distances(p) for p in pdas]
+    dists = [_index(p).rule_distances() for p in pdas]
     for p, d in zip(pdas, dists):
-        ref = reference_automaton.completion_distances(p)
-        assert all(np.array_equal(a, b) for a, b in zip(d, ref))
+        _same_distances(d, reference_automaton.completion_distances(p))
     assert int(dists[0][0][0]) == 3 and int(dists[1][0][0]) == 5  # "abc", "abbbc"
-    assert dists[2][0] is dists[0][0] and not dists[0][0].flags.writeable
-    # the same table with other final states (an automaton made by hand) is not a memo hit
     rule = pdas[0].rules[0]
     every_final = np.ones_like(rule.final)
     other = automaton.PushdownAutomaton((automaton.RuleDFA(rule.name, rule.trans, every_final, rule.calls, rule.csr),
                                          *pdas[0].rules[1:]), 0)
-    assert int(automaton.completion_distances(other)[0][0]) == 0
+    assert int(_index(other).rule_distances()[0][0]) == 0
+
+
+def test_distances_asked_after_masks_equal_distances_known_before():
+    # The index computes distances when first asked: configurations interned before that
+    # (by masks and steps) get theirs then, those interned after at once. Both orders give
+    # every configuration the same distance, and the shortest completions complete.
+    from structgen import GrammarCompiler
+
+    from .conftest import toy_info
+
+    info = toy_info([b'{"', b'":', b'"}', b"12", b"true"])
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "boolean"}}},
+              "required": ["a"]}
+    compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+    text = b'{"a": 12, "b": [true, false]}'
+    early, late = _index(compiled.automaton), _index(compiled.automaton)
+    early.completion_length(early.initial)  # distances known before any configuration but the first
+    for index in (early, late):
+        cid = index.initial
+        for i in range(len(text)):
+            index.mask(cid)
+            cid = index.step_bytes(cid, text[i:i + 1])
+    assert early.num_configs == late.num_configs > 5
+    for cid in range(1, late.num_configs):
+        assert late.completion_length(cid) == early.completion_length(cid), cid
+        tail = late.shortest_completion(cid)
+        assert tail is not None and late.is_accepting(late.step_bytes(cid, tail))

@@ -628,70 +628,20 @@ py::bytes rule_key(const i32& nodes, const i32& data, int32_t root) {
 
 // ---------------------------------------------------------------------------- completion distances
 
-// Fewest bytes from each state of a rule DFA to its end: Dijkstra backwards from the final
-// states; a byte costs 1, a call to rule c costs minlen[c] (no edge where minlen[c] >=
-// unreachable). Returns int64 distances, `unreachable` where the end cannot be reached.
+// Completion distances of one rule DFA (fa::rule_distances) given its callees' shortest
+// matches; the configuration index computes its own when first needed, this binding serves
+// the tests' comparisons with the reference.
 py::array_t<int64_t> distances(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
                                const i64& minlen, int64_t unreachable) {
   const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
-  const int64_t n = d.n;
+  py::array_t<int64_t> out(static_cast<py::ssize_t>(d.n));
+  int64_t* dist = out.mutable_data();
   const int64_t* M = minlen.data();
   const int64_t R = minlen.shape(0);
-  std::vector<int64_t> dist(n, unreachable);
   {
     py::gil_scoped_release release;
-    // predecessors with costs, CSR by target
-    std::vector<std::pair<int32_t, std::pair<int32_t, int64_t>>> pairs;  // (target, (source, cost))
-    for (int64_t s = 0; s < n; ++s) {
-      const int32_t* row = d.T + s * 256;
-      // one edge per run of equal targets (a repeated edge costs a heap check, nothing
-      // more): the runs' starts are found four bytes per compare, where a test per byte was
-      // most of the distances of a large schema's rules (thousands of states x 256 bytes)
-      uint64_t starts[4] = {1, 0, 0, 0};  // byte 0 starts a run
-      fa::mark_changes(row, starts);
-      for (int w = 0; w < 4; ++w)
-        for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
-          const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
-          if (t >= 0) pairs.push_back({t, {static_cast<int32_t>(s), 1}});
-        }
-      for (int64_t k = d.CO[s]; k < d.CO[s + 1]; ++k) {
-        const int32_t c = d.CE[2 * k];
-        if (c >= 0 && c < R && M[c] < unreachable) pairs.push_back({d.CE[2 * k + 1], {static_cast<int32_t>(s), M[c]}});
-      }
-    }
-    std::vector<int64_t> off(n + 1, 0);
-    for (auto& p : pairs) ++off[p.first + 1];
-    for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
-    std::vector<std::pair<int32_t, int64_t>> pre(pairs.size());
-    std::vector<int64_t> fill(off.begin(), off.end() - 1);
-    for (auto& p : pairs) pre[fill[p.first]++] = p.second;
-    using Item = std::pair<int64_t, int32_t>;
-    std::vector<Item> heap;
-    auto cmp = [](const Item& a, const Item& b) { return a > b; };
-    for (int64_t s = 0; s < n; ++s)
-      if (d.F[s]) {
-        dist[s] = 0;
-        heap.emplace_back(0, static_cast<int32_t>(s));
-      }
-    std::make_heap(heap.begin(), heap.end(), cmp);
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), cmp);
-      const auto [ds, s] = heap.back();
-      heap.pop_back();
-      if (ds > dist[s]) continue;
-      for (int64_t k = off[s]; k < off[s + 1]; ++k) {
-        const auto [a, cost] = pre[k];
-        const int64_t nd = std::min(ds + cost, unreachable);
-        if (nd < dist[a]) {
-          dist[a] = nd;
-          heap.emplace_back(nd, a);
-          std::push_heap(heap.begin(), heap.end(), cmp);
-        }
-      }
-    }
+    fa::rule_distances(d.T, d.F, d.n, d.CO, d.CE, M, R, unreachable, dist);
   }
-  py::array_t<int64_t> out(static_cast<py::ssize_t>(n));
-  std::copy(dist.begin(), dist.end(), out.mutable_data());
   return out;
 }
 

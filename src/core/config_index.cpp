@@ -33,10 +33,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <queue>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -385,10 +387,10 @@ struct Rule {
   std::vector<uint8_t> simple;
   std::vector<int32_t> call_off;  // calls of state s: call_data[2 * call_off[s] ..]
   std::vector<int32_t> call_data;
-  std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end
+  std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end (ensure_dists)
   int32_t body = -1;
   int64_t lo = 0, hi = -1;  // counter; hi -1: unbounded
-  int64_t item_min = kUnreachable;
+  int64_t item_min = kUnreachable;  // counter: the item's shortest match (ensure_dists)
 };
 
 // A vocabulary trie in preorder (token_index.TokenTrie): per node its last byte, token (-1:
@@ -745,8 +747,9 @@ struct Vocab {
 class ConfigIndex final : public structgen::IndexView {
  public:
   ConfigIndex(const py::list& rules, int32_t root, std::shared_ptr<const Vocab> vocab, const py::object& stop_ids,
-              int64_t words, int64_t table_cells, int64_t stack_limit)
+              int64_t words, int64_t table_cells, int64_t stack_limit, bool trimmed)
       : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
+        trimmed_(trimmed),
         slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     total_memo_.resize(rules_.size());
@@ -766,6 +769,10 @@ class ConfigIndex final : public structgen::IndexView {
         if (callee >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("call to an unknown rule");
       }
     if (root < 0 || root >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("root out of range");
+    if (counted_) {  // a counter's configurations are canonicalised by its item's shortest match
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      ensure_dists();
+    }
     for (const auto& t : stop_ids) stop_.push_back(t.cast<int64_t>());
     stop_mask_.assign(static_cast<size_t>(words_), 0);
     for (int64_t t : stop_) {
@@ -800,11 +807,17 @@ class ConfigIndex final : public structgen::IndexView {
   int64_t config_dist(int32_t cid) override {
     check_cid(cid);
     std::lock_guard<std::recursive_mutex> g(mu_);
+    ensure_dists();
     return config_dist_[cid];
+  }
+  bool can_complete(int32_t cid) override {
+    if (cid == kDead) return false;
+    return trimmed_ || config_dist(cid) < kUnreachable;
   }
   i64 config_dists(const i64& cids) {
     i64 out(cids.size());
     std::lock_guard<std::recursive_mutex> g(mu_);
+    ensure_dists();
     for (int64_t k = 0; k < cids.size(); ++k) {
       const int64_t c = cids.data()[k];
       if (c < 0 || c >= static_cast<int64_t>(config_dist_.size())) throw py::index_error("configuration id out of range");
@@ -826,9 +839,27 @@ class ConfigIndex final : public structgen::IndexView {
     const Frame& f = stacks_[sid];
     return py::make_tuple(f.r, f.s, f.p);
   }
+  // Per rule its completion distances (a DFA rule: int64 per state; a counter: (lo, the
+  // item's shortest match)), for the tests' comparison with the reference.
+  py::list rule_distances() {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    ensure_dists();
+    py::list out;
+    for (const Rule& R : rules_) {
+      if (R.counter) {
+        out.append(py::make_tuple(R.lo, R.item_min));
+      } else {
+        i64 d(static_cast<py::ssize_t>(R.dist.size()));
+        std::copy(R.dist.begin(), R.dist.end(), d.mutable_data());
+        out.append(d);
+      }
+    }
+    return out;
+  }
   int64_t stack_dist(int32_t sid) {
     std::lock_guard<std::recursive_mutex> g(mu_);
     if (sid < 0 || sid >= static_cast<int32_t>(stacks_.size())) throw py::index_error("stack id out of range");
+    ensure_dists();
     return stack_dist_[sid];
   }
   py::dict stats() {
@@ -999,6 +1030,7 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t sid = -1;
     {
       std::lock_guard<std::recursive_mutex> g(mu_);
+      ensure_dists();
       if (cid == kDead || config_dist_[cid] >= kUnreachable) return false;
       if (accepting_[cid]) return true;
       int64_t best = kUnreachable + 1;
@@ -1031,7 +1063,6 @@ class ConfigIndex final : public structgen::IndexView {
       r.body = d[1].cast<int32_t>();
       r.lo = d[2].cast<int64_t>();
       r.hi = d[3].cast<int64_t>();
-      r.item_min = d[4].cast<int64_t>();
       if (r.lo < 0 || (r.hi >= 0 && r.hi < r.lo)) throw std::invalid_argument("bad counter bounds");
       r.num_states = 0;  // virtual: never a stack top, never a frame table
     } else if (kind == "dfa") {
@@ -1042,10 +1073,9 @@ class ConfigIndex final : public structgen::IndexView {
       u8 fin = d[2].cast<u8>();
       i64 call_off = d[3].cast<i64>();
       i32 call_edge = d[4].cast<i32>();
-      i64 dist = d[5].cast<i64>();
       if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
       r.num_states = static_cast<int32_t>(trans.shape(0));
-      if (fin.shape(0) != r.num_states || dist.shape(0) != r.num_states || call_off.shape(0) != r.num_states + 1)
+      if (fin.shape(0) != r.num_states || call_off.shape(0) != r.num_states + 1)
         throw std::invalid_argument("rule tables differ in length");
       const int64_t m = call_edge.size() / 2;
       if (call_edge.size() && (call_edge.ndim() != 2 || call_edge.shape(1) != 2))
@@ -1059,7 +1089,6 @@ class ConfigIndex final : public structgen::IndexView {
       r.has_bytes.assign(r.num_states, 0);
       if (!rows_checked(r.trans, r.num_states, r.has_bytes.data())) throw std::invalid_argument("transition out of range");
       r.final.assign(fin.data(), fin.data() + r.num_states);
-      r.dist.assign(dist.data(), dist.data() + r.num_states);
       const int32_t* ce = call_edge.data();
       for (int64_t k = 0; k < m; ++k)
         if (ce[2 * k + 1] < 0 || ce[2 * k + 1] >= r.num_states) throw std::invalid_argument("return state out of range");
@@ -1088,6 +1117,99 @@ class ConfigIndex final : public structgen::IndexView {
     if (left <= 0) return 0;
     if (R.item_min >= kUnreachable || R.item_min > kUnreachable / left) return kUnreachable;
     return std::min(left * R.item_min, kUnreachable);
+  }
+
+  // Completion distances: per rule state the fewest bytes to the rule's end, then per stack
+  // and configuration, computed when first asked for (under mu_). Shortest completions, token
+  // budgets, the name checks that a configuration can still end and counters read them;
+  // masking alone never does, and computing them for every grammar was ~7% of compiling a
+  // median schema. A fixed point over the rules: one Dijkstra per rule (fa::rule_distances),
+  // repeated for the rules whose callees' shortest matches changed, callees first.
+  void ensure_dists() {
+    if (dists_ready_) return;
+    const auto n = static_cast<int32_t>(rules_.size());
+    std::vector<std::vector<int32_t>> callers(n);  // the rules whose distances read rule c's shortest match
+    for (int32_t r = 0; r < n; ++r) {
+      const Rule& R = rules_[r];
+      if (R.counter) callers[R.body].push_back(r);
+      for (size_t k = 0; k < R.call_data.size(); k += 2) callers[R.call_data[k]].push_back(r);
+    }
+    for (auto& c : callers) {
+      std::sort(c.begin(), c.end());
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+    }
+    // rank: lower for callees than for their callers outside cycles (the finishing order of a
+    // depth-first walk along "is called by", reversed): without recursion each rule is then
+    // computed once. Any order reaches the same least fixed point (shortest matches only
+    // decrease), and each rule's last computation used its callees' final ones.
+    std::vector<int32_t> rank(n), finish;
+    {
+      std::vector<uint8_t> seen(n, 0);
+      std::vector<std::pair<int32_t, size_t>> stack;
+      for (int32_t root = 0; root < n; ++root) {
+        if (seen[root]) continue;
+        seen[root] = 1;
+        stack.emplace_back(root, 0);
+        while (!stack.empty()) {
+          auto& [v, k] = stack.back();
+          if (k < callers[v].size()) {
+            const int32_t w = callers[v][k++];
+            if (!seen[w]) {
+              seen[w] = 1;
+              stack.emplace_back(w, 0);
+            }
+          } else {
+            finish.push_back(v);
+            stack.pop_back();
+          }
+        }
+      }
+      for (int32_t i = 0; i < n; ++i) rank[finish[n - 1 - i]] = i;
+    }
+    std::vector<int64_t> minlen(n, kUnreachable);
+    std::vector<uint8_t> queued(n, 1);
+    using Item = std::pair<int32_t, int32_t>;  // (rank, rule)
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> pending;
+    for (int32_t r = 0; r < n; ++r) pending.emplace(rank[r], r);
+    while (!pending.empty()) {
+      const int32_t r = pending.top().second;
+      pending.pop();
+      queued[r] = 0;
+      Rule& R = rules_[r];
+      if (R.counter) {
+        R.item_min = minlen[R.body];
+      } else {
+        R.dist.resize(static_cast<size_t>(R.num_states));
+        fa::rule_distances(R.trans, R.final.data(), R.num_states, R.call_off.data(), R.call_data.data(), minlen.data(),
+                           n, kUnreachable, R.dist.data());
+      }
+      const int64_t d0 = R.counter || R.num_states > 0 ? dist_at(r, 0) : kUnreachable;
+      if (d0 != minlen[r]) {
+        minlen[r] = d0;
+        for (int32_t c : callers[r])
+          if (!queued[c]) {
+            queued[c] = 1;
+            pending.emplace(rank[c], c);
+          }
+      }
+    }
+    // the stacks and configurations interned so far (a parent stack before its children)
+    for (size_t sid = 0; sid < stacks_.size(); ++sid) stack_dist_[sid] = frame_dist(stacks_[sid]);
+    for (size_t c = 0; c < config_count(); ++c) {
+      const ConfigStacks st = config_of(static_cast<int32_t>(c));
+      config_dist_[c] = stacks_dist(st.begin(), st.size(), accepting_[c] != 0);
+    }
+    dists_ready_ = true;
+  }
+  // a new stack's distance: its frame's, plus its parent's (interned first, so known)
+  int64_t frame_dist(const Frame& f) const {
+    return std::min(dist_at(f.r, f.s) + (f.p >= 0 ? stack_dist_[f.p] : 0), kUnreachable);
+  }
+  int64_t stacks_dist(const int32_t* stacks, size_t count, bool accepting) const {
+    if (accepting) return 0;
+    int64_t d = kUnreachable;
+    for (size_t k = 0; k < count; ++k) d = std::min(d, stack_dist_[stacks[k]]);
+    return d;
   }
 
   // Bytes along a shortest path from state `s` of rule `r` to the rule's end (iterative:
@@ -1149,11 +1271,9 @@ class ConfigIndex final : public structgen::IndexView {
     const uint64_t h = frame_hash(f);
     const int32_t hit = stack_ids_.find(h, [&](int32_t sid) { return stacks_[sid] == f; });
     if (hit >= 0) return hit;
-    // the parent frame is always interned first, so its distance is known
-    int64_t d = dist_at(f.r, f.s) + (f.p >= 0 ? stack_dist_[f.p] : 0);
     const auto sid = static_cast<int32_t>(stacks_.size());
     stacks_.push_back(f);
-    stack_dist_.push_back(std::min(d, kUnreachable));
+    stack_dist_.push_back(dists_ready_ ? frame_dist(f) : 0);
     stack_ids_.insert(h, sid);
     return sid;
   }
@@ -1171,17 +1291,12 @@ class ConfigIndex final : public structgen::IndexView {
         h, [&](int32_t c) { return (accepting_[c] != 0) == accepting && config_of(c).equals(stacks); });
     if (hit >= 0) return hit;
     const auto cid = static_cast<int32_t>(config_count());
-    int64_t d = kUnreachable;
-    if (accepting)
-      d = 0;
-    else
-      for (int32_t sid : stacks) d = std::min(d, stack_dist_[sid]);
     slot_.ensure(cid);
     masks_.ensure(cid);
     config_data_.insert(config_data_.end(), stacks.begin(), stacks.end());
     config_off_.push_back(static_cast<int64_t>(config_data_.size()));
     accepting_.push_back(accepting ? 1 : 0);
-    config_dist_.push_back(d);
+    config_dist_.push_back(dists_ready_ ? stacks_dist(stacks.data(), stacks.size(), accepting) : 0);
     config_ids_.insert(h, cid);
     if (!counted_ && stacks.size() == 1) {
       const Frame& f = stacks_[stacks[0]];
@@ -2500,7 +2615,11 @@ class ConfigIndex final : public structgen::IndexView {
   std::recursive_mutex mu_;
   // stacks and configurations (under mu_)
   std::vector<Frame> stacks_;
-  std::vector<int64_t> stack_dist_;
+  std::vector<int64_t> stack_dist_;  // (valid once dists_ready_)
+  bool dists_ready_ = false;
+  // every rule state can reach its rule's end (the caller says so: build_automaton trims),
+  // so every configuration but DEAD can complete
+  const bool trimmed_;
   IdTable stack_ids_;
   // each configuration's stack ids, sorted: config_data_[config_off_[c], config_off_[c + 1])
   // (flat: a vector per configuration was an allocation per new configuration, a few per
@@ -2524,7 +2643,7 @@ class ConfigIndex final : public structgen::IndexView {
   }
   size_t config_count() const { return config_off_.size() - 1; }
   std::vector<uint8_t> accepting_;
-  std::vector<int64_t> config_dist_;
+  std::vector<int64_t> config_dist_;  // (valid once dists_ready_)
   IdTable config_ids_;
   std::atomic<int64_t> num_configs_{0};
   IdTable closed_;  // memo entries of close_memo
@@ -2606,12 +2725,12 @@ void register_config_index(py::module_& m) {
   py::class_<structgen::IndexView>(m, "IndexView");
   py::class_<ConfigIndex, structgen::IndexView>(m, "ConfigIndex")
       .def(py::init([](const py::list& rules, int32_t root, std::shared_ptr<Vocab> vocab, const py::object& stop_ids,
-                       int64_t words, int64_t table_cells, int64_t stack_limit) {
+                       int64_t words, int64_t table_cells, int64_t stack_limit, bool trimmed) {
              if (vocab == nullptr) throw std::invalid_argument("vocab is required");
-             return new ConfigIndex(rules, root, std::move(vocab), stop_ids, words, table_cells, stack_limit);
+             return new ConfigIndex(rules, root, std::move(vocab), stop_ids, words, table_cells, stack_limit, trimmed);
            }),
            py::arg("rules"), py::arg("root"), py::arg("vocab"), py::arg("stop_ids"), py::arg("words"),
-           py::arg("table_cells"), py::arg("stack_limit"))
+           py::arg("table_cells"), py::arg("stack_limit"), py::arg("trimmed") = false)
       .def_property_readonly("initial", &ConfigIndex::initial)
       .def_property_readonly("num_configs", &ConfigIndex::num_configs)
       .def_property_readonly("counted", &ConfigIndex::counted)
@@ -2635,6 +2754,7 @@ void register_config_index(py::module_& m) {
       .def("config_stacks", &ConfigIndex::config_stacks)
       .def("stack", &ConfigIndex::stack)
       .def("stack_dist", &ConfigIndex::stack_dist)
+      .def("rule_distances", &ConfigIndex::rule_distances)
       .def("stats", &ConfigIndex::stats)
       .def("has_row", [](ConfigIndex& ix, int32_t cid) {
         ix.check_cid(cid);

@@ -13,9 +13,11 @@
 #include <emmintrin.h>
 #endif
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace fa {
@@ -85,6 +87,67 @@ inline bool targets_in_range(const int32_t* T, int64_t count, int32_t n) {
 #endif
   for (; k < count; ++k) ok = ok && T[k] >= -1 && T[k] < n;
   return ok;
+}
+
+// Fewest bytes from each state of a rule DFA (T: n x 256, F: final flags, calls of state s at
+// CE[2 * CO[s] ..] as (callee, return state) pairs) to the rule's end, into dist[0, n):
+// Dijkstra backwards from the final states; a byte costs 1, a call to rule c costs minlen[c]
+// (no edge where c is outside [0, R) or minlen[c] >= unreachable). `unreachable` where the end
+// cannot be reached. The tables are trusted (their bindings range-check them).
+template <class Final, class Off>
+void rule_distances(const int32_t* T, const Final* F, int64_t n, const Off* CO, const int32_t* CE,
+                    const int64_t* minlen, int64_t R, int64_t unreachable, int64_t* dist) {
+  // predecessors with costs, CSR by target
+  std::vector<std::pair<int32_t, std::pair<int32_t, int64_t>>> pairs;  // (target, (source, cost))
+  pairs.reserve(static_cast<size_t>(n) * 4);
+  for (int64_t s = 0; s < n; ++s) {
+    const int32_t* row = T + s * 256;
+    // one edge per run of equal targets (a repeated edge costs a heap check, nothing more):
+    // the runs' starts are found four bytes per compare, where a test per byte was most of
+    // the distances of a large schema's rules (thousands of states x 256 bytes)
+    uint64_t starts[4] = {1, 0, 0, 0};  // byte 0 starts a run
+    mark_changes(row, starts);
+    for (int w = 0; w < 4; ++w)
+      for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
+        const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
+        if (t >= 0) pairs.push_back({t, {static_cast<int32_t>(s), 1}});
+      }
+    for (int64_t k = CO[s]; k < static_cast<int64_t>(CO[s + 1]); ++k) {
+      const int32_t c = CE[2 * k];
+      if (c >= 0 && c < R && minlen[c] < unreachable) pairs.push_back({CE[2 * k + 1], {static_cast<int32_t>(s), minlen[c]}});
+    }
+  }
+  std::vector<int64_t> off(static_cast<size_t>(n) + 1, 0);
+  for (auto& p : pairs) ++off[p.first + 1];
+  for (int64_t t = 0; t < n; ++t) off[t + 1] += off[t];
+  std::vector<std::pair<int32_t, int64_t>> pre(pairs.size());
+  std::vector<int64_t> fill(off.begin(), off.end() - 1);
+  for (auto& p : pairs) pre[fill[p.first]++] = p.second;
+  using Item = std::pair<int64_t, int32_t>;
+  std::vector<Item> heap;
+  auto cmp = [](const Item& a, const Item& b) { return a > b; };
+  std::fill(dist, dist + n, unreachable);
+  for (int64_t s = 0; s < n; ++s)
+    if (F[s]) {
+      dist[s] = 0;
+      heap.emplace_back(0, static_cast<int32_t>(s));
+    }
+  std::make_heap(heap.begin(), heap.end(), cmp);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), cmp);
+    const auto [ds, s] = heap.back();
+    heap.pop_back();
+    if (ds > dist[s]) continue;
+    for (int64_t k = off[s]; k < off[s + 1]; ++k) {
+      const auto [a, cost] = pre[k];
+      const int64_t nd = std::min(ds + cost, unreachable);
+      if (nd < dist[a]) {
+        dist[a] = nd;
+        heap.emplace_back(nd, a);
+        std::push_heap(heap.begin(), heap.end(), cmp);
+      }
+    }
+  }
 }
 
 // A size limit was reached while an automaton grew (the Python side raises the matching

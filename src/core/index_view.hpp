@@ -32,8 +32,12 @@ class IndexView {
   virtual void set_stack_limit(int64_t n) = 0;
   // words() words allowing only the tokenizer's stop tokens (a terminated matcher's mask)
   virtual const uint32_t* stop_mask() const = 0;
-  // fewest bytes completing the text from `cid` (>= kUnreachable: none)
+  // fewest bytes completing the text from `cid` (>= kUnreachable: none); the first call
+  // computes the grammar's distances
   virtual int64_t config_dist(int32_t cid) = 0;
+  // whether some text completes the output from `cid` (false for DEAD); without distances
+  // where every rule state can reach its rule's end (a trimmed automaton)
+  virtual bool can_complete(int32_t cid) = 0;
   // whether some stack of `cid` stays alive inside its top rule on every string of plain
   // bytes (then every plain string is a live continuation from `cid`)
   virtual bool plain_total(int32_t cid) = 0;

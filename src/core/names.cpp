@@ -1358,7 +1358,7 @@ class NameIndex {
       after = ix_->frame_config(n.frame.r, t, n.frame.p);
       if (after == 0) return false;
     }
-    return ix_->config_dist(after) < kUnreachableDist;
+    return ix_->can_complete(after);
   }
 
   // From inside a name (configuration `cid`, lexer state `st`): the shortest bytes that end

@@ -13,10 +13,8 @@ construction and minimisation run in the native core (structgen._core).
 """
 from __future__ import annotations
 
-import heapq
 import os
 import threading
-import weakref
 from collections import OrderedDict
 from itertools import chain
 from dataclasses import dataclass, field
@@ -30,7 +28,7 @@ from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from ..grammar import Expr, Grammar, Ref
 from ..regex.expr_arrays import CALL, INLINE, REF, serializer
 
-__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "calls_csr", "completion_distances", "DEFAULT_MAX_STATES", "UNREACHABLE"]
+__all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "calls_csr", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
 DEFAULT_MAX_STATES = 50_000
 """Default limit on NFA and DFA states of one grammar (raise with ``max_states=``)."""
@@ -61,10 +59,16 @@ class RuleDFA:
 
 @dataclass(frozen=True, slots=True)
 class PushdownAutomaton:
-    """The rules that remain after inlining; ``root`` is the index of the start rule."""
+    """The rules that remain after inlining; ``root`` is the index of the start rule.
+
+    ``trimmed``: every rule state a parser can be in can also reach its rule's end
+    (:func:`build_automaton` trims its output so), hence every parser configuration but
+    ``DEAD`` can complete the output; the token index then tells so without computing
+    completion distances."""
 
     rules: tuple[RuleDFA | CounterRule, ...]
     root: int
+    trimmed: bool = False
 
     @property
     def num_states(self) -> int:
@@ -500,26 +504,29 @@ def build_automaton(
     # level of calls, each testing every rule not yet productive); any order reaches the
     # same least fixed point. A rule that ends by bytes alone is productive from the start
     # (most are: only the others are tested, each a conversion of its whole byte table).
-    callers: list[set[int]] = [set() for _ in raw]
-    for r, (_, call_edge) in enumerate(csr):
-        for c in call_edge[:, 0].tolist():
-            callers[c].add(r)
-    rank = _callees_first(callers)
-    order = sorted(range(len(raw)), key=rank.__getitem__)
     productive = {r for r, a in enumerate(alone) if a}
+    everywhere = len(productive) == len(raw)  # (nearly every grammar: nothing to test, nothing to trim)
     mask = np.zeros(len(raw), bool)
     mask[list(productive)] = True
-    changed = len(productive) < len(raw)
-    while changed:
-        changed = False
-        for r in order:
-            if r in productive:
-                continue
-            trans, final, _ = raw[r]
-            if _core.coaccessible(trans, final, *csr[r], mask)[0]:
-                productive.add(r)
-                mask[r] = True
-                changed = True
+    if not everywhere:
+        callers: list[set[int]] = [set() for _ in raw]
+        for r, (_, call_edge) in enumerate(csr):
+            for c in call_edge[:, 0].tolist():
+                callers[c].add(r)
+        rank = _callees_first(callers)
+        order = sorted(range(len(raw)), key=rank.__getitem__)
+        changed = True
+        while changed:
+            changed = False
+            for r in order:
+                if r in productive:
+                    continue
+                trans, final, _ = raw[r]
+                if _core.coaccessible(trans, final, *csr[r], mask)[0]:
+                    productive.add(r)
+                    mask[r] = True
+                    changed = True
+        everywhere = len(productive) == len(raw)
     if 0 not in productive:
         raise EmptyGrammarError(f"the grammar matches no string at all (rule {grammar.start!r} is empty)")
     out = []
@@ -533,7 +540,7 @@ def build_automaton(
             out.append(CounterRule(called_names[r], called[item], lo, hi if productive_item else 0))
             continue
         call_edge = csr[r][1]
-        if mask[call_edge[:, 0]].all():
+        if everywhere or mask[call_edge[:, 0]].all():
             # every callee is productive: trimming against ``mask`` drops nothing from this
             # already trimmed and minimal DFA, and its states keep their numbers (classes are
             # numbered by first appearance), so the second pass would return it unchanged
@@ -541,123 +548,12 @@ def build_automaton(
             continue
         m_trans, m_final, m_calls = _trim_and_minimise(trans, final, csr[r], mask)
         out.append(RuleDFA(called_names[r], m_trans, m_final, m_calls))
-    return PushdownAutomaton(tuple(out), 0)
+    return PushdownAutomaton(tuple(out), 0, trimmed=True)
 
-
-# --------------------------------------------------------------------------- shortest completions
 
 UNREACHABLE = 1 << 60
-"""Distance of a state from which a rule cannot end (never kept after trimming)."""
-
-
-class _DistanceMemo:
-    """Completion distances of the rule automata that grammars share (the rule cache's
-    read-only tables), per shortest match of each callee of the rule.
-
-    A rule's distances depend on its table and on what its calls cost, nothing else. The
-    schemas of a process repeat rules (the any-value rule of every object's free members),
-    and their Dijkstras were most of building a median schema's token index once the
-    rules themselves came from the cache. An entry lives as long as its table (a weak
-    reference: dropped from the rule cache and from every grammar, it goes), with at most
-    :attr:`VARIANTS` callee costs kept per table.
-    """
-
-    VARIANTS = 8
-
-    def __init__(self) -> None:
-        # id(trans) -> (weak reference to trans, its final states, {callee costs: distances});
-        # read and written under the GIL only (dict operations), so that a table's collection
-        # in any thread can drop its entry without a lock
-        self._by_rule: dict[int, tuple[weakref.ref, np.ndarray, dict[bytes, np.ndarray]]] = {}
-
-    def get(self, trans: np.ndarray, final: np.ndarray, costs: bytes) -> np.ndarray | None:
-        hit = self._by_rule.get(id(trans))
-        if hit is None or hit[0]() is not trans or hit[1] is not final:
-            return None
-        return hit[2].get(costs)
-
-    def put(self, trans: np.ndarray, final: np.ndarray, costs: bytes, dist: np.ndarray) -> None:
-        if trans.flags.writeable:  # not a cached table: built for one grammar only
-            return
-        key = id(trans)
-        hit = self._by_rule.get(key)
-        if hit is None or hit[0]() is not trans or hit[1] is not final:
-            by_rule = self._by_rule
-
-            def drop(ref: weakref.ref, key: int = key) -> None:
-                entry = by_rule.get(key)
-                if entry is not None and entry[0] is ref:
-                    by_rule.pop(key, None)
-
-            hit = by_rule[key] = (weakref.ref(trans, drop), final, {})
-        variants = hit[2]
-        if len(variants) >= self.VARIANTS:
-            variants.clear()
-        dist.flags.writeable = False  # shared by every grammar with this rule
-        variants[costs] = dist
-
-
-_DISTANCES = _DistanceMemo()
-
-
-def completion_distances(pda: PushdownAutomaton) -> tuple[np.ndarray, ...]:
-    """Per rule, per state: the fewest bytes from that state to the rule's end.
-
-    A call costs its callee's shortest match. Computed at compile time as a fixed point over
-    the rules (one Dijkstra per rule, backwards from the final states, repeated for the rules
-    whose callees' shortest matches changed, until none changes). Trimming keeps
-    only states that can reach an end, so every entry is finite for a compiled grammar: no
-    state of any rule is a trap, and a configuration's shortest completion is the cheapest
-    of its stacks (each frame's distance plus those of the return states below it).
-
-    Returns int64 arrays, ``UNREACHABLE`` where a rule cannot end (read-only where the rule's
-    table is shared through the rule cache: they are shared too, see :class:`_DistanceMemo`).
-    """
-    rules = pda.rules
-    n = len(rules)
-    csr = [None if isinstance(rule, CounterRule) else calls_csr(rule) for rule in rules]
-    # callers[c]: the rules whose distances depend on rule c's shortest match
-    callers: list[set[int]] = [set() for _ in rules]
-    for r, rule in enumerate(rules):
-        if isinstance(rule, CounterRule):
-            callers[rule.body].add(r)
-        else:
-            for c in csr[r][1][:, 0].tolist():
-                callers[c].add(r)
-    minlen = [UNREACHABLE] * n
-    costs = np.full(n, UNREACHABLE, np.int64)
-    dist: list = [None] * n
-    # A worklist, callees first: a rule is computed again only when the shortest match of a
-    # rule it calls changed, and changes are seen at once. Without recursion every rule is
-    # then computed once (rounds in index order computed the start rule, which calls every
-    # other, before its callees: about three Dijkstras per rule on large schemas). Shortest
-    # matches only decrease from UNREACHABLE, so any order reaches the same fixed point, and
-    # each rule's last computation used its callees' final shortest matches.
-    rank = _callees_first(callers)
-    pending = [(rank[r], r) for r in range(n)]
-    heapq.heapify(pending)
-    queued = [True] * n
-    while pending:
-        _, r = heapq.heappop(pending)
-        queued[r] = False
-        rule = rules[r]
-        if isinstance(rule, CounterRule):  # lo - k more items, each at least the item's shortest
-            dist[r] = CounterDistances(rule.lo, minlen[rule.body], rule.num_states)
-        else:  # Dijkstra backwards from the final states (native), unless memoised
-            callee_costs = costs[csr[r][1][:, 0]].tobytes()
-            d = _DISTANCES.get(rule.trans, rule.final, callee_costs)
-            if d is None:
-                d = _core.distances(rule.trans, rule.final, *csr[r], costs, UNREACHABLE)
-                _DISTANCES.put(rule.trans, rule.final, callee_costs, d)
-            dist[r] = d
-        if int(dist[r][0]) != minlen[r]:
-            minlen[r] = int(dist[r][0])
-            costs[r] = minlen[r]
-            for c in callers[r]:
-                if not queued[c]:
-                    queued[c] = True
-                    heapq.heappush(pending, (rank[c], c))
-    return tuple(dist)
+"""Completion distance of a state from which a rule cannot end (never kept after trimming;
+see ``TokenIndex.rule_distances``)."""
 
 
 def _callees_first(callers: list[set[int]]) -> list[int]:
@@ -685,24 +581,3 @@ def _callees_first(callers: list[set[int]]) -> list[int]:
     for i, v in enumerate(reversed(finish)):
         rank[v] = i
     return rank
-
-
-class CounterDistances:
-    """Completion distances of a counter's virtual states: ``max(lo - k, 0) * item_min``."""
-
-    __slots__ = ("lo", "item_min", "n")
-
-    def __init__(self, lo: int, item_min: int, n: int) -> None:
-        self.lo, self.item_min, self.n = lo, item_min, n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, k: int) -> int:
-        left = self.lo - k
-        if left <= 0:
-            return 0
-        return UNREACHABLE if self.item_min >= UNREACHABLE else min(left * self.item_min, UNREACHABLE)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CounterDistances) and (self.lo, self.item_min, self.n) == (other.lo, other.item_min, other.n)

@@ -22,10 +22,11 @@ sharing one index between matchers of the same compiled grammar is safe, also ac
 threads, and threads fill masks of one index at once: the engine interns under one lock and
 publishes rows and masks so that a lookup that finds one needs no lock.
 
-Shortest completions are known from compile time: :func:`~structgen.index.automaton.completion_distances`
-gives every rule state its fewest bytes to the rule's end, so each interned stack and
-configuration gets its distance in O(1) when it is first seen (:meth:`TokenIndex.completion_length`).
-Budget-aware decoding builds on it (:meth:`TokenIndex.completion_tokens`,
+Shortest completions: the engine gives every rule state its fewest bytes to the rule's end
+(a fixed point of one Dijkstra per rule), and every interned stack and configuration the
+cheapest sum along it (:meth:`TokenIndex.completion_length`). It computes them when first
+asked: masks never read them, so a grammar used only for masking never pays for them.
+Budget-aware decoding builds on them (:meth:`TokenIndex.completion_tokens`,
 :meth:`TokenIndex.tokens_exceeding`, and ``structgen.budget``).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 
 from .. import _core
 from . import counters
-from .automaton import UNREACHABLE, PushdownAutomaton, calls_csr, completion_distances
+from .automaton import UNREACHABLE, PushdownAutomaton, calls_csr
 from .counters import CounterRule, check_config_stacks
 from ..grammar import CharSet
 from .tokenizer import TokenizerInfo
@@ -274,16 +275,15 @@ class TokenIndex:
         # reentrant: a budget bound computes completions
         self._lock = threading.RLock()
         self._pda = pda
-        dists = completion_distances(pda)  # compile time: per rule state, fewest bytes to its end
         rules: list[tuple] = []
-        for rule, d in zip(pda.rules, dists):
+        for rule in pda.rules:
             if isinstance(rule, CounterRule):
-                rules.append(("counter", rule.body, rule.lo, -1 if rule.hi is None else rule.hi, int(d.item_min)))
+                rules.append(("counter", rule.body, rule.lo, -1 if rule.hi is None else rule.hi))
             else:
-                rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule), d))
+                rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule)))
         self._counted = any(isinstance(r, CounterRule) for r in pda.rules)
         self._native = _guarded(_core.ConfigIndex, rules, pda.root, vocab_tables(trie), list(info.stop_token_ids),
-                                self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS)
+                                self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS, pda.trimmed)
         self.initial: int = self._native.initial
         self._view: int = self._native.view  # for _core.fill_row; valid while self._native lives
         self.stop_mask: np.ndarray = self._native.stop_mask
@@ -450,10 +450,17 @@ class TokenIndex:
 
     def completion_length(self, cid: int) -> int | None:
         """Fewest bytes that complete the text from configuration ``cid`` (0 when it is
-        complete already; ``None`` for ``DEAD``). Known in O(1): distances are computed at
-        compile time and summed along each stack when the configuration is first seen."""
+        complete already; ``None`` for ``DEAD``). O(1) once the grammar's distances are known (the
+        first call computes them; see the module's docstring)."""
         d = self._native.config_dist(cid)
         return None if d >= UNREACHABLE else d
+
+    def rule_distances(self) -> tuple:
+        """Per rule of the automaton its completion distances: for a DFA rule an int64 array
+        (per state the fewest bytes to the rule's end, ``UNREACHABLE`` where it cannot end),
+        for a counter ``(lo, item_min)`` (state ``k`` needs ``max(lo - k, 0)`` items of at
+        least ``item_min`` bytes each)."""
+        return tuple(self._native.rule_distances())
 
     def shortest_completion(self, cid: int) -> bytes | None:
         """A shortest text (bytes) that completes the output from ``cid``; ``None`` for ``DEAD``.
