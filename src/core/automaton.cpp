@@ -530,9 +530,13 @@ py::list build_rules(const i32& nodes, const i32& data, const i32& roots, int64_
 // repeated within a schema or between schemas, such as the any-value rule, is built once).
 py::bytes rule_key(const i32& nodes, const i32& data, int32_t root) {
   if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
-  const int64_t n = nodes.shape(0), nd = static_cast<int64_t>(data.size());
-  const int32_t* N = nodes.data();
-  const int32_t* D = data.data();
+  return py::bytes(fa::rule_key(nodes.data(), nodes.shape(0), data.data(), static_cast<int64_t>(data.size()), root));
+}
+
+}  // namespace
+
+// (fa.hpp) the canonical form of node `root` of serialized expressions, as bytes
+std::string fa::rule_key(const int32_t* N, int64_t n, const int32_t* D, int64_t nd, int32_t root) {
   auto span = [&](int64_t a, int64_t len) {
     if (a < 0 || len < 0 || a + len > nd) throw std::invalid_argument("a node's data out of range");
     return D + a;
@@ -622,8 +626,10 @@ py::bytes rule_key(const i32& nodes, const i32& data, int32_t root) {
         throw std::invalid_argument("a node build_rule does not take");
     }
   }
-  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int32_t));
+  return std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int32_t));
 }
+
+namespace {
 
 
 // ---------------------------------------------------------------------------- completion distances

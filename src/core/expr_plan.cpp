@@ -8,8 +8,8 @@
 // analysis after that reads the flat arrays.
 //
 // Rule references are serialized as REF placeholders (the rule's index): whether a reference
-// becomes a CALL or an INLINE copy is decided by `plan_rules` on the arrays, after which the
-// Python side patches the placeholders (structgen/index/automaton.py).
+// becomes a CALL or an INLINE copy is decided by the serializer's `plan` over its own nodes,
+// and its `resolve` patches the placeholders (structgen/index/automaton.py, RulePlan).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -97,6 +97,19 @@ class PointerIds {
 // Serializer of expression trees (structgen.grammar: Lit, Regex, CharSet, Seq, Alt, Repeat,
 // Ref, Dfa) into nodes of four int32 (kind, a, b, c) over one int32 data array. A subtree met
 // again (the same object) is serialized once; a regex is parsed once per (pattern, flags).
+void plan_rules_core(const int32_t* N, int64_t n, const int32_t* D, int64_t nd, const int32_t* RT, int32_t R,
+                     const int32_t* rank, int64_t inline_limit, int64_t split_limit, std::vector<uint8_t>& recursive,
+                     std::vector<uint8_t>& extra);
+
+std::vector<int32_t> int_list(const py::handle& seq) {
+  py::object f = py::reinterpret_steal<py::object>(PySequence_Fast(seq.ptr(), "expected a sequence of ints"));
+  if (!f) throw py::error_already_set();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(f.ptr());
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) out[i] = as_int(PySequence_Fast_GET_ITEM(f.ptr(), i));
+  return out;
+}
+
 class ExprSerializer {
  public:
   // classes: the node classes (Lit, Regex, CharSet, Seq, Alt, Repeat, Ref, Dfa); parse_regex:
@@ -184,7 +197,64 @@ class ExprSerializer {
     return last();
   }
 
-  py::tuple arrays() const {
+  // A grammar's rule bodies, in order: their nodes (kept as the rules' roots for plan/resolve).
+  py::list add_rules(const py::handle& bodies) {
+    roots_.clear();
+    for (py::handle b : bodies) roots_.push_back(add(b));
+    py::list out(roots_.size());
+    for (size_t r = 0; r < roots_.size(); ++r) out[r] = roots_[r];
+    return out;
+  }
+
+  // The plan of the rules of add_rules (plan_rules over this serializer's own nodes, REF
+  // placeholders unresolved): (recursive rules, other rules to call), as sorted indices.
+  // rank: each rule's name's rank in sorted order (ties of the splitting go to the first).
+  py::tuple plan(const py::handle& rank, int64_t inline_limit, int64_t split_limit) {
+    const std::vector<int32_t> rk = int_list(rank);
+    const auto R = static_cast<int32_t>(roots_.size());
+    if (static_cast<int32_t>(rk.size()) != R) throw std::invalid_argument("rank must have one entry per rule");
+    std::vector<uint8_t> recursive, extra;
+    {
+      py::gil_scoped_release release;
+      plan_rules_core(nodes_.data(), size(), data_.data(), static_cast<int64_t>(data_.size()), roots_.data(), R,
+                      rk.data(), inline_limit, split_limit, recursive, extra);
+    }
+    py::list rec, ext;
+    for (int32_t r = 0; r < R; ++r) {
+      if (recursive[r]) rec.append(r);
+      if (extra[r]) ext.append(r);
+    }
+    return py::make_tuple(rec, ext);
+  }
+
+  // Every REF placeholder to rule r becomes (CALL, call_ids[r]) where call_ids[r] >= 0, else
+  // (INLINE, rule_ids[r], root of r): now, and for placeholders serialized later when the
+  // nodes are next read (arrays, rule_key).
+  void resolve(const py::handle& call_ids, const py::handle& rule_ids) {
+    const std::vector<int32_t> c = int_list(call_ids), ids = int_list(rule_ids);
+    if (c.size() != roots_.size() || ids.size() != roots_.size()) throw std::invalid_argument("one entry per rule");
+    table_.clear();
+    for (size_t r = 0; r < roots_.size(); ++r) {
+      if (c[r] >= 0) {
+        fa::push2(table_, fa::CALL, c[r]);
+        fa::push2(table_, 0, 0);
+      } else {
+        fa::push2(table_, fa::INLINE, ids[r]);
+        fa::push2(table_, roots_[r], 0);
+      }
+    }
+    patch_refs();
+  }
+
+  // rule_key (fa.hpp) of node `root` of the resolved nodes
+  py::bytes rule_key(int32_t root) {
+    patch_refs();
+    if (root < 0 || root >= size()) throw std::invalid_argument("node out of range");
+    return py::bytes(fa::rule_key(nodes_.data(), size(), data_.data(), static_cast<int64_t>(data_.size()), root));
+  }
+
+  py::tuple arrays() {
+    patch_refs();
     py::array_t<int32_t> nodes({static_cast<py::ssize_t>(nodes_.size() / 4), py::ssize_t{4}});
     std::copy(nodes_.begin(), nodes_.end(), nodes.mutable_data());
     py::array_t<int32_t> data(static_cast<py::ssize_t>(data_.size()));
@@ -206,6 +276,17 @@ class ExprSerializer {
   int32_t largest_bound() const { return largest_bound_; }
 
  private:
+  void patch_refs() {
+    if (table_.empty()) return;
+    const auto R = static_cast<int32_t>(table_.size() / 4);
+    for (; patched_ < refs_.size(); ++patched_) {
+      int32_t* q = nodes_.data() + 4 * static_cast<int64_t>(refs_[patched_]);
+      if (q[0] != fa::REF) continue;
+      if (q[1] < 0 || q[1] >= R) throw std::invalid_argument("rule reference out of range");
+      std::copy(table_.begin() + 4 * static_cast<int64_t>(q[1]), table_.begin() + 4 * static_cast<int64_t>(q[1]) + 4, q);
+    }
+  }
+
   enum { kLit, kRegex, kCharSet, kSeq, kAlt, kRepeat, kRef, kDfa };
   enum { kText, kPattern, kFlags, kRanges, kItems, kOptions, kItem, kMin, kMax, kName, kTrans, kFinal };
 
@@ -331,6 +412,8 @@ class ExprSerializer {
   py::dict regex_;
   std::vector<py::object> attrs_;
   std::vector<int32_t> nodes_, data_, refs_;
+  std::vector<int32_t> roots_, table_;  // add_rules' roots; resolve's (kind, a, b, c) per rule
+  size_t patched_ = 0;  // refs_[0, patched_) are resolved
   int32_t largest_bound_ = -1;
   PointerIds memo_;
   std::vector<py::object> keep_;
@@ -479,28 +562,21 @@ std::vector<uint8_t> recursive_rules(const std::vector<std::vector<std::pair<int
   return out;
 }
 
-// The plan of a grammar's rules, from its serialized bodies (`roots[r]`: rule r's node; rule
-// references as REF placeholders). Returns (recursive, called): bool per rule.
+// The plan of a grammar's rules, from its serialized bodies (`RT[r]`: rule r's node; rule
+// references as REF placeholders), without the GIL. Fills one flag per rule:
 //  - recursive: rules on a reference cycle (they are always called);
-//  - called: non-recursive rules to call rather than inline: those referenced more than once
+//  - extra: non-recursive rules to call rather than inline: those referenced more than once
 //    whose body is larger than `inline_limit` nodes and, inside a rule whose inlined NFA would
 //    pass `split_limit` states (estimated), its largest references until it would not (ties go
-//    to the first by `name_rank`, the rank of each rule's name in sorted order).
-py::tuple plan_rules(const i32& nodes, const i32& data, const i32& roots, const i32& name_rank, int64_t inline_limit,
-                     int64_t split_limit) {
-  if (nodes.ndim() != 2 || nodes.shape(1) != 4) throw std::invalid_argument("nodes must be (n, 4)");
-  const int64_t n = nodes.shape(0), nd = data.size();
-  const int32_t R = static_cast<int32_t>(roots.size());
-  if (name_rank.size() != R) throw std::invalid_argument("name_rank must have one entry per rule");
-  const int32_t* N = nodes.data();
-  const int32_t* D = data.data();
-  const int32_t* RT = roots.data();
-  const int32_t* rank = name_rank.data();
+//    to the first by `rank`, the rank of each rule's name in sorted order).
+void plan_rules_core(const int32_t* N, int64_t n, const int32_t* D, int64_t nd, const int32_t* RT, int32_t R,
+                     const int32_t* rank, int64_t inline_limit, int64_t split_limit, std::vector<uint8_t>& recursive,
+                     std::vector<uint8_t>& extra) {
   for (int32_t r = 0; r < R; ++r)
     if (RT[r] < 0 || RT[r] >= n) throw std::invalid_argument("rule root out of range");
-  std::vector<uint8_t> recursive, called(R, 0), extra(R, 0);
+  std::vector<uint8_t> called(R, 0);
+  extra.assign(R, 0);
   {
-    py::gil_scoped_release release;
     // references per node, bottom-up (a node follows its children), with occurrence counts
     // saturating at 2: "referenced more than once" is all the counts decide
     std::vector<std::vector<std::pair<int32_t, uint8_t>>> nref(n);
@@ -571,12 +647,6 @@ py::tuple plan_rules(const i32& nodes, const i32& data, const i32& roots, const 
       }
     }
   }
-  auto out = [](const std::vector<uint8_t>& v) {
-    py::array_t<bool> a(static_cast<py::ssize_t>(v.size()));
-    std::copy(v.begin(), v.end(), a.mutable_data());
-    return a;
-  };
-  return py::make_tuple(out(recursive), out(extra));
 }
 
 // The first reference to an undefined rule: None, or (rule, name) for the first rule in order
@@ -853,9 +923,11 @@ void register_expr_plan(py::module_& m) {
       .def("add", &ExprSerializer::add, py::arg("expr"))
       .def("graph", &ExprSerializer::graph, py::arg("final"), py::arg("edges"))
       .def("arrays", &ExprSerializer::arrays)
+      .def("add_rules", &ExprSerializer::add_rules, py::arg("bodies"))
+      .def("plan", &ExprSerializer::plan, py::arg("rank"), py::arg("inline_limit"), py::arg("split_limit"))
+      .def("resolve", &ExprSerializer::resolve, py::arg("call_ids"), py::arg("rule_ids"))
+      .def("rule_key", &ExprSerializer::rule_key, py::arg("root"))
       .def("refs", &ExprSerializer::refs)
       .def("largest_bound", &ExprSerializer::largest_bound)
       .def("__len__", &ExprSerializer::size);
-  m.def("plan_rules", &plan_rules, py::arg("nodes"), py::arg("data"), py::arg("roots"), py::arg("name_rank"),
-        py::arg("inline_limit"), py::arg("split_limit"));
 }

@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -149,6 +150,10 @@ void rule_distances(const int32_t* T, const Final* F, int64_t n, const Off* CO, 
     }
   }
 }
+
+// The expression reachable from node `root` of serialized expressions (nodes: n x 4, data: nd)
+// in a canonical form, as bytes (src/core/automaton.cpp): equal keys, equal rule automata.
+std::string rule_key(const int32_t* nodes, int64_t n, const int32_t* data, int64_t nd, int32_t root);
 
 // A size limit was reached while an automaton grew (the Python side raises the matching
 // AutomatonSizeError or LimitError). kind: 0 = NFA states, 1 = DFA states.

@@ -296,14 +296,16 @@ class RulePlan:
     """A grammar's rule bodies serialized once, and which rules are called rather than inlined.
 
     Every body is serialized with its rule references as placeholders; the native planner
-    (``_core.plan_rules``, src/core/expr_plan.cpp) reads the arrays for the references of each
-    rule, the recursive rules (Tarjan) and the non-recursive rules to call anyway: those
-    referenced from several places and larger than ``INLINE_LIMIT`` nodes, and, inside a rule
-    whose inlined NFA would pass ``SPLIT_LIMIT`` states (estimated), its largest references
-    until it would not (each called rule is determinised on its own, so no single NFA or
-    subset construction holds a whole large schema; ``max_states`` is still checked exactly
-    while they are built). :meth:`resolve` then turns each placeholder into a call or an
-    inlined copy of the body.
+    (``ExprSerializer.plan``, src/core/expr_plan.cpp) reads the serialized nodes for the
+    references of each rule, the recursive rules (Tarjan) and the non-recursive rules to call
+    anyway: those referenced from several places and larger than ``INLINE_LIMIT`` nodes, and,
+    inside a rule whose inlined NFA would pass ``SPLIT_LIMIT`` states (estimated), its largest
+    references until it would not (each called rule is determinised on its own, so no single
+    NFA or subset construction holds a whole large schema; ``max_states`` is still checked
+    exactly while they are built). :meth:`resolve` then turns each placeholder into a call or
+    an inlined copy of the body. The nodes stay in the serializer until :meth:`arrays` or
+    :meth:`rule_key` reads them: planning, resolving and keying a median schema's rules were
+    a dozen small numpy operations, more than the native work they wrapped.
 
     Attributes:
         names: the rules, in order (``shape``'s keys); ``roots[i]`` is rule ``i``'s node.
@@ -314,10 +316,8 @@ class RulePlan:
     def __init__(self, shape: Mapping[str, Expr]) -> None:
         self.names = list(shape)
         self.ser = serializer({n: i for i, n in enumerate(self.names)})
-        add = self.ser.add
-        self.roots = np.fromiter((add(body) for body in shape.values()), np.int32, len(self.names))
-        self._arrays = self.ser.arrays()
-        self._table: np.ndarray | None = None
+        self.roots: list[int] = self.ser.add_rules(shape.values())
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self.recursive: set[str] = set()
         self.shared: set[str] = set()
 
@@ -328,30 +328,29 @@ class RulePlan:
 
     def plan(self, inline_limit: int = INLINE_LIMIT, split_limit: int = SPLIT_LIMIT) -> None:
         """Fill ``recursive`` and ``shared`` (before :meth:`resolve`)."""
-        order = sorted(range(len(self.names)), key=self.names.__getitem__)  # ties: first name in order
-        rank = np.empty(len(self.names), np.int32)
-        rank[order] = np.arange(len(self.names), dtype=np.int32)
-        recursive, shared = _core.plan_rules(*self._arrays, self.roots, rank, inline_limit, split_limit)
-        self.recursive = {self.names[i] for i in np.flatnonzero(recursive).tolist()}
-        self.shared = {self.names[i] for i in np.flatnonzero(shared).tolist()}
+        names = self.names
+        rank = [0] * len(names)
+        for k, r in enumerate(sorted(range(len(names)), key=names.__getitem__)):  # ties: first name in order
+            rank[r] = k
+        recursive, shared = self.ser.plan(rank, inline_limit, split_limit)
+        self.recursive = {names[i] for i in recursive}
+        self.shared = {names[i] for i in shared}
 
     def resolve(self, called: Mapping[str, int], rule_ids: Mapping[str, int]) -> None:
-        """Placeholders become ``(CALL, called[name])`` or ``(INLINE, rule_ids[name], body)``."""
-        table = []
-        for k, name in enumerate(self.names):
-            c = called.get(name)
-            table.append((CALL, c, 0, 0) if c is not None else (INLINE, rule_ids[name], int(self.roots[k]), 0))
-        self._table = np.array(table, np.int32).reshape(-1, 4)
+        """Placeholders become ``(CALL, called[name])`` or ``(INLINE, rule_ids[name], body)``
+        (once, after :meth:`plan`)."""
+        call_ids = [called.get(name, -1) for name in self.names]
+        self.ser.resolve(call_ids, [rule_ids[name] if c < 0 else 0 for name, c in zip(self.names, call_ids)])
+
+    def rule_key(self, root: int) -> bytes:
+        """The canonical form of node ``root`` (placeholders resolved): equal keys, equal
+        rule automata (``_core.rule_key``)."""
+        return self.ser.rule_key(root)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The serialized nodes (placeholders resolved) and data; nodes added since included."""
-        if len(self.ser) != len(self._arrays[0]):
+        if self._arrays is None or len(self.ser) != len(self._arrays[0]):
             self._arrays = self.ser.arrays()
-        nodes = self._arrays[0]
-        refs = self.ser.refs()
-        if len(refs) and self._table is not None:
-            at = refs[nodes[refs, 0] == REF]
-            nodes[at] = self._table[nodes[at, 1]]
         return self._arrays
 
 
@@ -448,17 +447,16 @@ def build_automaton(
     # keyed natively over the serialized nodes; hashing the expression trees in Python cost
     # more than the construction it saved).
     plan.resolve(called, {n: i for i, n in enumerate(rules)})
-    root_of = dict(zip(plan.names, plan.roots.tolist()))
+    root_of = dict(zip(plan.names, plan.roots))
     roots = {name: root_of[name] for name in called_names if name not in counters}
-    arrays = plan.arrays()
     raw = []
     csr: list[tuple[np.ndarray, np.ndarray]] = []  # calls of each rule of ``raw`` as CSR arrays
     alone: list[bool] = []  # per rule of ``raw``: ends by bytes alone, so productive at once
     total = 0
     alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
     alphabet_key = alphabet.tobytes()
-    keys = {name: _core.rule_key(arrays[0], arrays[1], roots[name]) + alphabet_key
-            for name in called_names if name not in counters}
+    keys = {name: plan.rule_key(roots[name]) + alphabet_key for name in called_names if name not in counters}
+    arrays = plan.arrays()
     ahead, held = _build_ahead(arrays, roots, keys, max_states, alphabet, len(called_names))
     for name in called_names:
         if name in counters:
