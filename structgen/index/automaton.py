@@ -504,8 +504,7 @@ def build_automaton(
     # (most are: only the others are tested, each a conversion of its whole byte table).
     productive = {r for r, a in enumerate(alone) if a}
     everywhere = len(productive) == len(raw)  # (nearly every grammar: nothing to test, nothing to trim)
-    mask = np.zeros(len(raw), bool)
-    mask[list(productive)] = True
+    mask = np.array(alone, bool)
     if not everywhere:
         callers: list[set[int]] = [set() for _ in raw]
         for r, (_, call_edge) in enumerate(csr):
