@@ -515,3 +515,31 @@ def test_automaton_size_error_from_lark_names_the_rule():
         small.compile_grammar('start: "x" big\nbig: /(a|b)*a(a|b){16}/\n')
     assert info.value.pointer is None and info.value.rule == "start"
     assert "rule 'start'" in str(info.value)
+
+
+def test_compiling_leaves_no_reference_cycles():
+    # A compiled grammar and its converter are freed by reference counting as soon as they
+    # are dropped: a recursive closure kept the converter in a reference cycle, garbage that
+    # waited for (and fed) the next collection. Each schema here takes one of those paths:
+    # array positions, uniqueItems, unevaluated*, a counted repeat.
+    schemas = [
+        {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 1, "maxItems": 4},
+        {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+        {"allOf": [{"properties": {"a": {"type": "integer"}}}], "unevaluatedProperties": False},
+        {"type": "string", "pattern": "^[a-z]{1,300}$"},
+    ]
+    compiler = GrammarCompiler(toy_info([b'"', b"{", b"}"]), cache_size=0)
+    for schema in schemas:
+        compiler.compile_json_schema(schema)  # first compiles fill process-wide caches
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for schema in schemas:
+            compiled = compiler.compile_json_schema(schema)
+            compiled.matcher().accept_string('"')
+            del compiled
+            assert gc.collect() == 0, schema
+    finally:
+        if was:
+            gc.enable()

@@ -229,11 +229,13 @@ def lift_counters(
         return e
 
     large = {name for name, body in rules.items() if has_large(body)}
+    del has_large, _has_large  # (recursive closures are reference cycles, left to the collector)
     if not large:  # the common case: nothing to lift, no nullability analysis needed
         return dict(rules), counters
     null = nullable_rules(rules)
     for name, body in rules.items():
         out[name] = rewrite(body) if name in large else body
+    del rewrite
     return out, counters
 
 

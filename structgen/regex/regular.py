@@ -301,6 +301,7 @@ def automaton_lengths(e: Dfa) -> tuple[int, float]:
         return best
 
     hi = walk(0) if n < 800 else float("inf")  # deep recursion: the bound is only a hint
+    del walk  # (a recursive closure is a reference cycle, left to the collector)
     return lo, hi
 
 

@@ -114,6 +114,7 @@ class ArraysMixin(ConverterBase):
             return memo[used]
 
         first = alt(*(seq(lit, after(1 << i, 1)) for i, lit in enumerate(lits))) if hi >= 1 else NOTHING
+        del after  # (a recursive closure is a reference cycle, through `self`: see has_unevaluated)
         return self.container("[", first, lo == 0, "]")
 
     def array(self, schema: dict, ptr: str) -> Expr:
@@ -171,6 +172,7 @@ class ArraysMixin(ConverterBase):
             return following if i < lo else opt(following)
 
         body_expr = body(0)
+        del body  # (a recursive closure is a reference cycle: see has_unevaluated)
         if body_expr == NOTHING:
             return NOTHING
         if body_expr == EMPTY:

@@ -487,7 +487,12 @@ class CombinatorsMixin(ConverterBase):
                         pass  # reported where the reference is compiled
             return False
 
-        return walk(schema, ptr)
+        try:
+            return walk(schema, ptr)
+        finally:
+            # the closure refers to itself: a reference cycle through `self`, which held the
+            # whole converter until a garbage collection (which compiles then triggered)
+            del walk
 
     def unevaluated(self, schema: dict, ptr: str) -> Any:
         """``schema`` with its unevaluated* keywords turned into plain ones (see :mod:`.unevaluated`)."""
