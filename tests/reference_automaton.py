@@ -632,3 +632,49 @@ class CounterDistances:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CounterDistances) and (self.lo, self.item_min, self.n) == (other.lo, other.item_min, other.n)
+
+
+def left_recursion_cycle(finals, calls) -> list[int] | None:
+    """The left-recursion check as structgen did it in Python (``_core.left_recursion``'s
+    reference): per rule its final flags and per state its ``(callee, return state)`` calls;
+    a cycle of rules calling each other without reading a byte, or None."""
+    n = len(finals)
+
+    def reaches(r: int, nullable: set[int]) -> tuple[set[int], bool]:
+        seen, stack, callees = {0}, [0], set()
+        while stack:
+            s = stack.pop()
+            for c, t in calls[r][s]:
+                callees.add(c)
+                if c in nullable and t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return callees, any(finals[r][s] for s in seen)
+
+    nullable: set[int] = set()
+    changed = True
+    while changed:  # rounds over every rule until none becomes nullable
+        changed = False
+        for r in range(n):
+            if r not in nullable and reaches(r, nullable)[1]:
+                nullable.add(r)
+                changed = True
+    left = [sorted(reaches(r, nullable)[0]) for r in range(n)]
+    state = [0] * n
+    for start in range(n):
+        if state[start]:
+            continue
+        path, iters = [start], [iter(left[start])]
+        state[start] = 1
+        while iters:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+            elif state[nxt] == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(left[nxt]))
+    return None

@@ -632,6 +632,131 @@ std::string fa::rule_key(const int32_t* N, int64_t n, const int32_t* D, int64_t 
 namespace {
 
 
+// ---------------------------------------------------------------------------- left recursion
+
+// A rule that can call itself without reading a byte (left recursion), found from the rules'
+// final flags and calls alone (no transition table is read): per rule `finals[r]` (bool per
+// state) and its calls as CSR arrays `call_offs[r]` (int64, states + 1) and `call_edges[r]`
+// ((k, 2) int32: callee, return state). A rule is nullable when its start state reaches a
+// final state through calls to nullable rules (a least fixed point); its left calls are the
+// callees met on that way. Returns a cycle of left calls as rule indices (first rule again
+// at the end; the first found by a depth-first walk from rule 0 up, callees in increasing
+// order), or None.
+py::object left_recursion(const py::list& finals, const py::list& call_offs, const py::list& call_edges) {
+  const auto n = static_cast<int32_t>(finals.size());
+  if (static_cast<int32_t>(call_offs.size()) != n || static_cast<int32_t>(call_edges.size()) != n)
+    throw std::invalid_argument("one final array and one call table per rule");
+  struct Rule {
+    b8 final_;
+    i64 off;
+    i32 edge;
+    int64_t states;
+  };
+  std::vector<Rule> rules;
+  rules.reserve(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r) {
+    Rule R{finals[r].cast<b8>(), call_offs[r].cast<i64>(), call_edges[r].cast<i32>(), 0};
+    R.states = R.final_.shape(0);
+    const int64_t k = R.edge.size() / 2;
+    if (R.off.shape(0) != R.states + 1 || R.states < 1) throw std::invalid_argument("call offsets do not match the states");
+    if (R.edge.size() && (R.edge.ndim() != 2 || R.edge.shape(1) != 2)) throw std::invalid_argument("call_edge must be (k, 2)");
+    const int64_t* co = R.off.data();
+    if (co[0] != 0 || co[R.states] != k) throw std::invalid_argument("call offsets do not match the calls");
+    for (int64_t s = 0; s < R.states; ++s)
+      if (co[s] > co[s + 1]) throw std::invalid_argument("call offsets must not decrease");
+    const int32_t* ce = R.edge.data();
+    for (int64_t j = 0; j < k; ++j)
+      if (ce[2 * j] < 0 || ce[2 * j] >= n || ce[2 * j + 1] < 0 || ce[2 * j + 1] >= R.states)
+        throw std::invalid_argument("call entry out of range");
+    rules.push_back(std::move(R));
+  }
+  std::vector<int32_t> cycle;
+  {
+    py::gil_scoped_release release;
+    std::vector<uint8_t> nullable(n, 0);
+    std::vector<uint8_t> seen;
+    std::vector<int64_t> stack;
+    // the states rule r reaches from its start by calls to nullable rules: the callees met
+    // there (sorted, distinct), and whether a final state is among them
+    auto reach = [&](int32_t r, std::vector<int32_t>& callees) {
+      const Rule& R = rules[r];
+      const int64_t* co = R.off.data();
+      const int32_t* ce = R.edge.data();
+      const bool* fin = R.final_.data();
+      seen.assign(static_cast<size_t>(R.states), 0);
+      stack.assign(1, 0);
+      seen[0] = 1;
+      callees.clear();
+      bool ends = false;
+      while (!stack.empty()) {
+        const int64_t s = stack.back();
+        stack.pop_back();
+        ends = ends || fin[s];
+        for (int64_t j = co[s]; j < co[s + 1]; ++j) {
+          const int32_t c = ce[2 * j], t = ce[2 * j + 1];
+          callees.push_back(c);
+          if (nullable[c] && !seen[t]) {
+            seen[t] = 1;
+            stack.push_back(t);
+          }
+        }
+      }
+      std::sort(callees.begin(), callees.end());
+      callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
+      return ends;
+    };
+    // nullable rules: a rule is walked again only when a callee it met becomes nullable
+    std::vector<std::vector<int32_t>> waiting(n);
+    std::vector<int32_t> work, callees;
+    for (int32_t r = n - 1; r >= 0; --r) work.push_back(r);
+    while (!work.empty()) {
+      const int32_t r = work.back();
+      work.pop_back();
+      if (nullable[r]) continue;
+      if (reach(r, callees)) {
+        nullable[r] = 1;
+        work.insert(work.end(), waiting[r].begin(), waiting[r].end());
+        waiting[r].clear();
+      } else {
+        for (int32_t c : callees)
+          if (!nullable[c]) waiting[c].push_back(r);
+      }
+    }
+    std::vector<std::vector<int32_t>> left(n);
+    for (int32_t r = 0; r < n; ++r) reach(r, left[r]);
+    // a cycle of the left-call graph: depth first from each rule not yet finished
+    std::vector<uint8_t> state(n, 0);  // 0 new, 1 on the path, 2 done
+    std::vector<std::pair<int32_t, size_t>> path;
+    for (int32_t start = 0; start < n && cycle.empty(); ++start) {
+      if (state[start]) continue;
+      state[start] = 1;
+      path.assign(1, {start, 0});
+      while (!path.empty() && cycle.empty()) {
+        auto& [v, i] = path.back();
+        if (i == left[v].size()) {
+          state[v] = 2;
+          path.pop_back();
+          continue;
+        }
+        const int32_t w = left[v][i++];
+        if (state[w] == 1) {
+          size_t at = 0;
+          while (path[at].first != w) ++at;
+          for (size_t q = at; q < path.size(); ++q) cycle.push_back(path[q].first);
+          cycle.push_back(w);
+        } else if (state[w] == 0) {
+          state[w] = 1;
+          path.push_back({w, 0});
+        }
+      }
+    }
+  }
+  if (cycle.empty()) return py::none();
+  py::list out;
+  for (int32_t r : cycle) out.append(r);
+  return out;
+}
+
 // ---------------------------------------------------------------------------- completion distances
 
 // Completion distances of one rule DFA (fa::rule_distances) given its callees' shortest
@@ -667,6 +792,7 @@ void register_automaton(py::module_& m) {
   m.def("rule_key", &rule_key, py::arg("nodes"), py::arg("data"), py::arg("root"));
   m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));
+  m.def("left_recursion", &left_recursion, py::arg("finals"), py::arg("call_offs"), py::arg("call_edges"));
   m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("minlen"), py::arg("unreachable"));
   m.def("minimise_rows", &minimise_rows, py::arg("row_off"), py::arg("rows"), py::arg("final"));

@@ -354,66 +354,16 @@ class RulePlan:
         return self._arrays
 
 
-def _check_left_recursion(dfas: list[tuple], names: list[str]) -> None:
-    """Reject left recursion: a rule that can call itself without consuming a byte."""
-    n = len(dfas)
-    nullable: set[int] = set()
-    # A rule's walk changes only when a callee it met becomes nullable: it waits on those
-    # callees instead of every rule being walked again each round (rounds over all rules
-    # were a tenth of building a large schema's automaton).
-    waiting: dict[int, list[int]] = {}
-    work = list(range(n - 1, -1, -1))
-    while work:
-        r = work.pop()
-        if r in nullable:
-            continue
-        callees, ends = _reaches_without_bytes(dfas[r], nullable)
-        if ends:
-            nullable.add(r)
-            work.extend(waiting.pop(r, ()))
-        else:
-            for c in callees - nullable:
-                waiting.setdefault(c, []).append(r)
-    left_calls = {r: _reaches_without_bytes(dfas[r], nullable)[0] for r in range(n)}
-    # cycle detection on the left-call graph
-    state = [0] * n
-    for start in range(n):
-        if state[start]:
-            continue
-        path = [start]
-        iters = [iter(sorted(left_calls[start]))]
-        state[start] = 1
-        while iters:
-            nxt = next(iters[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                iters.pop()
-            elif state[nxt] == 1:
-                cyc = path[path.index(nxt):] + [nxt]
-                raise GrammarError(
-                    "left recursion is not supported: "
-                    + " -> ".join(names[i] for i in cyc)
-                    + " can recurse without consuming input; rewrite it with repetition (x*)"
-                )
-            elif state[nxt] == 0:
-                state[nxt] = 1
-                path.append(nxt)
-                iters.append(iter(sorted(left_calls[nxt])))
-
-
-def _reaches_without_bytes(dfa, nullable: set[int]) -> tuple[set[int], bool]:
-    trans, final, calls = dfa
-    seen = {0}
-    stack = [0]
-    callees: set[int] = set()
-    while stack:
-        s = stack.pop()
-        for c, t in calls[s]:
-            callees.add(c)
-            if c in nullable and t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return callees, any(final[s] for s in seen)
+def _check_left_recursion(dfas: list[tuple], csr: list[tuple[np.ndarray, np.ndarray]], names: list[str]) -> None:
+    """Reject left recursion: a rule that can call itself without consuming a byte
+    (``_core.left_recursion``: from the final flags and calls, no transition table read)."""
+    cycle = _core.left_recursion([d[1] for d in dfas], [c[0] for c in csr], [c[1] for c in csr])
+    if cycle is not None:
+        raise GrammarError(
+            "left recursion is not supported: "
+            + " -> ".join(names[i] for i in cycle)
+            + " can recurse without consuming input; rewrite it with repetition (x*)"
+        )
 
 
 # --------------------------------------------------------------------------- entry point
@@ -496,7 +446,7 @@ def build_automaton(
         csr.append(rule_csr)
         total += dfa[0].shape[0]
         raw.append(dfa)
-    _check_left_recursion(raw, called_names)
+    _check_left_recursion(raw, csr, called_names)
     # productive rules: fixpoint over "start state can reach a final state", callees first
     # (in index order the start rule, which calls every other, came first: one round per
     # level of calls, each testing every rule not yet productive); any order reaches the
