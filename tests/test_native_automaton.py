@@ -615,3 +615,56 @@ def test_left_recursion_through_a_nullable_rule_is_refused():
     with pytest.raises(GrammarError, match="left recursion is not supported: start -> start"):
         build_automaton(Grammar.from_lark('start: a start "x" | "y"\na: "b"?'))
     build_automaton(Grammar.from_lark('start: a "z" start "x" | "y"\na: "b"?'))  # a byte first: fine
+
+
+def test_productive_rules_match_a_fixed_point_in_python():
+    # random rules (a few states, random byte transitions, finals and calls): the native
+    # worklist finds the rules whose start reaches a final state as rounds to a fixed point
+    # do here; a table with a target out of range is refused
+    from structgen import _core
+    from structgen.index.automaton import _calls_csr
+
+    rng = np.random.default_rng(11)
+    mixed = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 7))
+        trans, finals, calls = [], [], []
+        for _r in range(n):
+            states = int(rng.integers(1, 6))
+            t = np.full((states, 256), -1, np.int32)
+            for s in range(states):
+                for b in rng.choice(256, size=int(rng.integers(0, 3)), replace=False):
+                    t[s, b] = rng.integers(states)
+            trans.append(t)
+            finals.append(rng.random(states) < 0.15)
+            calls.append([tuple((int(rng.integers(n)), int(rng.integers(states)))
+                                for _ in range(int(rng.poisson(0.7)))) for _s in range(states)])
+        alone = [bool(rng.random() < 0.2) for _ in range(n)]
+        prod = set(r for r in range(n) if alone[r])
+        changed = True
+        while changed:
+            changed = False
+            for r in range(n):
+                if r in prod:
+                    continue
+                seen, stack = {0}, [0]
+                while stack:
+                    s = stack.pop()
+                    nxt = [int(x) for x in trans[r][s] if x >= 0] + [t for c, t in calls[r][s] if c in prod]
+                    for x in nxt:
+                        if x not in seen:
+                            seen.add(x)
+                            stack.append(x)
+                if any(finals[r][s] for s in seen):
+                    prod.add(r)
+                    changed = True
+        csr = [_calls_csr(c) for c in calls]
+        got = _core.productive_rules(trans, finals, [c[0] for c in csr], [c[1] for c in csr], alone)
+        assert got == [r in prod for r in range(n)]
+        mixed += 0 < len(prod) < n
+    assert mixed > 30
+    bad = np.full((2, 256), -1, np.int32)
+    bad[0, 7] = 2
+    off, edge = np.zeros(3, np.int64), np.zeros((0, 2), np.int32)
+    with pytest.raises(ValueError, match="out of range"):
+        _core.productive_rules([bad], [np.array([False, True])], [off], [edge], [False])

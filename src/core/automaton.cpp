@@ -244,19 +244,6 @@ std::vector<char> coaccessible_states(const fa::DFA& d, const bool* productive, 
   return seen;
 }
 
-py::array_t<bool> coaccessible(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
-                               const b8& productive) {
-  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
-  std::vector<char> seen;
-  {
-    py::gil_scoped_release release;
-    seen = coaccessible_states(byte_rows(d), productive.data(), productive.shape(0));
-  }
-  py::array_t<bool> out(static_cast<py::ssize_t>(d.n));
-  std::copy(seen.begin(), seen.end(), out.mutable_data());
-  return out;
-}
-
 // Drop the states of `d` that cannot reach a final state (calls only into productive rules),
 // then those no longer reachable from the start, then merge equivalent states (Hopcroft).
 // The start state stays 0; states are numbered by first appearance of their class.
@@ -757,6 +744,115 @@ py::object left_recursion(const py::list& finals, const py::list& call_offs, con
   return out;
 }
 
+// ---------------------------------------------------------------------------- productive rules
+
+// Which rules match some string, given the rules that do by bytes alone (`alone`): a rule
+// does when its start state reaches a final state by bytes and calls to rules that do (a
+// least fixed point). Per rule its (n, 256) table, final flags and calls as CSR arrays; a
+// rule is tested again only when one it calls turns productive, and each test walks forward
+// from the start state until it meets a final state (the rows it reads are range-checked).
+py::list productive_rules(const py::list& trans, const py::list& finals, const py::list& call_offs,
+                          const py::list& call_edges, const py::list& alone) {
+  const auto n = static_cast<int32_t>(trans.size());
+  if (static_cast<int32_t>(finals.size()) != n || static_cast<int32_t>(call_offs.size()) != n ||
+      static_cast<int32_t>(call_edges.size()) != n || static_cast<int32_t>(alone.size()) != n)
+    throw std::invalid_argument("one table, final array, call table and flag per rule");
+  struct Rule {
+    i32 trans;
+    b8 final_;
+    i64 off;
+    i32 edge;
+    int64_t states;
+  };
+  std::vector<Rule> rules;
+  rules.reserve(static_cast<size_t>(n));
+  std::vector<uint8_t> prod(n, 0);
+  for (int32_t r = 0; r < n; ++r) {
+    Rule R{trans[r].cast<i32>(), finals[r].cast<b8>(), call_offs[r].cast<i64>(), call_edges[r].cast<i32>(), 0};
+    if (R.trans.ndim() != 2 || R.trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
+    R.states = R.trans.shape(0);
+    const int64_t k = R.edge.size() / 2;
+    if (R.final_.shape(0) != R.states || R.off.shape(0) != R.states + 1 || R.states < 1)
+      throw std::invalid_argument("rule tables differ in length");
+    if (R.edge.size() && (R.edge.ndim() != 2 || R.edge.shape(1) != 2)) throw std::invalid_argument("call_edge must be (k, 2)");
+    const int64_t* co = R.off.data();
+    if (co[0] != 0 || co[R.states] != k) throw std::invalid_argument("call offsets do not match the calls");
+    for (int64_t s = 0; s < R.states; ++s)
+      if (co[s] > co[s + 1]) throw std::invalid_argument("call offsets must not decrease");
+    const int32_t* ce = R.edge.data();
+    for (int64_t j = 0; j < k; ++j)
+      if (ce[2 * j] < 0 || ce[2 * j] >= n || ce[2 * j + 1] < 0 || ce[2 * j + 1] >= R.states)
+        throw std::invalid_argument("call entry out of range");
+    prod[r] = alone[r].cast<bool>() ? 1 : 0;
+    rules.push_back(std::move(R));
+  }
+  bool bad_target = false;
+  {
+    py::gil_scoped_release release;
+    std::vector<std::vector<int32_t>> callers(n);
+    for (int32_t r = 0; r < n; ++r) {
+      const int32_t* ce = rules[r].edge.data();
+      for (int64_t j = 0; j < rules[r].edge.size() / 2; ++j) callers[ce[2 * j]].push_back(r);
+    }
+    std::vector<uint8_t> seen;
+    std::vector<int32_t> stack;
+    auto ends = [&](int32_t r) {  // the start state reaches a final one
+      const Rule& R = rules[r];
+      const int32_t* T = R.trans.data();
+      const bool* F = R.final_.data();
+      const int64_t* co = R.off.data();
+      const int32_t* ce = R.edge.data();
+      const auto states = static_cast<int32_t>(R.states);
+      seen.assign(static_cast<size_t>(states), 0);
+      stack.assign(1, 0);
+      seen[0] = 1;
+      while (!stack.empty()) {
+        const int32_t s = stack.back();
+        stack.pop_back();
+        if (F[s]) return true;
+        const int32_t* row = T + static_cast<int64_t>(s) * 256;
+        if (!fa::targets_in_range(row, 256, states)) {
+          bad_target = true;
+          return false;
+        }
+        uint64_t starts[4] = {1, 0, 0, 0};  // one target per run of equal ones
+        fa::mark_changes(row, starts);
+        for (int w = 0; w < 4; ++w)
+          for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
+            const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
+            if (t >= 0 && !seen[t]) {
+              seen[t] = 1;
+              stack.push_back(t);
+            }
+          }
+        for (int64_t j = co[s]; j < co[s + 1]; ++j) {
+          const int32_t c = ce[2 * j], t = ce[2 * j + 1];
+          if (prod[c] && !seen[t]) {
+            seen[t] = 1;
+            stack.push_back(t);
+          }
+        }
+      }
+      return false;
+    };
+    std::vector<int32_t> work;
+    for (int32_t r = n - 1; r >= 0; --r)
+      if (!prod[r]) work.push_back(r);
+    while (!work.empty() && !bad_target) {
+      const int32_t r = work.back();
+      work.pop_back();
+      if (prod[r] || !ends(r)) continue;
+      prod[r] = 1;
+      for (int32_t c : callers[r])
+        if (!prod[c]) work.push_back(c);
+    }
+  }
+  if (bad_target) throw std::invalid_argument("transition out of range");
+  py::list out(n);
+  for (int32_t r = 0; r < n; ++r) out[r] = py::bool_(prod[r] != 0);
+  return out;
+}
+
 // ---------------------------------------------------------------------------- completion distances
 
 // Completion distances of one rule DFA (fa::rule_distances) given its callees' shortest
@@ -783,8 +879,6 @@ void register_automaton(py::module_& m) {
         py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"));
   m.def("product", &product, py::arg("a_off"), py::arg("a_rows"), py::arg("a_final"), py::arg("b_off"),
         py::arg("b_rows"), py::arg("b_final"), py::arg("keep_b_final"), py::arg("max_states"));
-  m.def("coaccessible", &coaccessible, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
-        py::arg("productive"));
   m.def("build_rule", &build_rule, py::arg("nodes"), py::arg("data"), py::arg("root"), py::arg("max_nfa"),
         py::arg("nfa_used"), py::arg("max_dfa"), py::arg("dfa_used"), py::arg("alphabet"), py::arg("n_rules"));
   m.def("build_rules", &build_rules, py::arg("nodes"), py::arg("data"), py::arg("roots"), py::arg("max_states"),
@@ -792,6 +886,8 @@ void register_automaton(py::module_& m) {
   m.def("rule_key", &rule_key, py::arg("nodes"), py::arg("data"), py::arg("root"));
   m.def("trim_minimise", &trim_minimise, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("productive"));
+  m.def("productive_rules", &productive_rules, py::arg("trans"), py::arg("finals"), py::arg("call_offs"),
+        py::arg("call_edges"), py::arg("alone"));
   m.def("left_recursion", &left_recursion, py::arg("finals"), py::arg("call_offs"), py::arg("call_edges"));
   m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("minlen"), py::arg("unreachable"));

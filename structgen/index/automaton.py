@@ -447,47 +447,30 @@ def build_automaton(
         total += dfa[0].shape[0]
         raw.append(dfa)
     _check_left_recursion(raw, csr, called_names)
-    # productive rules: fixpoint over "start state can reach a final state", callees first
-    # (in index order the start rule, which calls every other, came first: one round per
-    # level of calls, each testing every rule not yet productive); any order reaches the
-    # same least fixed point. A rule that ends by bytes alone is productive from the start
-    # (most are: only the others are tested, each a conversion of its whole byte table).
-    productive = {r for r, a in enumerate(alone) if a}
-    everywhere = len(productive) == len(raw)  # (nearly every grammar: nothing to test, nothing to trim)
-    mask = np.array(alone, bool)
+    # productive rules: those whose start state reaches a final state by bytes and calls to
+    # productive rules (native, a worklist to the least fixed point). A rule that ends by
+    # bytes alone is productive from the start; most are, and then nothing is tested.
+    productive: list[bool] = alone
+    everywhere = all(alone)
     if not everywhere:
-        callers: list[set[int]] = [set() for _ in raw]
-        for r, (_, call_edge) in enumerate(csr):
-            for c in call_edge[:, 0].tolist():
-                callers[c].add(r)
-        rank = _callees_first(callers)
-        order = sorted(range(len(raw)), key=rank.__getitem__)
-        changed = True
-        while changed:
-            changed = False
-            for r in order:
-                if r in productive:
-                    continue
-                trans, final, _ = raw[r]
-                if _core.coaccessible(trans, final, *csr[r], mask)[0]:
-                    productive.add(r)
-                    mask[r] = True
-                    changed = True
-        everywhere = len(productive) == len(raw)
-    if 0 not in productive:
+        productive = _core.productive_rules([d[0] for d in raw], [d[1] for d in raw], [c[0] for c in csr],
+                                            [c[1] for c in csr], alone)
+        everywhere = all(productive)
+    if not productive[0]:
         raise EmptyGrammarError(f"the grammar matches no string at all (rule {grammar.start!r} is empty)")
+    mask = None if everywhere else np.array(productive, bool)
     out = []
     for r, (trans, final, calls) in enumerate(raw):
-        if r not in productive:  # unreachable after trimming; keep a placeholder rejecting all
+        if not productive[r]:  # unreachable after trimming; keep a placeholder rejecting all
             out.append(RuleDFA(called_names[r], np.full((1, 256), -1, np.int32), np.zeros(1, bool), ((),)))
             continue
         if called_names[r] in counters:
             item, lo, hi = counters[called_names[r]]
-            productive_item = called[item] in productive  # else lo == 0: only the empty match
+            productive_item = productive[called[item]]  # else lo == 0: only the empty match
             out.append(CounterRule(called_names[r], called[item], lo, hi if productive_item else 0))
             continue
         call_edge = csr[r][1]
-        if everywhere or mask[call_edge[:, 0]].all():
+        if mask is None or mask[call_edge[:, 0]].all():
             # every callee is productive: trimming against ``mask`` drops nothing from this
             # already trimmed and minimal DFA, and its states keep their numbers (classes are
             # numbered by first appearance), so the second pass would return it unchanged
@@ -501,30 +484,3 @@ def build_automaton(
 UNREACHABLE = 1 << 60
 """Completion distance of a state from which a rule cannot end (never kept after trimming;
 see ``TokenIndex.rule_distances``)."""
-
-
-def _callees_first(callers: list[set[int]]) -> list[int]:
-    """A rank per rule, lower for callees than for their callers outside reference cycles
-    (the finishing order of a depth-first walk along the "is called by" edges, reversed)."""
-    n = len(callers)
-    seen = [False] * n
-    finish: list[int] = []
-    for root in range(n):
-        if seen[root]:
-            continue
-        seen[root] = True
-        stack = [(root, iter(sorted(callers[root])))]
-        while stack:
-            v, it = stack[-1]
-            for w in it:
-                if not seen[w]:
-                    seen[w] = True
-                    stack.append((w, iter(sorted(callers[w]))))
-                    break
-            else:
-                stack.pop()
-                finish.append(v)
-    rank = [0] * n
-    for i, v in enumerate(reversed(finish)):
-        rank[v] = i
-    return rank
