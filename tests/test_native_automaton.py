@@ -500,7 +500,7 @@ def test_transition_tables_are_range_checked(bad):
     compiled = GrammarCompiler(info, cache_size=0).compile_grammar('start: "a" "b"')
     pda = compiled.index._pda
     (rule,) = pda.rules
-    good = ("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule))
+    good = ("dfa", rule.trans, rule.final, *calls_csr(rule))
     args = (pda.root, ti.vocab_tables(compiled.index.trie), list(info.stop_token_ids), compiled.index.words,
             ti._TABLE_CELLS, 1000)
     assert _core.ConfigIndex([good], *args).num_configs >= 1

@@ -54,6 +54,7 @@ namespace {
 using u8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 using i32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 using i64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using b8 = py::array_t<bool, py::array::c_style | py::array::forcecast>;
 using u32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
 
 constexpr int32_t kDead = 0;                      // token_index.DEAD
@@ -1070,7 +1071,7 @@ class ConfigIndex final : public structgen::IndexView {
       // them as Python tuples, one per state, was most of this constructor's time on large
       // schemas (thousands of states)
       i32 trans = d[1].cast<i32>();
-      u8 fin = d[2].cast<u8>();
+      b8 fin = d[2].cast<b8>();  // (bool: the rule's own array, no converted copy)
       i64 call_off = d[3].cast<i64>();
       i32 call_edge = d[4].cast<i32>();
       if (trans.ndim() != 2 || trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");

@@ -280,7 +280,7 @@ class TokenIndex:
             if isinstance(rule, CounterRule):
                 rules.append(("counter", rule.body, rule.lo, -1 if rule.hi is None else rule.hi))
             else:
-                rules.append(("dfa", rule.trans, rule.final.astype(np.uint8), *calls_csr(rule)))
+                rules.append(("dfa", rule.trans, rule.final, *calls_csr(rule)))
         self._counted = any(isinstance(r, CounterRule) for r in pda.rules)
         self._native = _guarded(_core.ConfigIndex, rules, pda.root, vocab_tables(trie), list(info.stop_token_ids),
                                 self.words, _TABLE_CELLS, counters.MAX_CONFIG_STACKS, pda.trimmed)
