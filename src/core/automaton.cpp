@@ -619,6 +619,35 @@ std::string fa::rule_key(const int32_t* N, int64_t n, const int32_t* D, int64_t 
 namespace {
 
 
+// ---------------------------------------------------------------------------- rule calls
+
+// A rule's final flags (bool per state) and calls as CSR arrays (int64 offsets, states + 1;
+// (k, 2) int32 callee and return state), checked: the lengths agree, the offsets do not
+// decrease, every callee is one of the `n` rules and every return state one of the rule's.
+struct RuleCalls {
+  b8 final_;
+  i64 off;
+  i32 edge;
+  int64_t states = 0;
+};
+
+RuleCalls rule_calls_in(const py::handle& final_, const py::handle& call_off, const py::handle& call_edge, int32_t n) {
+  RuleCalls R{final_.cast<b8>(), call_off.cast<i64>(), call_edge.cast<i32>(), 0};
+  R.states = R.final_.shape(0);
+  const int64_t k = R.edge.size() / 2;
+  if (R.off.shape(0) != R.states + 1 || R.states < 1) throw std::invalid_argument("rule tables differ in length");
+  if (R.edge.size() && (R.edge.ndim() != 2 || R.edge.shape(1) != 2)) throw std::invalid_argument("call_edge must be (k, 2)");
+  const int64_t* co = R.off.data();
+  if (co[0] != 0 || co[R.states] != k) throw std::invalid_argument("call offsets do not match the calls");
+  for (int64_t s = 0; s < R.states; ++s)
+    if (co[s] > co[s + 1]) throw std::invalid_argument("call offsets must not decrease");
+  const int32_t* ce = R.edge.data();
+  for (int64_t j = 0; j < k; ++j)
+    if (ce[2 * j] < 0 || ce[2 * j] >= n || ce[2 * j + 1] < 0 || ce[2 * j + 1] >= R.states)
+      throw std::invalid_argument("call entry out of range");
+  return R;
+}
+
 // ---------------------------------------------------------------------------- left recursion
 
 // A rule that can call itself without reading a byte (left recursion), found from the rules'
@@ -633,30 +662,9 @@ py::object left_recursion(const py::list& finals, const py::list& call_offs, con
   const auto n = static_cast<int32_t>(finals.size());
   if (static_cast<int32_t>(call_offs.size()) != n || static_cast<int32_t>(call_edges.size()) != n)
     throw std::invalid_argument("one final array and one call table per rule");
-  struct Rule {
-    b8 final_;
-    i64 off;
-    i32 edge;
-    int64_t states;
-  };
-  std::vector<Rule> rules;
+  std::vector<RuleCalls> rules;
   rules.reserve(static_cast<size_t>(n));
-  for (int32_t r = 0; r < n; ++r) {
-    Rule R{finals[r].cast<b8>(), call_offs[r].cast<i64>(), call_edges[r].cast<i32>(), 0};
-    R.states = R.final_.shape(0);
-    const int64_t k = R.edge.size() / 2;
-    if (R.off.shape(0) != R.states + 1 || R.states < 1) throw std::invalid_argument("call offsets do not match the states");
-    if (R.edge.size() && (R.edge.ndim() != 2 || R.edge.shape(1) != 2)) throw std::invalid_argument("call_edge must be (k, 2)");
-    const int64_t* co = R.off.data();
-    if (co[0] != 0 || co[R.states] != k) throw std::invalid_argument("call offsets do not match the calls");
-    for (int64_t s = 0; s < R.states; ++s)
-      if (co[s] > co[s + 1]) throw std::invalid_argument("call offsets must not decrease");
-    const int32_t* ce = R.edge.data();
-    for (int64_t j = 0; j < k; ++j)
-      if (ce[2 * j] < 0 || ce[2 * j] >= n || ce[2 * j + 1] < 0 || ce[2 * j + 1] >= R.states)
-        throw std::invalid_argument("call entry out of range");
-    rules.push_back(std::move(R));
-  }
+  for (int32_t r = 0; r < n; ++r) rules.push_back(rule_calls_in(finals[r], call_offs[r], call_edges[r], n));
   std::vector<int32_t> cycle;
   {
     py::gil_scoped_release release;
@@ -666,7 +674,7 @@ py::object left_recursion(const py::list& finals, const py::list& call_offs, con
     // the states rule r reaches from its start by calls to nullable rules: the callees met
     // there (sorted, distinct), and whether a final state is among them
     auto reach = [&](int32_t r, std::vector<int32_t>& callees) {
-      const Rule& R = rules[r];
+      const RuleCalls& R = rules[r];
       const int64_t* co = R.off.data();
       const int32_t* ce = R.edge.data();
       const bool* fin = R.final_.data();
@@ -759,30 +767,15 @@ py::list productive_rules(const py::list& trans, const py::list& finals, const p
     throw std::invalid_argument("one table, final array, call table and flag per rule");
   struct Rule {
     i32 trans;
-    b8 final_;
-    i64 off;
-    i32 edge;
-    int64_t states;
+    RuleCalls c;
   };
   std::vector<Rule> rules;
   rules.reserve(static_cast<size_t>(n));
   std::vector<uint8_t> prod(n, 0);
   for (int32_t r = 0; r < n; ++r) {
-    Rule R{trans[r].cast<i32>(), finals[r].cast<b8>(), call_offs[r].cast<i64>(), call_edges[r].cast<i32>(), 0};
+    Rule R{trans[r].cast<i32>(), rule_calls_in(finals[r], call_offs[r], call_edges[r], n)};
     if (R.trans.ndim() != 2 || R.trans.shape(1) != 256) throw std::invalid_argument("trans must be (n, 256)");
-    R.states = R.trans.shape(0);
-    const int64_t k = R.edge.size() / 2;
-    if (R.final_.shape(0) != R.states || R.off.shape(0) != R.states + 1 || R.states < 1)
-      throw std::invalid_argument("rule tables differ in length");
-    if (R.edge.size() && (R.edge.ndim() != 2 || R.edge.shape(1) != 2)) throw std::invalid_argument("call_edge must be (k, 2)");
-    const int64_t* co = R.off.data();
-    if (co[0] != 0 || co[R.states] != k) throw std::invalid_argument("call offsets do not match the calls");
-    for (int64_t s = 0; s < R.states; ++s)
-      if (co[s] > co[s + 1]) throw std::invalid_argument("call offsets must not decrease");
-    const int32_t* ce = R.edge.data();
-    for (int64_t j = 0; j < k; ++j)
-      if (ce[2 * j] < 0 || ce[2 * j] >= n || ce[2 * j + 1] < 0 || ce[2 * j + 1] >= R.states)
-        throw std::invalid_argument("call entry out of range");
+    if (R.trans.shape(0) != R.c.states) throw std::invalid_argument("rule tables differ in length");
     prod[r] = alone[r].cast<bool>() ? 1 : 0;
     rules.push_back(std::move(R));
   }
@@ -791,18 +784,18 @@ py::list productive_rules(const py::list& trans, const py::list& finals, const p
     py::gil_scoped_release release;
     std::vector<std::vector<int32_t>> callers(n);
     for (int32_t r = 0; r < n; ++r) {
-      const int32_t* ce = rules[r].edge.data();
-      for (int64_t j = 0; j < rules[r].edge.size() / 2; ++j) callers[ce[2 * j]].push_back(r);
+      const int32_t* ce = rules[r].c.edge.data();
+      for (int64_t j = 0; j < rules[r].c.edge.size() / 2; ++j) callers[ce[2 * j]].push_back(r);
     }
     std::vector<uint8_t> seen;
     std::vector<int32_t> stack;
     auto ends = [&](int32_t r) {  // the start state reaches a final one
       const Rule& R = rules[r];
       const int32_t* T = R.trans.data();
-      const bool* F = R.final_.data();
-      const int64_t* co = R.off.data();
-      const int32_t* ce = R.edge.data();
-      const auto states = static_cast<int32_t>(R.states);
+      const bool* F = R.c.final_.data();
+      const int64_t* co = R.c.off.data();
+      const int32_t* ce = R.c.edge.data();
+      const auto states = static_cast<int32_t>(R.c.states);
       seen.assign(static_cast<size_t>(states), 0);
       stack.assign(1, 0);
       seen[0] = 1;
