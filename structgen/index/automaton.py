@@ -26,7 +26,7 @@ from .. import _core
 from .counters import COUNT_THRESHOLD, CounterRule, lift_counters
 from ..errors import AutomatonSizeError, EmptyGrammarError, GrammarError
 from ..grammar import Expr, Grammar, Ref
-from ..regex.expr_arrays import CALL, INLINE, REF, serializer
+from ..regex.expr_arrays import serializer
 
 __all__ = ["RuleDFA", "PushdownAutomaton", "build_automaton", "calls_csr", "DEFAULT_MAX_STATES", "UNREACHABLE"]
 
