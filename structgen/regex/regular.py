@@ -462,12 +462,47 @@ def star_minus_literals(chars: CharSet, names: Iterable[str],
     return _star_minus_literals(chars, tuple(names), leaf)
 
 
+@lru_cache(maxsize=64)
+def _plain_split(chars: CharSet) -> tuple[CharSet, CharSet, frozenset[int]]:
+    """``chars`` as (plain, special, plain's code points): plain is printable ASCII but the
+    quote and the backslash. Every object of a schema, and of most schemas, names from the
+    same few classes."""
+    plain = chars.minus(_NOT_PLAIN)
+    return plain, intersect_charsets(chars, _NOT_PLAIN), _ascii_codes(plain)
+
+
+def _encoded(x: CharSet | Lit, leaf: Callable[[CharSet | Lit], Expr] | None) -> Expr:
+    return x if leaf is None else leaf(x)
+
+
+# Pieces of the names walk, shared between walks: a trie node's leaving options depend only
+# on the name class, the characters its children go on with and the encoding, and the same
+# ones recur in every object (single characters deep in the names, the same first letters);
+# per walk they were a third of its time.
+@lru_cache(maxsize=4096)
+def _opening(chars: CharSet, codes: tuple[int, ...],
+             leaf: Callable[[CharSet | Lit], Expr] | None) -> tuple[Expr, ...]:
+    """A trie node's own leaving options: a plain character no name goes on with, and where
+    a name goes on with a special character, the other special characters."""
+    plain, special, plain_codes = _plain_split(chars)
+    leave = _minus_codes(plain, codes)
+    out = [_encoded(leave, leaf)] if leave.ranges else []
+    if not plain_codes.issuperset(codes):
+        rest = _minus_codes(special, codes)
+        if rest.ranges:
+            out.append(_encoded(rest, leaf))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def _head(c: str, leaf: Callable[[CharSet | Lit], Expr] | None) -> Expr:
+    """A trie edge's character, encoded."""
+    return _encoded(Lit(c), leaf)
+
+
 @lru_cache(maxsize=128)
 def _star_minus_literals(chars: CharSet, names: tuple[str, ...],
                          leaf: Callable[[CharSet | Lit], Expr] | None) -> Expr:
-    def enc(x: CharSet | Lit) -> Expr:
-        return x if leaf is None else leaf(x)
-
     # "" marks where a name ends: it sorts before every character, so a node's sorted keys
     # are its end mark (if any), then its children in order
     trie: dict = {}
@@ -477,19 +512,7 @@ def _star_minus_literals(chars: CharSet, names: tuple[str, ...],
             for c in name:
                 node = node.setdefault(c, {})
             node[""] = True
-    plain, special = chars.minus(_NOT_PLAIN), intersect_charsets(chars, _NOT_PLAIN)
-    plain_codes = _ascii_codes(plain)  # plain is ASCII only
-
-    def opening(codes: tuple[int, ...]) -> list[Expr]:
-        """A node's own leaving options: a plain character no name goes on with, and where a
-        name goes on with a special character, the other special characters."""
-        leave = _minus_codes(plain, codes)
-        out = [enc(leave)] if leave.ranges else []
-        if not plain_codes.issuperset(codes):
-            rest = _minus_codes(special, codes)
-            if rest.ranges:
-                out.append(enc(rest))
-        return out
+    _, special, plain_codes = _plain_split(chars)
 
     # per trie node (leaving, shared_special, unfinished), children visited once (natively:
     # _core.names_trie_walk, src/core/expr_plan.cpp; tests/reference_regular.py holds the walk
@@ -499,19 +522,20 @@ def _star_minus_literals(chars: CharSet, names: tuple[str, ...],
     #   unfinished = trie paths at which no name ends.
     # Parts are joined directly (one per child, behind its own first character; the leaving
     # sets exclude every child's character), not by seq() and alt().
-    walked = _core.names_trie_walk(trie, (Lit, Seq, Alt, CharSet), EMPTY, opening,
+    walked = _core.names_trie_walk(trie, (Lit, Seq, Alt, CharSet), EMPTY,
+                                   lambda codes: _opening(chars, codes, leaf),
                                    lambda codes: not plain_codes.issuperset(codes),
-                                   lambda c: enc(Lit(c)), seq)
+                                   lambda c: _head(c, leaf), seq)
 
     # Names are mostly plain ASCII, so leaving by a special character (control, quote,
     # backslash, non-ASCII: a large UTF-8 automaton, JSON escapes) is the same set at every
     # trie node: it appears once, after the alternation of paths, not under every node; and
     # the tail chars* appears twice in all, not once per node.
     leaving, shared_special, unfinished = walked
-    tail = Repeat(enc(chars), 0, None)
+    tail = Repeat(_encoded(chars, leaf), 0, None)
     options = [seq(leaving, tail), unfinished]
     if special.ranges:
-        options.append(seq(shared_special, enc(special), tail))
+        options.append(seq(shared_special, _encoded(special, leaf), tail))
     return alt(*options)
 
 
