@@ -94,13 +94,12 @@ class PointerIds {
   size_t size_ = 0;
 };
 
-// Serializer of expression trees (structgen.grammar: Lit, Regex, CharSet, Seq, Alt, Repeat,
-// Ref, Dfa) into nodes of four int32 (kind, a, b, c) over one int32 data array. A subtree met
-// again (the same object) is serialized once; a regex is parsed once per (pattern, flags).
+// the rule plan over serialized nodes (below), without the GIL
 void plan_rules_core(const int32_t* N, int64_t n, const int32_t* D, int64_t nd, const int32_t* RT, int32_t R,
                      const int32_t* rank, int64_t inline_limit, int64_t split_limit, std::vector<uint8_t>& recursive,
                      std::vector<uint8_t>& extra);
 
+// A Python sequence of ints as int32 (out of range: ValueError).
 std::vector<int32_t> int_list(const py::handle& seq) {
   py::object f = py::reinterpret_steal<py::object>(PySequence_Fast(seq.ptr(), "expected a sequence of ints"));
   if (!f) throw py::error_already_set();
@@ -110,6 +109,9 @@ std::vector<int32_t> int_list(const py::handle& seq) {
   return out;
 }
 
+// Serializer of expression trees (structgen.grammar: Lit, Regex, CharSet, Seq, Alt, Repeat,
+// Ref, Dfa) into nodes of four int32 (kind, a, b, c) over one int32 data array. A subtree met
+// again (the same object) is serialized once; a regex is parsed once per (pattern, flags).
 class ExprSerializer {
  public:
   // classes: the node classes (Lit, Regex, CharSet, Seq, Alt, Repeat, Ref, Dfa); parse_regex:
@@ -206,7 +208,7 @@ class ExprSerializer {
     return out;
   }
 
-  // The plan of the rules of add_rules (plan_rules over this serializer's own nodes, REF
+  // The plan of the rules of add_rules (plan_rules_core over this serializer's own nodes, REF
   // placeholders unresolved): (recursive rules, other rules to call), as sorted indices.
   // rank: each rule's name's rank in sorted order (ties of the splitting go to the first).
   py::tuple plan(const py::handle& rank, int64_t inline_limit, int64_t split_limit) {
@@ -576,75 +578,73 @@ void plan_rules_core(const int32_t* N, int64_t n, const int32_t* D, int64_t nd, 
     if (RT[r] < 0 || RT[r] >= n) throw std::invalid_argument("rule root out of range");
   std::vector<uint8_t> called(R, 0);
   extra.assign(R, 0);
-  {
-    // references per node, bottom-up (a node follows its children), with occurrence counts
-    // saturating at 2: "referenced more than once" is all the counts decide
-    std::vector<std::vector<std::pair<int32_t, uint8_t>>> nref(n);
-    std::vector<uint8_t> cnt(R, 0);
-    std::vector<int32_t> touched;
-    auto child = [&](int64_t i, int64_t c) {
-      if (c < 0 || c >= i) throw std::invalid_argument("a node must follow its children");
-      return c;
-    };
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t* x = N + 4 * i;
-      if (x[0] == fa::REF) {
-        if (x[1] < 0 || x[1] >= R) throw std::invalid_argument("rule reference out of range");
-        nref[i].push_back({x[1], 1});
-      } else if (x[0] == fa::SEQ || x[0] == fa::ALT) {
-        if (x[1] < 0 || x[2] < 0 || int64_t{x[1]} + x[2] > nd) throw std::invalid_argument("node data out of range");
-        touched.clear();
-        for (int32_t j = 0; j < x[2]; ++j)
-          for (auto [name, k] : nref[child(i, D[x[1] + j])]) {
-            if (!cnt[name]) touched.push_back(name);
-            cnt[name] = static_cast<uint8_t>(std::min(2, cnt[name] + k));
-          }
-        std::sort(touched.begin(), touched.end());
-        for (int32_t name : touched) {
-          nref[i].push_back({name, cnt[name]});
-          cnt[name] = 0;
+  // references per node, bottom-up (a node follows its children), with occurrence counts
+  // saturating at 2: "referenced more than once" is all the counts decide
+  std::vector<std::vector<std::pair<int32_t, uint8_t>>> nref(n);
+  std::vector<uint8_t> cnt(R, 0);
+  std::vector<int32_t> touched;
+  auto child = [&](int64_t i, int64_t c) {
+    if (c < 0 || c >= i) throw std::invalid_argument("a node must follow its children");
+    return c;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t* x = N + 4 * i;
+    if (x[0] == fa::REF) {
+      if (x[1] < 0 || x[1] >= R) throw std::invalid_argument("rule reference out of range");
+      nref[i].push_back({x[1], 1});
+    } else if (x[0] == fa::SEQ || x[0] == fa::ALT) {
+      if (x[1] < 0 || x[2] < 0 || int64_t{x[1]} + x[2] > nd) throw std::invalid_argument("node data out of range");
+      touched.clear();
+      for (int32_t j = 0; j < x[2]; ++j)
+        for (auto [name, k] : nref[child(i, D[x[1] + j])]) {
+          if (!cnt[name]) touched.push_back(name);
+          cnt[name] = static_cast<uint8_t>(std::min(2, cnt[name] + k));
         }
-      } else if (x[0] == fa::REP) {
-        nref[i] = nref[child(i, x[1])];
+      std::sort(touched.begin(), touched.end());
+      for (int32_t name : touched) {
+        nref[i].push_back({name, cnt[name]});
+        cnt[name] = 0;
       }
+    } else if (x[0] == fa::REP) {
+      nref[i] = nref[child(i, x[1])];
     }
-    std::vector<std::vector<std::pair<int32_t, uint8_t>>> refs(R);
-    std::vector<int32_t> uses(R, 0);
-    for (int32_t r = 0; r < R; ++r) {
-      refs[r] = nref[RT[r]];
-      for (auto [name, k] : refs[r]) uses[name] = std::min(2, uses[name] + k);
-    }
-    nref.clear();
-    recursive = recursive_rules(refs);
-    called = recursive;
-    Sizer sz(N, D, n, RT, R, called);
-    // expression nodes: rules used in several places and large are called
-    for (int32_t r = 0; r < R; ++r)
-      if (uses[r] > 1 && !recursive[r] && sz.size_of(r) > inline_limit) extra[r] = 1;
-    for (int32_t r = 0; r < R; ++r) called[r] = called[r] || extra[r];
-    // estimated NFA states: split a rule too large to determinise whole
-    sz.reset(true);
-    std::vector<int32_t> kids;
-    for (int32_t r = 0; r < R; ++r) {
-      while (sz.size_of(r) > split_limit) {
-        kids.clear();
-        for (auto [name, k] : refs[r])
-          if (!called[name]) kids.push_back(name);
-        std::sort(kids.begin(), kids.end(), [&](int32_t a, int32_t b) { return rank[a] < rank[b]; });
-        int32_t largest = -1;
-        int64_t best = -1;
-        for (int32_t c : kids) {
-          const int64_t s = sz.size_of(c);
-          if (s > best) {
-            best = s;
-            largest = c;
-          }
+  }
+  std::vector<std::vector<std::pair<int32_t, uint8_t>>> refs(R);
+  std::vector<int32_t> uses(R, 0);
+  for (int32_t r = 0; r < R; ++r) {
+    refs[r] = nref[RT[r]];
+    for (auto [name, k] : refs[r]) uses[name] = std::min(2, uses[name] + k);
+  }
+  nref.clear();
+  recursive = recursive_rules(refs);
+  called = recursive;
+  Sizer sz(N, D, n, RT, R, called);
+  // expression nodes: rules used in several places and large are called
+  for (int32_t r = 0; r < R; ++r)
+    if (uses[r] > 1 && !recursive[r] && sz.size_of(r) > inline_limit) extra[r] = 1;
+  for (int32_t r = 0; r < R; ++r) called[r] = called[r] || extra[r];
+  // estimated NFA states: split a rule too large to determinise whole
+  sz.reset(true);
+  std::vector<int32_t> kids;
+  for (int32_t r = 0; r < R; ++r) {
+    while (sz.size_of(r) > split_limit) {
+      kids.clear();
+      for (auto [name, k] : refs[r])
+        if (!called[name]) kids.push_back(name);
+      std::sort(kids.begin(), kids.end(), [&](int32_t a, int32_t b) { return rank[a] < rank[b]; });
+      int32_t largest = -1;
+      int64_t best = -1;
+      for (int32_t c : kids) {
+        const int64_t s = sz.size_of(c);
+        if (s > best) {
+          best = s;
+          largest = c;
         }
-        if (largest < 0 || best <= inline_limit) break;
-        called[largest] = 1;
-        extra[largest] = 1;
-        sz.sizes[r] = sz.esize(RT[r]).first;
       }
+      if (largest < 0 || best <= inline_limit) break;
+      called[largest] = 1;
+      extra[largest] = 1;
+      sz.sizes[r] = sz.esize(RT[r]).first;
     }
   }
 }
