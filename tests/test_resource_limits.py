@@ -543,3 +543,44 @@ def test_compiling_leaves_no_reference_cycles():
     finally:
         if was:
             gc.enable()
+
+
+def test_compiled_grammar_nodes_stay_out_of_the_collector(monkeypatch):
+    # A large compiled grammar's expressions and rule automata are untracked by the cycle
+    # collector (tens of thousands of objects for a large schema, traversed again by every
+    # collection of their generation); they are still freed by reference counting when dropped.
+    from structgen.grammar import Alt, Grammar, Lit, Ref, Seq
+    from structgen.grammar.expr import iter_nodes
+    from structgen.runtime import compiler as compiler_module
+
+    compiler = GrammarCompiler(toy_info([b'"', b"{", b"}", b"a", b":", b","]), cache_size=0)
+    schema = {"type": "object", "required": ["a"],
+              "properties": {"a": {"type": "string"}, "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
+    calls = []
+    untrack = compiler_module.untrack_nodes
+    monkeypatch.setattr(compiler_module, "untrack_nodes", lambda *a: calls.append(1) or untrack(*a))
+    small = compiler.compile_json_schema(schema)  # under the size where untracking pays: left alone
+    assert small.stats.automaton_states < compiler_module.UNTRACK_MIN_STATES and not calls
+    monkeypatch.setattr(compiler_module, "UNTRACK_MIN_STATES", 0)
+    compiled = compiler.compile_json_schema(schema)
+    nodes = [n for body in compiled.grammar.rules.values() for n in iter_nodes(body)]
+    assert len(nodes) > 10 and calls
+    assert not any(gc.is_tracked(n) for n in nodes)
+    assert not any(gc.is_tracked(r) for r in compiled.automaton.rules)
+    assert not any(gc.is_tracked(n.items) for n in nodes if isinstance(n, Seq))
+    assert str(compiled.grammar)  # the grammar reads as before
+    # a user's grammar: its nodes untracked too, and released when the compiled grammar goes
+    name = Lit("name-" + "x" * 20)
+    body = Seq((Lit("{"), Alt((name, Ref("tail"))), Lit("}")))
+    before = sys.getrefcount(body)
+    user = compiler.compile_grammar(Grammar({"start": body, "tail": Lit("a")}))
+    assert not gc.is_tracked(body) and not gc.is_tracked(name) and not gc.is_tracked(body.items)
+    assert sys.getrefcount(body) > before
+    del user
+    assert sys.getrefcount(body) == before
+    # objects of other kinds inside a node stay tracked (only frozen nodes are taken out)
+    keep = [1]
+    odd = Seq((Lit("a"), keep))  # type: ignore[arg-type]
+    from structgen.grammar.expr import untrack_nodes
+    assert untrack_nodes([odd]) == 3  # the node, its tuple, the literal
+    assert gc.is_tracked(keep)

@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..index.automaton import DEFAULT_MAX_STATES, PushdownAutomaton, build_automaton
+from ..index.automaton import DEFAULT_MAX_STATES, PushdownAutomaton, RuleDFA, build_automaton
 from ..errors import EmptyGrammarError, GrammarError, SchemaError
 from ..grammar import Grammar
+from ..grammar.expr import NODE_CLASSES, untrack_nodes
 from ..index.token_index import TokenIndex, TokenTrie, vocab_tables
 from ..index.tokenizer import TokenizerInfo
 from ..index.vocab_cache import load_trie
@@ -26,6 +27,12 @@ from ..grammar.builtin import load_grammar
 from .matcher import GrammarMatcher
 from .precompute import DEFAULT_LIMIT, BackgroundPrecompute
 from .precompute import start as start_background
+
+_KEPT_NODES = NODE_CLASSES + (RuleDFA,)  # what a compiled grammar keeps of the compile
+
+UNTRACK_MIN_STATES = 1_000
+"""Grammars whose automaton has this many states or more have their expressions and rule
+automata taken out of the garbage collector's lists (:func:`~structgen.grammar.expr.untrack_nodes`)."""
 
 __all__ = ["GrammarCompiler", "CompiledGrammar", "CompileStats"]
 
@@ -247,6 +254,13 @@ class GrammarCompiler:
             t1 = time.perf_counter()
             pda = build_automaton(grammar, max_states=self.max_states, byte_alphabet=alphabet)
             index = TokenIndex(pda, self.tokenizer_info, trie)
+            # the grammar (CompiledGrammar.grammar) and the rule automata outlive the compile:
+            # a large grammar's frozen nodes leave the collector's lists before the collections
+            # paused here run, which traversed them again and again (see untrack_nodes); a
+            # small one's cost a collection less than taking them out
+            states = pda.num_states
+            if states >= UNTRACK_MIN_STATES:
+                untrack_nodes([*grammar.rules.values(), *grammar.constructs.values(), *pda.rules], _KEPT_NODES)
             t2 = time.perf_counter()
         pre = 0
         if self.precompute == "eager" and len(pda.rules) == 1:
@@ -255,7 +269,7 @@ class GrammarCompiler:
         stats = CompileStats(
             rules=len(grammar.rules),
             automaton_rules=len(pda.rules),
-            automaton_states=pda.num_states,
+            automaton_states=states,
             grammar_seconds=t1 - t0,
             automaton_seconds=t2 - t1,
             precompute_seconds=t3 - t2,
