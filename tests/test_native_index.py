@@ -440,3 +440,25 @@ def test_configurations_and_stacks_are_interned_once(smollm2_info, walk):
     assert len(set(configs)) == len(configs)  # (DEAD and the finished output hold no stack)
     stacks = [native.stack(s) for s in range(stats["stacks"])]
     assert len(set(stacks)) == len(stacks)
+
+
+def test_equal_masks_are_stored_once(real_info):
+    """Configurations with equal masks share one stored copy, and no two stored copies are
+    equal: the dedupe compares the chunks its hash found nonzero, then the words after the
+    last whole 64-byte chunk (Llama-3's 4,008 words end in 8 such words; the stop token sits
+    in them)."""
+    props = {f"k{k}": {"enum": ["x", "y"]} for k in range(12)}
+    schema = {"type": "array", "items": {"type": "object", "properties": props, "additionalProperties": False}}
+    compiled = GrammarCompiler(real_info, cache_size=0).compile_json_schema(schema)
+    index = compiled.index
+    data = json.dumps([{k: "xy"[j % 2] for j, k in enumerate(props)}] * 3, separators=(",", ":")).encode()
+    cid, seen = index.initial, {}
+    for b in data:
+        seen.setdefault(index.mask(cid).tobytes(), set()).add(cid)
+        cid = index.step_bytes(cid, bytes([b]))
+        assert cid != DEAD
+    seen.setdefault(index.mask(cid).tobytes(), set()).add(cid)  # the end: the stop tokens' word
+    stats = index._native.stats()
+    assert stats["masks"] == len(seen) < stats["mask_configs"]
+    addresses = {bits: {index.mask(c).__array_interface__["data"][0] for c in cids} for bits, cids in seen.items()}
+    assert all(len(a) == 1 for a in addresses.values())  # one copy per content

@@ -136,7 +136,9 @@ const std::vector<std::array<uint64_t, 4>>& class_masks() {
 
 // A 64-bit hash of `n` mask words (equal masks are shared; a match is checked in full).
 // Four independent lanes of 64 bits: a mask is hashed in about a microsecond at 128K.
-uint64_t hash_words(const uint32_t* w, int64_t n) {
+// `nonzero` (nonzero_words(n) words, zeroed by the caller) gets bit c set for each 64-byte
+// chunk c holding a set bit; the words after the last whole chunk are always compared.
+uint64_t hash_words(const uint32_t* w, int64_t n, uint64_t* nonzero) {
   constexpr uint64_t K = 0xBF58476D1CE4E5B9ull;
   uint64_t lane[4] = {0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n), 1, 2, 3};
   const auto* bytes = reinterpret_cast<const unsigned char*>(w);
@@ -153,6 +155,7 @@ uint64_t hash_words(const uint32_t* w, int64_t n) {
                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 48)));
     if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(a, b), _mm_setzero_si128())) == 0xFFFF) continue;
 #endif
+    nonzero[c >> 6] |= uint64_t(1) << (c & 63);
     lane[0] ^= static_cast<uint64_t>(c) * 0x94D049BB133111EBull;
     for (int j = 0; j < 8; ++j) {
       uint64_t x;
@@ -165,6 +168,25 @@ uint64_t hash_words(const uint32_t* w, int64_t n) {
   uint64_t h = lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7);
   for (int64_t k = chunks * 16; k < n; ++k) h = ((h ^ w[k]) * K) ^ (h >> 29);
   return (h ^ (h >> 32)) * K;
+}
+
+// Words of hash_words' chunk bitmap for a mask of `n` words.
+int64_t nonzero_words(int64_t n) { return (n / 16 + 63) / 64; }
+
+// Whether masks `a` and `b` of `n` words, with hash_words' chunk bitmaps `anz` and `bnz`, are
+// equal: the bitmaps, then only the chunks they mark and the tail. A stored mask that an
+// equal new one finds is usually cold (computed long before): comparing all of it was most of
+// the dedupe's cost, a twentieth of a first visit that allows a few tokens at 128K.
+bool same_mask(const uint32_t* a, const uint64_t* anz, const uint32_t* b, const uint64_t* bnz, int64_t n) {
+  const int64_t nzw = nonzero_words(n);
+  if (std::memcmp(anz, bnz, static_cast<size_t>(nzw) * 8) != 0) return false;
+  for (int64_t k = 0; k < nzw; ++k)
+    for (uint64_t bits = anz[k]; bits != 0; bits &= bits - 1) {
+      const int64_t c = k * 64 + __builtin_ctzll(bits);
+      if (std::memcmp(a + c * 16, b + c * 16, 64) != 0) return false;
+    }
+  const int64_t tail = n / 16 * 16;
+  return std::memcmp(a + tail, b + tail, static_cast<size_t>(n - tail) * 4) == 0;
 }
 
 // A configuration would hold more stacks than the limit (translated to Python, which raises
@@ -991,7 +1013,15 @@ class ConfigIndex final : public structgen::IndexView {
     }
     std::memset(buf, 0, static_cast<size_t>(words_) * 4);
     compute_mask(cid, buf);  // no lock held: other threads walk meanwhile
-    const uint64_t h = hash_words(buf, words_);
+    const int64_t nzw = nonzero_words(words_);
+    uint64_t nz_small[8] = {0};  // (up to 512 chunks: 262,144 tokens)
+    std::vector<uint64_t> nz_large;
+    uint64_t* nz = nz_small;
+    if (nzw > 8) {
+      nz_large.assign(static_cast<size_t>(nzw), 0);
+      nz = nz_large.data();
+    }
+    const uint64_t h = hash_words(buf, words_, nz);
     std::lock_guard<std::recursive_mutex> g(mu_);
     const uint32_t* hit = masks_.load(cid);
     if (hit != nullptr) return hit;  // another thread finished first: same bits
@@ -1006,17 +1036,20 @@ class ConfigIndex final : public structgen::IndexView {
     // repeat a mask of another (inside a string value, after a member's colon, ...), about
     // four in five on MaskBench, and a mask is 6 KB at 49K tokens, 16 KB at 128K.
     const uint32_t* out = nullptr;
-    for (auto [it, end] = mask_by_content_.equal_range(h); it != end; ++it)
-      if (std::memcmp(it->second, buf, static_cast<size_t>(words_) * 4) == 0) {
-        out = it->second;
+    for (auto [it, end] = mask_by_content_.equal_range(h); it != end; ++it) {
+      const StoredMask& m = mask_store_[it->second];
+      if (same_mask(m.bits.get(), m.nonzero.get(), buf, nz, words_)) {
+        out = m.bits.get();
         break;
       }
+    }
     if (out == nullptr) {
-      std::unique_ptr<uint32_t[]> stored(new uint32_t[words_]);
-      std::memcpy(stored.get(), buf, static_cast<size_t>(words_) * 4);
-      mask_store_.push_back(std::move(stored));
-      out = mask_store_.back().get();
-      mask_by_content_.emplace(h, out);
+      StoredMask m{std::unique_ptr<uint32_t[]>(new uint32_t[words_]), std::unique_ptr<uint64_t[]>(new uint64_t[nzw])};
+      std::memcpy(m.bits.get(), buf, static_cast<size_t>(words_) * 4);
+      std::memcpy(m.nonzero.get(), nz, static_cast<size_t>(nzw) * 8);
+      out = m.bits.get();
+      mask_by_content_.emplace(h, static_cast<int64_t>(mask_store_.size()));
+      mask_store_.push_back(std::move(m));
     }
     if (counted_) mask_by_canon_.emplace(std::move(canon), out);
     masks_.store(cid, out);
@@ -2670,8 +2703,12 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
   std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
-  std::deque<std::unique_ptr<uint32_t[]>> mask_store_;  // each distinct mask once
-  std::unordered_multimap<uint64_t, const uint32_t*> mask_by_content_;  // hash_words -> mask
+  struct StoredMask {
+    std::unique_ptr<uint32_t[]> bits;
+    std::unique_ptr<uint64_t[]> nonzero;  // hash_words' chunk bitmap
+  };
+  std::deque<StoredMask> mask_store_;  // each distinct mask once
+  std::unordered_multimap<uint64_t, int64_t> mask_by_content_;  // hash_words -> mask_store_ entry
   // set_runs' memo (its own lock: taken inside walks, which hold no other)
   struct RunsKey {
     const IdRuns* runs;
