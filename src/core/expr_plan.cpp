@@ -658,10 +658,20 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
   PyTypeObject* T[4];
   for (int i = 0; i < 4; ++i) T[i] = reinterpret_cast<PyTypeObject*>(classes[i].ptr());
   py::str items("items"), options("options"), item("item"), name_attr("name");
+  // The fields are read from their slots where the classes keep them there (a getattr per
+  // node, through the type's member descriptor, was most of this walk: 1.5 ms for o16062).
+  const Py_ssize_t off[4] = {structgen::slot_offset(classes[0].ptr(), "items"),
+                             structgen::slot_offset(classes[1].ptr(), "options"),
+                             structgen::slot_offset(classes[2].ptr(), "item"),
+                             structgen::slot_offset(classes[3].ptr(), "name")};
   // Nodes are held as borrowed pointers: the rules keep every node alive, and a node keeps
   // its children's tuple alive (the expressions are immutable), so a walk over a large
   // schema's grammar takes no reference per node (tens of thousands of nodes).
-  auto get = [](PyObject* o, const py::str& a) {
+  auto get = [&off](PyObject* o, int cls, const py::str& a) {
+    if (off[cls] >= 0) {
+      PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off[cls]);
+      if (v != nullptr) return v;  // (an unset slot: getattr raises the error)
+    }
     PyObject* v = PyObject_GetAttr(o, a.ptr());
     if (v == nullptr) throw py::error_already_set();
     Py_DECREF(v);  // (still owned by `o`)
@@ -677,16 +687,16 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
       stack.pop_back();
       PyTypeObject* t = Py_TYPE(x);
       if (t == T[3]) {
-        PyObject* n = get(x, name_attr);
+        PyObject* n = get(x, 3, name_attr);
         const int has = PyDict_Contains(rules.ptr(), n);
         if (has < 0) throw py::error_already_set();
         if (!has) missing.push_back(n);
       } else if (t == T[0] || t == T[1] || t == T[2]) {
         if (!seen.insert(x, 0)) continue;
         if (t == T[2]) {
-          stack.push_back(get(x, item));
+          stack.push_back(get(x, 2, item));
         } else {
-          PyObject* kids = get(x, t == T[0] ? items : options);
+          PyObject* kids = t == T[0] ? get(x, 0, items) : get(x, 1, options);
           if (PyTuple_Check(kids)) {
             for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kids); ++k) stack.push_back(PyTuple_GET_ITEM(kids, k));
           } else {
@@ -793,16 +803,34 @@ struct NamesWalk {
     return py::reinterpret_steal<py::object>(o);
   }
 
+  // A field of a Lit or an Alt (exact class), read from its slot where the class keeps it
+  // there (a getattr through the member descriptor otherwise), borrowed from `o`.
+  PyObject* field(const py::object& o, Py_ssize_t off, const py::str& name) {
+    if (off >= 0) {
+      PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o.ptr()) + off);
+      if (v != nullptr) return v;
+    }
+    PyObject* v = PyObject_GetAttr(o.ptr(), name.ptr());
+    if (v == nullptr) throw py::error_already_set();
+    Py_DECREF(v);  // (still owned by `o`)
+    return v;
+  }
+  Py_ssize_t alt_size(const py::object& x) {
+    const Py_ssize_t n = PyObject_Length(field(x, alt_off, options));
+    if (n < 0) throw py::error_already_set();
+    return n;
+  }
+
   // seq(head, x) for the shapes the walk makes
   py::object after(const py::object& h, const py::object& x) {
     PyTypeObject* t = Py_TYPE(x.ptr());
     if (t == alt) {
-      if (py::len(x.attr(options)) == 0) return x;  // NOTHING stays NOTHING
+      if (alt_size(x) == 0) return x;  // NOTHING stays NOTHING
       return make(Seq, py::make_tuple(h, x));
     }
     if (t == charset) return make(Seq, py::make_tuple(h, x));
     if (t == lit && Py_TYPE(h.ptr()) == lit) {
-      py::object joined = py::reinterpret_steal<py::object>(PyUnicode_Concat(h.attr(text).ptr(), x.attr(text).ptr()));
+      py::object joined = py::reinterpret_steal<py::object>(PyUnicode_Concat(field(h, lit_off, text), field(x, lit_off, text)));
       if (!joined) throw py::error_already_set();
       return make(Lit, joined);
     }
@@ -814,7 +842,8 @@ struct NamesWalk {
     py::list flat;
     for (py::handle o : opts) {
       if (Py_TYPE(o.ptr()) == alt) {
-        for (py::handle k : o.attr(options)) flat.append(k);
+        for (py::handle k : py::reinterpret_borrow<py::object>(field(py::reinterpret_borrow<py::object>(o), alt_off, options)))
+          flat.append(k);
       } else {
         flat.append(o);
       }
@@ -883,7 +912,7 @@ struct NamesWalk {
       p.leaving.append(after(h, out[0]));
       p.shared.append(after(h, out[1]));
       py::object u = out[2];
-      if (!(Py_TYPE(u.ptr()) == alt && py::len(u.attr(options)) == 0)) p.unfinished.append(after(h, u));
+      if (!(Py_TYPE(u.ptr()) == alt && alt_size(u) == 0)) p.unfinished.append(after(h, u));
     }
   }
 };
