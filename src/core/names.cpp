@@ -1201,6 +1201,15 @@ class NameIndex {
       // never cleared. Only its head is stepped (the separator and the quote, rows its
       // candidates share), not a new byte row per byte of the prefix (with a few dozen names
       // written, most of a name start's first fill).
+      const Fed fed = feed(st, bytes, after);
+      if (fed == kDuplicate) continue;
+      const NameState& a = fed == kSame ? st : after;
+      if (a.mode != kKey) continue;
+      // A name so far that no written name of its object starts with (the first name of an
+      // object the token opens, say) ends fresh however it ends: the token is kept without
+      // stepping the configuration through it (the few hundred tokens of Llama-3 that end one
+      // name and start the next were most of a name start's clears).
+      if (!may_trap(a)) continue;
       const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
       const auto n = static_cast<int64_t>(bytes.size());
       int64_t cut = n;
@@ -1208,10 +1217,6 @@ class NameIndex {
       const int32_t open = cut == 0 ? cid : ix_->step_bytes(cid, data, cut);
       if (open == 0) continue;
       if (cut < n && ix_->plain_total(open)) continue;
-      const Fed fed = feed(st, bytes, after);
-      if (fed == kDuplicate) continue;
-      const NameState& a = fed == kSame ? st : after;
-      if (a.mode != kKey) continue;
       const int32_t succ = cut == n ? open : ix_->step_bytes(open, data + cut, n - cut);
       if (succ == 0) continue;
       if (!ends_fresh(succ, a, chains)) row.clear(t);
@@ -1219,6 +1224,18 @@ class NameIndex {
   }
 
   static bool printable_byte(uint8_t c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; }
+
+  // Whether a written name of the object whose name `a` is inside starts with the name so far
+  // (or the name so far is inside an escape, not decided here): only then can every way to
+  // end the name repeat one.
+  static bool may_trap(const NameState& a) {
+    const Names* names = a.top_names();
+    if (names == nullptr || names->empty()) return false;
+    const Name prefix = a.key_prefix();
+    if (!prefix) return true;
+    auto it = std::lower_bound(names->begin(), names->end(), prefix);
+    return it != names->end() && *it && starts_with(**it, *prefix);
+  }
 
   // The allowed tokens that end after a comma between members when the grammar's next name
   // can then only repeat one of the object's names (members in schema order, additional ones
