@@ -2530,8 +2530,11 @@ class ConfigIndex final : public structgen::IndexView {
   bool plain_total(int32_t cid) override {
     if (cid == kDead) return false;
     std::lock_guard<std::recursive_mutex> g(mu_);
-    auto it = plain_total_cfg_.find(cid);
-    if (it != plain_total_cfg_.end()) return it->second;
+    // (by configuration id, not hashed: the name clears ask it for nearly every token they
+    // check, a hash lookup each was a twentieth of a large object's first fills)
+    if (static_cast<size_t>(cid) >= plain_total_cfg_.size())
+      plain_total_cfg_.resize(std::max<size_t>(static_cast<size_t>(cid) + 1, 2 * plain_total_cfg_.size()), -1);
+    if (plain_total_cfg_[cid] >= 0) return plain_total_cfg_[cid] != 0;
     bool hit = false;
     for (int32_t sid : config_of(cid)) {
       const Frame f = stacks_[sid];
@@ -2540,7 +2543,7 @@ class ConfigIndex final : public structgen::IndexView {
         break;
       }
     }
-    plain_total_cfg_.emplace(cid, hit);
+    plain_total_cfg_[cid] = hit ? 1 : 0;
     return hit;
   }
 
@@ -2699,7 +2702,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<std::vector<int32_t>, const uint32_t*, VecHash> mask_by_canon_;
   std::unordered_map<int32_t, int32_t> mb_targets_;
   std::unordered_map<int32_t, bool> plain_loop_;
-  std::unordered_map<int32_t, bool> plain_total_cfg_;  // plain_total per configuration
+  std::vector<int8_t> plain_total_cfg_;  // plain_total per configuration (-1: not known yet)
   std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
   std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
