@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -781,7 +783,6 @@ int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
 struct NamesWalk {
   PyTypeObject *lit, *seq, *alt, *charset;
   py::object Lit, Seq, Alt, empty, opening, own_special, head_fn, seq_fn;
-  py::dict open_cache, special_cache, heads;
   py::str text{"text"}, options{"options"};
 
   // A node of a one-field class (Lit, Seq, Alt), built as its generated __init__ would: the
@@ -838,81 +839,117 @@ struct NamesWalk {
   }
 
   // alt() of options distinct by construction: flattened, no duplicate scan
-  py::object join(const py::list& opts) {
-    py::list flat;
-    for (py::handle o : opts) {
+  py::object join(const std::vector<py::object>& opts) {
+    size_t n = 0;
+    for (const py::object& o : opts) n += Py_TYPE(o.ptr()) == alt ? static_cast<size_t>(alt_size(o)) : 1;
+    if (n == 1)
+      for (const py::object& o : opts) {
+        if (Py_TYPE(o.ptr()) != alt) return o;
+        if (alt_size(o) == 1) return py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(field(o, alt_off, options), 0));
+      }
+    py::tuple flat(n);
+    size_t at = 0;
+    for (const py::object& o : opts) {
       if (Py_TYPE(o.ptr()) == alt) {
-        for (py::handle k : py::reinterpret_borrow<py::object>(field(py::reinterpret_borrow<py::object>(o), alt_off, options)))
-          flat.append(k);
+        PyObject* kids = field(o, alt_off, options);
+        if (!PyTuple_Check(kids)) throw std::invalid_argument("Alt.options must be a tuple");
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kids); ++k) {
+          PyObject* x = PyTuple_GET_ITEM(kids, k);
+          Py_INCREF(x);
+          PyTuple_SET_ITEM(flat.ptr(), static_cast<Py_ssize_t>(at++), x);
+        }
       } else {
-        flat.append(o);
+        Py_INCREF(o.ptr());
+        PyTuple_SET_ITEM(flat.ptr(), static_cast<Py_ssize_t>(at++), o.ptr());
       }
     }
-    if (py::len(flat) == 1) return flat[0];
-    return make(Alt, py::tuple(flat));
+    return make(Alt, std::move(flat));
   }
 
-  py::object cached(py::dict& cache, const py::object& fn, const py::object& key) {
-    PyObject* got = PyDict_GetItemWithError(cache.ptr(), key.ptr());
-    if (got) return py::reinterpret_borrow<py::object>(got);
-    if (PyErr_Occurred()) throw py::error_already_set();
-    py::object v = fn(key);
-    cache[key] = v;
-    return v;
+  // Per walk, by a node's child characters (code points, in order): opening()'s options and
+  // own_special()'s answer; by character: head()'s expression. Kept in C++ maps, where a
+  // tuple of the codes made per node as a dict key, the dicts and a list per node of their
+  // results were most of the walk's own time (about 1 us a trie node).
+  struct Opened {
+    std::vector<py::object> leaving;
+    bool special;
+  };
+  std::map<std::vector<int32_t>, Opened> opened;
+  std::unordered_map<int32_t, py::object> heads;
+
+  const Opened& open_node(const std::vector<int32_t>& codes) {
+    auto it = opened.find(codes);
+    if (it != opened.end()) return it->second;
+    py::tuple key(codes.size());
+    for (size_t i = 0; i < codes.size(); ++i) key[i] = py::int_(codes[i]);
+    Opened o;
+    for (py::handle x : opening(key)) o.leaving.push_back(py::reinterpret_borrow<py::object>(x));
+    o.special = own_special(key).cast<bool>();
+    return opened.emplace(codes, std::move(o)).first->second;
+  }
+  const py::object& head(int32_t c, PyObject* key) {
+    auto it = heads.find(c);
+    if (it != heads.end()) return it->second;
+    return heads.emplace(c, head_fn(py::reinterpret_borrow<py::object>(key))).first->second;
   }
 
   py::tuple walk(py::dict trie) {
+    // Nodes and keys are borrowed: the trie holds them for the whole walk.
     struct Frame {
-      py::dict node;
-      py::list kids;
-      Py_ssize_t next = 0;
-      py::list leaving, shared, unfinished;
+      PyObject* node;
+      std::vector<std::pair<int32_t, PyObject*>> kids;  // (code point, key), in order
+      size_t next = 0;
+      std::vector<py::object> leaving, shared, unfinished;
     };
     std::vector<Frame> stack;
-    auto push = [&](py::dict node) {
+    std::vector<int32_t> codes;
+    auto push = [&](PyObject* node) {
       Frame f;
       f.node = node;
-      py::list keys = py::reinterpret_steal<py::list>(PyDict_Keys(node.ptr()));
-      if (PyList_Sort(keys.ptr()) != 0) throw py::error_already_set();
       bool ends = false;
-      if (py::len(keys) && PyUnicode_Check(keys[0].ptr()) && PyUnicode_GET_LENGTH(keys[0].ptr()) == 0) {
-        ends = true;
-        if (PySequence_DelItem(keys.ptr(), 0) != 0) throw py::error_already_set();
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(node, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k)) throw std::invalid_argument("trie keys are single characters");
+        const Py_ssize_t len = PyUnicode_GET_LENGTH(k);
+        if (len == 0) {
+          ends = true;
+        } else if (len == 1) {
+          f.kids.emplace_back(static_cast<int32_t>(PyUnicode_READ_CHAR(k, 0)), k);
+        } else {
+          throw std::invalid_argument("trie keys are single characters");
+        }
       }
-      f.kids = keys;
-      py::tuple codes(py::len(keys));
-      for (size_t i = 0; i < py::len(keys); ++i) {
-        PyObject* k = PyList_GET_ITEM(keys.ptr(), static_cast<Py_ssize_t>(i));
-        if (!PyUnicode_Check(k) || PyUnicode_GET_LENGTH(k) != 1) throw std::invalid_argument("trie keys are single characters");
-        codes[i] = py::int_(static_cast<long>(PyUnicode_READ_CHAR(k, 0)));
-      }
-      for (py::handle o : cached(open_cache, opening, codes)) f.leaving.append(o);
-      const bool special = cached(special_cache, own_special, codes).cast<bool>();
-      if (!special) f.shared.append(empty);
-      if (!ends) f.unfinished.append(empty);
+      std::sort(f.kids.begin(), f.kids.end());  // (code point order: what sorting the keys gave)
+      codes.clear();
+      for (const auto& kid : f.kids) codes.push_back(kid.first);
+      const Opened& o = open_node(codes);
+      f.leaving = o.leaving;
+      if (!o.special) f.shared.push_back(empty);
+      if (!ends) f.unfinished.push_back(empty);
       stack.push_back(std::move(f));
     };
-    push(trie);
-    py::tuple done;
+    push(trie.ptr());
     while (true) {
       Frame& f = stack.back();
-      if (static_cast<size_t>(f.next) < py::len(f.kids)) {
-        py::object k = f.kids[f.next];
-        PyObject* child = PyDict_GetItemWithError(f.node.ptr(), k.ptr());
-        if (!child || !PyDict_Check(child)) throw std::invalid_argument("a trie child must be a dict");
-        push(py::reinterpret_borrow<py::dict>(child));  // `f` may dangle now
+      if (f.next < f.kids.size()) {
+        PyObject* child = PyDict_GetItemWithError(f.node, f.kids[f.next].second);
+        if (!child || !PyDict_Check(child)) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          throw std::invalid_argument("a trie child must be a dict");
+        }
+        push(child);  // `f` may dangle now
         continue;
       }
-      py::tuple out = py::make_tuple(join(f.leaving), join(f.shared), join(f.unfinished));
+      py::object out0 = join(f.leaving), out1 = join(f.shared), out2 = join(f.unfinished);
       stack.pop_back();
-      if (stack.empty()) return out;
+      if (stack.empty()) return py::make_tuple(out0, out1, out2);
       Frame& p = stack.back();
-      py::object c = p.kids[p.next++];
-      py::object h = cached(heads, head_fn, c);
-      p.leaving.append(after(h, out[0]));
-      p.shared.append(after(h, out[1]));
-      py::object u = out[2];
-      if (!(Py_TYPE(u.ptr()) == alt && alt_size(u) == 0)) p.unfinished.append(after(h, u));
+      const auto& [code, key] = p.kids[p.next++];
+      const py::object& h = head(code, key);
+      p.leaving.push_back(after(h, out0));
+      p.shared.push_back(after(h, out1));
+      if (!(Py_TYPE(out2.ptr()) == alt && alt_size(out2) == 0)) p.unfinished.push_back(after(h, out2));
     }
   }
 };
