@@ -18,6 +18,10 @@ from .base import _RAW_CHAR, _SHORT_ESCAPES, _STRING_CHAR, NOT_PATTERNS, NOT_STR
 def _encode_json_charset(cs: CharSet) -> Expr:
     """Characters of a decoded string → their JSON-string encodings (raw or escaped), compactly:
     control characters without a short escape share one ``\\u00XX`` branch per high digit."""
+    if all(a > 0x5C or (a > 0x22 and b < 0x5C) or (a > 0x1F and b < 0x22) for a, b in cs.ranges):
+        # nothing to escape (the leaving sets of a names walk, printable ASCII mostly): the set
+        # is its own encoding, where the loop below visited each code point up to 0x5C
+        return cs
     raw = cs.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)]))
     options: list[Expr] = [raw] if raw.ranges else []
     by_high: dict[int, list[int]] = {}
