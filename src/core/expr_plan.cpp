@@ -670,13 +670,8 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
   // its children's tuple alive (the expressions are immutable), so a walk over a large
   // schema's grammar takes no reference per node (tens of thousands of nodes).
   auto get = [&off](PyObject* o, int cls, const py::str& a) {
-    if (off[cls] >= 0) {
-      PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off[cls]);
-      if (v != nullptr) return v;  // (an unset slot: getattr raises the error)
-    }
-    PyObject* v = PyObject_GetAttr(o, a.ptr());
+    PyObject* v = structgen::slot_or_attr(o, off[cls], a.ptr());
     if (v == nullptr) throw py::error_already_set();
-    Py_DECREF(v);  // (still owned by `o`)
     return v;
   };
   PointerIds seen;
@@ -807,13 +802,8 @@ struct NamesWalk {
   // A field of a Lit or an Alt (exact class), read from its slot where the class keeps it
   // there (a getattr through the member descriptor otherwise), borrowed from `o`.
   PyObject* field(const py::object& o, Py_ssize_t off, const py::str& name) {
-    if (off >= 0) {
-      PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o.ptr()) + off);
-      if (v != nullptr) return v;
-    }
-    PyObject* v = PyObject_GetAttr(o.ptr(), name.ptr());
+    PyObject* v = structgen::slot_or_attr(o.ptr(), off, name.ptr());
     if (v == nullptr) throw py::error_already_set();
-    Py_DECREF(v);  // (still owned by `o`)
     return v;
   }
   Py_ssize_t alt_size(const py::object& x) {

@@ -839,13 +839,7 @@ class NameIndex {
   // such (the mask allows the few tokens that go on with the declared names), and there the
   // key, memo and three clears cost about half as much as the mask itself.
   bool clears_nothing(const NameState& st, const uint32_t* mask) const {
-    if (st.mode != kKey || st.esc) return false;
-    if (const Names* names = st.top_names(); names != nullptr && !names->empty()) {
-      const Name prefix = st.key_prefix();
-      if (!prefix) return false;
-      auto it = std::lower_bound(names->begin(), names->end(), prefix);
-      if (it != names->end() && *it && starts_with(**it, *prefix)) return false;
-    }
+    if (st.mode != kKey || st.esc || may_trap(st)) return false;
     return !intersects(mask, tables_->at_least[1]);
   }
 

@@ -26,4 +26,17 @@ inline Py_ssize_t slot_offset(PyObject* cls, const char* field) {
   return off;
 }
 
+// Field `name` of `o`, borrowed from it: read at `off` (slot_offset() of o's exact class)
+// where that is >= 0 and the slot is set, else through getattr (which raises the error).
+inline PyObject* slot_or_attr(PyObject* o, Py_ssize_t off, PyObject* name) {
+  if (off >= 0) {
+    PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off);
+    if (v != nullptr) return v;
+  }
+  PyObject* v = PyObject_GetAttr(o, name);
+  if (v == nullptr) return nullptr;
+  Py_DECREF(v);  // (still owned by `o`)
+  return v;
+}
+
 }  // namespace structgen
