@@ -240,6 +240,55 @@ CLASS_REPEAT_TEXT = (b'{"h":"I' + b"0123456789abcdef" * 2 + b'0a2b4c6d","k":"key
                      b'"d":"abcd-ef","x":"abcx","e":"abcd12","f":"xyzabc"}')
 
 
+# A class of plain bytes that keeps a configuration among a few that all take it (an email's
+# local part and domain, a host label's letters, digits and hyphens), left by a few other
+# bytes ("@", ".", "-", digits after a leading letter): the plain tokens of the class alone are
+# taken in bulk and the tokens holding an exit byte are stepped one by one. "t" takes
+# letters first and digits only later; "w" has "_" inside its loop and "@" as its exit.
+CLASS_CLOSURE_SCHEMA = {"type": "object", "properties": {
+    "e": {"type": "string", "pattern": "^[a-z\\d_\\.\\+-]+@([a-z\\d\\.-]+\\.)+[a-z]+$"},
+    "t": {"type": "string", "pattern": "^[A-Za-z](?:[A-Za-z0-9]+[-]?)+[A-Za-z0-9]$"},
+    "w": {"type": "string", "pattern": "^[a-z_]+@[a-z]+$"},
+    "h": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*(\\.[a-z0-9]+(-[a-z0-9]+)*)*$"}}}
+CLASS_CLOSURE_TEXT = (b'{"e":"john.doe+x_1@mail-2.example.com","t":"a1-b2c-d","w":"some_name@host",'
+                      b'"h":"www.my-host.example9.org"}')
+
+
+def test_class_closures_equal_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, CLASS_CLOSURE_SCHEMA, CLASS_CLOSURE_TEXT)
+        pair.walk_tokens(compiled, info, np.random.default_rng(13), walks=3, max_steps=15)
+        assert pair.states > 60
+        assert compiled.index.stats()["class_closures"] >= 4
+
+
+# patternProperties keep names to the characters where ECMA-262 and Python read the patterns
+# alike: without U+2028 and U+2029, and without Unicode digits, word or space characters where
+# \d, \w or \s appear. A free name then loops on every character but those, which end it:
+# the text tokens are taken in bulk and those holding such a character are cleared after.
+KILLED_CHARS_SCHEMAS = [
+    {"type": "object", "patternProperties": {"^\\d+$": {"type": "integer"}}},
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}, "^-?\\d+$": {"type": "array"}}},
+    {"type": "object", "properties": {"ab": {}}, "patternProperties": {"^\\s": {"type": "null"}}},
+    {"type": "object", "patternProperties": {"^[0-9]+$": {"type": "integer"}, "^w\\w*$": {}}}]
+KILLED_CHARS_TEXTS = ['{"12":1,"a٣b":[],"x١":"s","é":{}}', '{"x":"a","-7":[],"ü":1}',
+                      '{"ab":1,"a b":2,"日本":3}', '{"1":1,"wé":2,"ñ":3}']
+
+
+@pytest.mark.parametrize("case", range(len(KILLED_CHARS_SCHEMAS)))
+def test_killed_characters_equal_reference(case, smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, KILLED_CHARS_SCHEMAS[case], KILLED_CHARS_TEXTS[case].encode())
+        pair.walk_tokens(compiled, info, np.random.default_rng(17 + case), walks=3, max_steps=10)
+        assert pair.states > 15
+
+
+def test_killed_characters_are_cleared_in_bulk(smollm2_info):
+    # (\w keeps Unicode letters out of every name: SmolLM2's text tokens hold some)
+    compiled, pair = _walked_pair(smollm2_info, KILLED_CHARS_SCHEMAS[3], KILLED_CHARS_TEXTS[3].encode())
+    assert compiled.index.stats()["killed_char_loops"] >= 1
+
+
 # A bounded string body counts characters: every position is a configuration of its own, where
 # each plain byte and each character from U+0080 up advance alike. The text tokens (whole
 # characters, some from U+0080 up) are taken by their count of characters, and only the other

@@ -588,6 +588,9 @@ struct NameTables {
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   Bits commas;                  // tokens holding a comma (the separators' dead-end check)
   Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
+  // escaped | commas_quoted: inside a name that no written name of its object starts with,
+  // the only tokens a clear may take (NameIndex::clears_nothing says why)
+  Bits key_clearable;
   // bytes before the first quote -> quote tokens without a backslash before it
   std::unordered_map<std::string, Ids> by_prefix;
   // the tokens without quote or backslash, sorted by their bytes (views of `tb`): the tokens
@@ -663,10 +666,15 @@ struct NameTables {
     }
     std::sort(plain_sorted.begin(), plain_sorted.end());
     closers_or_escaped.assign(w, 0);
-    for (int64_t k = 0; k < w; ++k) closers_or_escaped[k] = at_least[3][k] | escaped[k];
+    key_clearable.assign(w, 0);
+    for (int64_t k = 0; k < w; ++k) {
+      closers_or_escaped[k] = at_least[3][k] | escaped[k];
+      key_clearable[k] = escaped[k] | commas_quoted[k];
+    }
     for (auto& bits : at_least) bits.index();
     escaped.index();
     closers_or_escaped.index();
+    key_clearable.index();
     reopen.index();
     commas.index();
     commas_quoted.index();
@@ -831,16 +839,18 @@ class NameIndex {
   }
 
   // Whether no clear can take a token of `mask` from `st`, decided without a key or a memo:
-  // inside a name (no escape pending) that no written name of its object starts with, every
-  // token a clear may take holds a quote (one closing the name into a written one, ending it
-  // and opening the next, or a comma after it: a token without a quote stays inside the
-  // name); the plain tokens that spell a written name's next bytes are candidates only where a
-  // written name starts with the name so far. Most first fills inside a declared name are
-  // such (the mask allows the few tokens that go on with the declared names), and there the
-  // key, memo and three clears cost about half as much as the mask itself.
+  // inside a name (no escape pending) that no written name of its object starts with. Then
+  // the name cannot close into a written one, nor can a name that goes on from it (no
+  // candidates), and every other clear needs a token that writes or starts a name in an
+  // object with names, or ends after a separator: it holds a comma (a name of this object or
+  // an outer one comes after one; an object the token opens has no names yet) and, to leave
+  // this string, a quote or backslash (commas_quoted). A backslash before the first quote
+  // leaves the decoding to the lexer (escaped). Closing quotes (`"`, `":`, `":"`) no longer
+  // send a declared name's last position through the key, memo and three clears, which cost
+  // about half as much as the mask itself.
   bool clears_nothing(const NameState& st, const uint32_t* mask) const {
     if (st.mode != kKey || st.esc || may_trap(st)) return false;
-    return !intersects(mask, tables_->at_least[1]);
+    return !intersects(mask, tables_->key_clearable);
   }
 
   // Whether `mask` holds a token of `bits`; all-zero stretches of the mask are skipped 64
@@ -848,6 +858,13 @@ class NameIndex {
   bool intersects(const uint32_t* mask, const Bits& bits) const {
     const int64_t w = std::min<int64_t>(ix_->words(), static_cast<int64_t>(bits.size()));
     const uint32_t* b = bits.data();
+    if (static_cast<int64_t>(bits.nz.size()) * 8 < w) {  // a few hundred tokens: their words only
+      for (int32_t k : bits.nz) {
+        if (k >= w) break;
+        if (mask[k] & b[k]) return true;
+      }
+      return false;
+    }
     int64_t k = 0;
 #if defined(__SSE2__)
     for (; k + 16 <= w; k += 16) {
