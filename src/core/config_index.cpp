@@ -1802,6 +1802,7 @@ class ConfigIndex final : public structgen::IndexView {
     static constexpr int kVSlots = 64;
     int64_t vkey[kVSlots];
     int8_t vloops[kVSlots];
+    int8_t vtotal[kVSlots];  // (the subtracting walk's plain_total of the frame)
     uint64_t vclasses[kVSlots];
     // the configurations of frames (r, t, p) a walk leaves the DFA rows at (frame_config)
     int32_t fkey[kVSlots][3];
@@ -1863,6 +1864,7 @@ class ConfigIndex final : public structgen::IndexView {
     if (c.vkey[h] != key) {
       c.vkey[h] = key;
       c.vloops[h] = -1;
+      c.vtotal[h] = -1;
       c.vclasses[h] = kUnknownClasses;
     }
     return h;
@@ -1891,6 +1893,19 @@ class ConfigIndex final : public structgen::IndexView {
   bool cached_vloops(RowCache& c, int32_t r, int32_t s, const int32_t* row) {
     int8_t& known = c.vloops[cached_vslot(c, r, s)];
     if (known < 0) known = plain_loop(row, s) ? 1 : 0;
+    return known != 0;
+  }
+  // plain_total of the frame (r, s, p) alone, for any p: its rule's total_state
+  bool cached_vtotal(RowCache& c, int32_t r, int32_t s) {
+    int8_t& known = c.vtotal[cached_vslot(c, r, s)];
+    if (known < 0) {
+      if (rules_[r].counter) {
+        known = 0;
+      } else {
+        std::lock_guard<std::recursive_mutex> g(mu_);
+        known = total_state(r, s) ? 1 : 0;
+      }
+    }
     return known != 0;
   }
   uint64_t cached_vclasses(RowCache& c, int32_t r, int32_t s, const int32_t* row) {
@@ -1937,6 +1952,8 @@ class ConfigIndex final : public structgen::IndexView {
     if (t.max_tok >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
     RowCache cache;
     const int32_t** const row_at = row_at_buffer();
+    cache.virt_at = virt_at_buffer();
+    cache.virt_at[1].simple = nullptr;  // (the root's row is a configuration's)
     row_at[1] = row(cid);
     const Trie::Node* N = t.packed.data();
     auto one = [&](int64_t at) {
@@ -2035,7 +2052,7 @@ class ConfigIndex final : public structgen::IndexView {
     // a configuration's row was most of a first visit's time (a full row per trie node: 256
     // successors scanned, their configurations closed). Masks only: successor lists need the
     // configurations, and the subtracting walk asks plain_total of them.
-    constexpr bool kVirtual = kMask && !kCollect && !kSubtract;
+    constexpr bool kVirtual = kMask && !kCollect;
     VirtAt* const virt_at = kVirtual ? cache.virt_at : nullptr;
     const Trie::Node* N = t.packed.data();
     while (i < stop) {
@@ -2046,6 +2063,11 @@ class ConfigIndex final : public structgen::IndexView {
         const VirtAt& va = virt_at[n.depth];
         if (va.simple != nullptr) {
           if (next < 0) {
+            if constexpr (kSubtract) {  // (every rejected token is cleared)
+              clear_subtree(t, i, mask);
+              i = n.end;
+              continue;
+            }
             // (past the subtree below a rejected byte)
             i = cache.siblings ? next_sibling<true>(t, i, row_at[n.depth]) : n.end;
             continue;
@@ -2058,9 +2080,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (!virt && next == kDead) {
         if constexpr (kSubtract) {
-          const int32_t* ids = t.toks.data() + t.tok_before[i];
-          for (int64_t k = 0, m = t.tok_before[n.end] - t.tok_before[i]; k < m; ++k)
-            mask[ids[k] >> 5] &= ~(1u << (ids[k] & 31));
+          clear_subtree(t, i, mask);
           i = n.end;  // the whole subtree below a rejected byte (every rejected one is cleared)
         } else if (!cache.siblings) {
           i = n.end;
@@ -2104,7 +2124,12 @@ class ConfigIndex final : public structgen::IndexView {
             const int32_t r = va.r;
             const int32_t* drow = va.trans + static_cast<int64_t>(st) * 256;
             // (a loop of the frame's state is a loop of its configuration)
-            if constexpr (kPlainLoops) {
+            if constexpr (kSubtract) {  // (plain_total of a frame alone: its state's total_state)
+              if (cached_vloops(cache, r, st, drow) || cached_vtotal(cache, r, st)) {
+                i = n.end;
+                continue;
+              }
+            } else if constexpr (kPlainLoops) {
               if (cached_vloops(cache, r, st, drow)) {
                 set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
                 i = n.end;
@@ -2148,6 +2173,13 @@ class ConfigIndex final : public structgen::IndexView {
       }
       ++i;
     }
+  }
+
+  // Clear the tokens of node i's subtree of `t` from `mask` (the subtracting walk's rejection).
+  static void clear_subtree(const Trie& t, int64_t i, uint32_t* mask) {
+    const int32_t* ids = t.toks.data() + t.tok_before[i];
+    for (int64_t k = 0, m = t.tok_before[t.packed[static_cast<size_t>(i)].end] - t.tok_before[i]; k < m; ++k)
+      mask[ids[k] >> 5] &= ~(1u << (ids[k] & 31));
   }
 
   // The node a walk goes on with after rejecting node i of `t`: the next sibling whose byte
@@ -2990,9 +3022,20 @@ class ConfigIndex final : public structgen::IndexView {
       auto it = plain_loop_.find(cid);
       if (it != plain_loop_.end()) return it->second;
     }
-    const int32_t* r = row(cid);
     bool hit = true;
-    for (uint8_t b : plain_bytes()) hit = hit && r[b] == cid;
+    const int64_t v = virt_.load(cid);
+    if (v >= 0) {
+      // A frame alone in a simple state loops where its state does (its other states are
+      // other configurations): read from the DFA row, no byte row made. At a property name's
+      // start each first byte of a declared name leads to such a configuration, and their
+      // rows, made here only to be asked this, were a third of a large object's name start.
+      const int32_t s = static_cast<int32_t>(v & 0xFFFFFFFF);
+      const int32_t* t = rules_[static_cast<size_t>(v >> 32)].trans + static_cast<int64_t>(s) * 256;
+      for (uint8_t b : plain_bytes()) hit = hit && t[b] == s;
+    } else {
+      const int32_t* r = row(cid);
+      for (uint8_t b : plain_bytes()) hit = hit && r[b] == cid;
+    }
     std::lock_guard<std::recursive_mutex> g(mu_);
     plain_loop_.emplace(cid, hit);
     return hit;

@@ -1212,15 +1212,7 @@ class NameIndex {
       // never cleared. Only its head is stepped (the separator and the quote, rows its
       // candidates share), not a new byte row per byte of the prefix (with a few dozen names
       // written, most of a name start's first fill).
-      const Fed fed = feed(st, bytes, after);
-      if (fed == kDuplicate) continue;
-      const NameState& a = fed == kSame ? st : after;
-      if (a.mode != kKey) continue;
-      // A name so far that no written name of its object starts with (the first name of an
-      // object the token opens, say) ends fresh however it ends: the token is kept without
-      // stepping the configuration through it (the few hundred tokens of Llama-3 that end one
-      // name and start the next were most of a name start's clears).
-      if (!may_trap(a)) continue;
+      // (the grammar's answer first, as above: no lexer state is made for the token)
       const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
       const auto n = static_cast<int64_t>(bytes.size());
       int64_t cut = n;
@@ -1228,6 +1220,15 @@ class NameIndex {
       const int32_t open = cut == 0 ? cid : ix_->step_bytes(cid, data, cut);
       if (open == 0) continue;
       if (cut < n && ix_->plain_total(open)) continue;
+      const Fed fed = feed(st, bytes, after);
+      if (fed == kDuplicate) continue;
+      const NameState& a = fed == kSame ? st : after;
+      if (a.mode != kKey) continue;
+      // A name so far that no written name of its object starts with (the first name of an
+      // object the token opens, say) ends fresh however it ends: the token is kept without
+      // a search (the few hundred tokens of Llama-3 that end one name and start the next
+      // were most of a name start's clears).
+      if (!may_trap(a)) continue;
       const int32_t succ = cut == n ? open : ix_->step_bytes(open, data + cut, n - cut);
       if (succ == 0) continue;
       if (!ends_fresh(succ, a, chains)) row.clear(t);
@@ -1283,16 +1284,19 @@ class NameIndex {
               kScanned &&
           (mode_after != kOutside || !expect_after))
         return;  // not right after a separator
+      // (the grammar's answer first: where a name may go on with any plain bytes after the
+      // quote, as in every object that takes undeclared names, the next name ends fresh for
+      // any names written, and the two lexer states this token would make are not needed)
+      const int32_t succ =
+          ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+      if (succ == 0) return;
+      const int32_t open = ix_->step_bytes(succ, &quote, 1);
+      if (open == 0 || ix_->plain_total(open)) return;
       const Fed fed = feed(st, bytes, after);
       if (fed == kDuplicate) return;
       const NameState& a = fed == kSame ? st : after;
       const Names* names = a.top_names();
       if (a.mode != kOutside || !a.expect_key || names == nullptr || names->empty()) return;
-      const int32_t succ =
-          ix_->step_bytes(cid, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
-      if (succ == 0) return;
-      const int32_t open = ix_->step_bytes(succ, &quote, 1);
-      if (open == 0) return;
       NameState in_name;
       if (feed(a, &quote, 1, in_name) != kNew || in_name.mode != kKey) return;
       // (the name so far is empty and unescaped here: the configuration and the open
