@@ -13,7 +13,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from structgen import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
+from structgen import GrammarCompiler, GrammarMatcher, allocate_token_bitmask, schema_to_grammar
 from structgen.runtime.budget import TokenBudget
 from structgen.runtime.names import INITIAL, decode_name
 
@@ -337,3 +337,21 @@ def test_no_dead_end_after_a_comma_when_only_written_names_are_left(compiler, in
         out, done, _ = random_walk(GrammarMatcher(compiled), info, rng, max_steps=200, stop_p=0.5)
         if done:
             assert _distinct(out.decode("utf-8")), out
+
+
+@pytest.mark.parametrize("schema, traps", [
+    ({"type": "object", "properties": {"a": {}}}, False),  # declared in order, any other name after
+    ({"type": "array", "items": {"type": "object", "additionalProperties": {"type": "string"}}}, False),
+    ({"type": "object", "patternProperties": {"^\\d+$": {"type": "integer"}}}, False),  # every class kept
+    ({}, False),  # any JSON value: objects take any names
+    ({"type": "object", "propertyNames": {"maxLength": 2}}, True),
+    ({"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False}, True),  # the rest dropped
+    ({"type": "object", "properties": {"o": {"type": "object", "propertyNames": {"enum": ["a", "b"]}}}}, True),
+])
+def test_names_can_trap_only_where_an_object_limits_its_other_names(schema, traps):
+    """Without a limit on the undeclared names (or without undeclared names), no name half
+    written runs out of fresh endings: the matchers clear only repeats. (The reference
+    comparison in test_names_reference runs its dead-end clears on such grammars too, and
+    they take nothing there.)"""
+    grammar = schema_to_grammar(schema)
+    assert grammar.free_names and grammar.names_can_trap is traps

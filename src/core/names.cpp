@@ -764,8 +764,8 @@ struct Found {
 // The name clears of one grammar's configurations (one per TokenIndex) and their memos.
 class NameIndex {
  public:
-  NameIndex(py::object index, std::shared_ptr<const NameTables> tables)
-      : index_ref_(std::move(index)), ix_(index_ref_.cast<IndexView*>()), tables_(std::move(tables)) {
+  NameIndex(py::object index, std::shared_ptr<const NameTables> tables, bool traps)
+      : index_ref_(std::move(index)), ix_(index_ref_.cast<IndexView*>()), tables_(std::move(tables)), traps_(traps) {
     if (tables_ == nullptr) throw std::invalid_argument("tables are required");
     if (tables_->words < ix_->words()) throw std::invalid_argument("name tables narrower than the index's masks");
   }
@@ -818,8 +818,10 @@ class NameIndex {
     structgen::Scratch<std::vector<int32_t>> touched(touched_tl);
     ClearedRow out{row_words < w ? copy.data() : row, w, touched.value};
     clear_duplicate_closers(st, cid, mask, out);
-    clear_dead_names(st, cid, mask, out);
-    clear_dead_separators(st, cid, mask, out);
+    if (traps_) {
+      clear_dead_names(st, cid, mask, out);
+      clear_dead_separators(st, cid, mask, out);
+    }
     std::sort(out.touched.begin(), out.touched.end());
     out.touched.erase(std::unique(out.touched.begin(), out.touched.end()), out.touched.end());
     // most first clears change nothing (a position inside a value, a name with no written
@@ -848,9 +850,23 @@ class NameIndex {
   // leaves the decoding to the lexer (escaped). Closing quotes (`"`, `":`, `":"`) no longer
   // send a declared name's last position through the key, memo and three clears, which cost
   // about half as much as the mask itself.
+  //
+  // Without traps (Grammar.names_can_trap false) only repeats are cleared: a name written
+  // whole needs a quote to close it and one to open it (3 from inside a value string, 2
+  // between values, the current name's closing quote inside a name: only where a written name
+  // starts with the name so far); an escape before the first quote is the lexer's to decode.
   bool clears_nothing(const NameState& st, const uint32_t* mask) const {
+    const NameTables& T = *tables_;
+    if (!traps_) {
+      if (st.esc) return false;
+      switch (st.mode) {
+        case kKey: return !may_trap(st) && !intersects(mask, T.closers_or_escaped);
+        case kValue: return !intersects(mask, T.at_least[3]) && !intersects(mask, T.escaped);
+        default: return !intersects(mask, T.at_least[2]) && !intersects(mask, T.escaped);
+      }
+    }
     if (st.mode != kKey || st.esc || may_trap(st)) return false;
-    return !intersects(mask, tables_->key_clearable);
+    return !intersects(mask, T.key_clearable);
   }
 
   // Whether `mask` holds a token of `bits`; all-zero stretches of the mask are skipped 64
@@ -1496,6 +1512,7 @@ class NameIndex {
   py::object index_ref_;  // keeps the ConfigIndex alive
   IndexView* ix_;
   std::shared_ptr<const NameTables> tables_;
+  const bool traps_;  // Grammar.names_can_trap: the dead-end clears run
   std::mutex mu_;
   std::unordered_map<int32_t, std::optional<std::string>> completions_;
   std::unordered_map<ClearKey, std::unique_ptr<const Diff>, ClearKey::Hash> cleared_;  // (null: nothing cleared)
@@ -1839,7 +1856,8 @@ void register_names(py::module_& m) {
       .def(py::init<const py::sequence&, int64_t>(), py::arg("token_bytes"), py::arg("words"))
       .def_property_readonly("words", [](const NameTables& t) { return t.words; });
   py::class_<NameIndex, std::shared_ptr<NameIndex>>(m, "NameIndex")
-      .def(py::init<py::object, std::shared_ptr<const NameTables>>(), py::arg("index"), py::arg("tables"))
+      .def(py::init<py::object, std::shared_ptr<const NameTables>, bool>(), py::arg("index"), py::arg("tables"),
+           py::arg("traps") = true)
       .def(
           "clear",
           [](NameIndex& ni, const NameState& st, int32_t cid, u32w& row) {

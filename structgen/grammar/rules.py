@@ -27,6 +27,13 @@ class Grammar:
     """The language is JSON text with objects whose member names the grammar does not fix
     (any name, a pattern): matchers then keep the names of each object distinct, which no
     context-free grammar can say (see ``structgen.runtime.names``). Lark text does not carry it."""
+    names_can_trap: bool = field(default=True, compare=False)
+    """With ``free_names``: some object limits the names it takes beyond its declared ones
+    (``propertyNames``, a name class whose value schema is unsatisfiable), so a name half
+    written can have every ending taken already, or a comma no fresh name after it; matchers
+    then clear such tokens too. ``False`` (made by the JSON Schema converter where it holds)
+    when every object takes either only its declared names, in order, once each, or any other
+    name besides: neither can run out of fresh names, and only repeats are cleared."""
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
     """For grammars made from a JSON Schema: the JSON pointer of the construct each rule was
     generated from, so an automaton too large to build names the part of the schema that grew."""

@@ -226,7 +226,7 @@ class GrammarCompiler:
                 if isinstance(grammar, str):
                     text = grammar
                     return self._cached(("lark", text, start), lambda: Grammar.from_lark(text, start=start))
-                return self._cached(("grammar", str(grammar), grammar.start, grammar.free_names), lambda: grammar)
+                return self._cached(("grammar", str(grammar), grammar.start, grammar.free_names, grammar.names_can_trap), lambda: grammar)
         except RecursionError:
             raise GrammarError("the grammar nests too deeply to compile") from None
 

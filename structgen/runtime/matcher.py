@@ -76,7 +76,8 @@ class GrammarMatcher:
         # in each open object, one entry per history entry; None (no work at all) otherwise.
         self._names: list[NameState] | None = [INITIAL] if self.compiled.free_names else None
         # the grammar's native name clears (made once per index, with the vocabulary's tables: not in a fill)
-        self._name_index = name_index(self._index) if self._names is not None else None
+        traps = getattr(getattr(self.compiled, "grammar", None), "names_can_trap", True)
+        self._name_index = name_index(self._index, traps=traps) if self._names is not None else None
         self._terminated = False
 
     @property

@@ -64,16 +64,18 @@ def name_tables(info: TokenizerInfo) -> _core.NameTables:
     return tables
 
 
-def name_index(index: TokenIndex) -> _core.NameIndex:
+def name_index(index: TokenIndex, *, traps: bool = True) -> _core.NameIndex:
     """The native name clears of one grammar's configurations, with their memos (made once
-    per index; matchers make it when they start, so a fill does not)."""
+    per index; matchers make it when they start, so a fill does not). ``traps``:
+    :attr:`Grammar.names_can_trap` of the index's grammar (``False``: only repeats are
+    cleared; an index made with ``True`` first keeps all clears, which is never wrong)."""
     ni = _INDEXES.get(index)
     if ni is None:
         tables = name_tables(index.info)
         with _lock:
             ni = _INDEXES.get(index)
             if ni is None:
-                ni = _INDEXES[index] = _core.NameIndex(index._native, tables)
+                ni = _INDEXES[index] = _core.NameIndex(index._native, tables, traps)
     return ni
 
 

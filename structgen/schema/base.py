@@ -171,6 +171,7 @@ class ConverterBase(ABC):
         # anyOf, and only a whole schema that is empty is refused, with the first reason
         self.empty_reasons: list[SchemaError] = []
         self.free_names = False  # some object takes names the grammar does not fix
+        self.names_can_trap = False  # ... and limits them beyond its declared ones (Grammar.names_can_trap)
         self.refuse_empty = False
         self.legacy_ref = legacy_dialect(root)
         self._doc: SchemaDocument | None = None

@@ -168,12 +168,16 @@ class ObjectsMixin(ConverterBase):
             self.unsupported("patternProperties", _ptr(ptr, "patternProperties"), str(exc))
             return None
         out = []
+        # any name but the declared ones has fresh endings whatever was written; names limited
+        # further (propertyNames, a class dropped below) may not: Grammar.names_can_trap
+        limited = names_schema is not True
         for names, chosen in regions:
             value: Any = additional if not chosen else True
             for p in chosen:
                 value = self.merged(value, patterns[p], _ptr(ptr, "patternProperties", p))
             v = self.node(value, _ptr(ptr, "patternProperties", chosen[0]) if chosen else _ptr(ptr, "additionalProperties"))
             if v == NOTHING:
+                limited = True
                 continue
             if deferred:  # names is chars*: the difference, built JSON-encoded at once
                 assert isinstance(names, Repeat) and isinstance(names.item, CharSet)
@@ -183,6 +187,7 @@ class ObjectsMixin(ConverterBase):
             out.append((seq(Lit('"'), encoded, Lit('"')), v))
         if out:
             self.free_names = True
+            self.names_can_trap = self.names_can_trap or limited
         return out or None
 
     def string_language(self, schema: Any, ptr: str) -> Expr | None:

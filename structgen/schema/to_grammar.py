@@ -109,7 +109,8 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         self.rules = rules
         self.origins["start"] = ""
         return Grammar(self.rules, "start", tuple(self.warnings) + tuple(dict.fromkeys(self.notes)),
-                       free_names=self.free_names, origins=self.origins, constructs=self.constructs)
+                       free_names=self.free_names, names_can_trap=self.names_can_trap, origins=self.origins,
+                       constructs=self.constructs)
 
     def _check_metaschema(self, node: Any = None, ptr: str = "") -> None:
         """Validate ``node`` (default: the root) against the root's metaschema.
