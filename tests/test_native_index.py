@@ -187,8 +187,8 @@ BOUNDED_NAME_SCHEMA = {"type": "object", "properties": {"abc": {"type": "integer
 
 def test_bounded_name_start_equals_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, BOUNDED_NAME_SCHEMA, b'{"abc":1,"a#":2,"cq":3}')
-        pair.walk_tokens(compiled, info, np.random.default_rng(3), walks=2, max_steps=10)
+        compiled, pair = _walked_pair(info, BOUNDED_NAME_SCHEMA, b'{"abc":1,"a#":2,"cq":3}', 3, walks=2,
+                                      max_steps=10)
         assert pair.states > 10
     # a token spelled twice ("abcd": the tries hold one of the two) goes with its twin
     info = toy_info([b"abcd", b"abcd", b"ab", b"abc", b"cat", b"cats"])
@@ -208,18 +208,21 @@ CLASS_LOOP_SCHEMA = {"type": "object", "properties": {
 CLASS_LOOP_TEXT = b'{"p":"abc_dead_0812","q":"www.example-9.org","r":"x=1;y=[2]","s":"Hello World"}'
 
 
-def _walked_pair(info, schema, text: bytes) -> tuple:
-    """A fresh compile of ``schema`` paired with the reference, ``text`` walked in both."""
+def _walked_pair(info, schema, text: bytes, seed: int | None = None, *, walks: int = 2, max_steps: int = 15) -> tuple:
+    """A fresh compile of ``schema`` paired with the reference, ``text`` walked in both, then
+    (with a ``seed``) seeded random walks of allowed tokens."""
     compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
     pair = Pair(compiled, successors=False)
     pair.walk_text(text)
+    if seed is not None:
+        pair.walk_tokens(compiled, info, np.random.default_rng(seed), walks=walks, max_steps=max_steps)
     return compiled, pair
 
 
 def test_class_loops_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT)
-        pair.walk_tokens(compiled, info, np.random.default_rng(5), walks=2, max_steps=15)
+        compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT, 5, walks=2,
+                                      max_steps=15)
         assert pair.states > 40
 
 
@@ -256,8 +259,8 @@ CLASS_CLOSURE_TEXT = (b'{"e":"john.doe+x_1@mail-2.example.com","t":"a1-b2c-d","w
 
 def test_class_closures_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, CLASS_CLOSURE_SCHEMA, CLASS_CLOSURE_TEXT)
-        pair.walk_tokens(compiled, info, np.random.default_rng(13), walks=3, max_steps=15)
+        compiled, pair = _walked_pair(info, CLASS_CLOSURE_SCHEMA, CLASS_CLOSURE_TEXT, 13, walks=3,
+                                      max_steps=15)
         assert pair.states > 60
         assert compiled.index.stats()["class_closures"] >= 4
 
@@ -278,14 +281,14 @@ KILLED_CHARS_TEXTS = ['{"12":1,"a٣b":[],"x١":"s","é":{}}', '{"x":"a","-7":[],
 @pytest.mark.parametrize("case", range(len(KILLED_CHARS_SCHEMAS)))
 def test_killed_characters_equal_reference(case, smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, KILLED_CHARS_SCHEMAS[case], KILLED_CHARS_TEXTS[case].encode())
-        pair.walk_tokens(compiled, info, np.random.default_rng(17 + case), walks=3, max_steps=10)
+        _, pair = _walked_pair(info, KILLED_CHARS_SCHEMAS[case], KILLED_CHARS_TEXTS[case].encode(), 17 + case,
+                               walks=3, max_steps=10)
         assert pair.states > 15
 
 
 def test_killed_characters_are_cleared_in_bulk(smollm2_info):
     # (\w keeps Unicode letters out of every name: SmolLM2's text tokens hold some)
-    compiled, pair = _walked_pair(smollm2_info, KILLED_CHARS_SCHEMAS[3], KILLED_CHARS_TEXTS[3].encode())
+    compiled, _ = _walked_pair(smollm2_info, KILLED_CHARS_SCHEMAS[3], KILLED_CHARS_TEXTS[3].encode())
     assert compiled.index.stats()["killed_char_loops"] >= 1
 
 
@@ -309,15 +312,15 @@ BOUNDED_TEXT_TEXT = ('{"m":"é東京x","n":"añb","l":"ü∂日本語 more","a":
 
 def test_bounded_text_equals_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, BOUNDED_TEXT_SCHEMA, BOUNDED_TEXT_TEXT)
-        pair.walk_tokens(compiled, info, np.random.default_rng(11), walks=3, max_steps=12)
+        compiled, pair = _walked_pair(info, BOUNDED_TEXT_SCHEMA, BOUNDED_TEXT_TEXT, 11, walks=3,
+                                      max_steps=12)
         assert pair.states > 50
 
 
 def test_class_repeats_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, CLASS_REPEAT_SCHEMA, CLASS_REPEAT_TEXT)
-        pair.walk_tokens(compiled, info, np.random.default_rng(7), walks=2, max_steps=15)
+        compiled, pair = _walked_pair(info, CLASS_REPEAT_SCHEMA, CLASS_REPEAT_TEXT, 7, walks=2,
+                                      max_steps=15)
         assert pair.states > 80
         assert compiled.index.stats()["classes"] >= 2
 
