@@ -224,6 +224,7 @@ def test_class_loops_equal_reference(smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT, 5, walks=2,
                                       max_steps=15)
         assert pair.states > 40
+        assert compiled.index.stats()["text_classes"] >= 1  # (\S+: its text tokens in bulk)
 
 
 # A character class repeated, bounded or not ([a-z0-f]{40}, [a-zA-Z0-9_.]+ with maxLength, or
