@@ -2575,22 +2575,36 @@ class ConfigIndex final : public structgen::IndexView {
     const int32_t* ra = row(a);
     for (uint8_t b : plain)
       if ((taken[b >> 6] >> (b & 63) & 1u) ? ra[b] != a : ra[b] != kDead) return false;
+    // (a class of ASCII bytes alone, `[a-z0-9.-]+`: the walk rejects every token that is not
+    // plain at its first byte outside the class, cheaper than asking the characters)
+    bool any_lead = false;
+    for (int b = 0xC2; b <= 0xF4 && !any_lead; ++b) any_lead = ra[b] != kDead;
+    if (!any_lead) return false;
     const CharKill ka = char_kill(a);
     if (ka.killed == nullptr || (ka.target != a && ka.target != kNoChars)) return false;
     if (a != cid) {
       const CharKill kc = char_kill(cid);
       if (kc.killed == nullptr || (kc.target != a && kc.target != kNoChars) || *kc.killed != *ka.killed) return false;
     }
-    const uint32_t* bits = V.text_class_tokens(taken);
-    if (bits == nullptr) return false;
-    for (int64_t w = 0; w < words_; ++w) mask[w] |= bits[w];
-    // (before the walk of Plain::other, which sets its own tokens exactly)
-    const Vocab::CharIndex& ci = V.char_index();
-    for (int32_t c : *ka.killed)
-      for (int64_t k = ci.off[static_cast<size_t>(c)]; k < ci.off[static_cast<size_t>(c) + 1]; ++k) {
-        const int32_t t = ci.toks[static_cast<size_t>(k)];
-        mask[t >> 5] &= ~(1u << (t & 31));
-      }
+    // Every text token holds a character from U+0080 up: where none is kept (`[a-z0-9.-]+`)
+    // none is allowed, and only Plain::other is walked; where many are rejected (\\w beside
+    // letters), clearing their tokens one by one costs more than the walk it replaces.
+    if (ka.target != kNoChars) {
+      static constexpr int64_t kMaxKilledTokens = 8192;
+      const Vocab::CharIndex& ci = V.char_index();
+      int64_t killed = 0;
+      for (int32_t c : *ka.killed) killed += ci.off[static_cast<size_t>(c) + 1] - ci.off[static_cast<size_t>(c)];
+      if (killed > kMaxKilledTokens) return false;
+      const uint32_t* bits = V.text_class_tokens(taken);
+      if (bits == nullptr) return false;
+      for (int64_t w = 0; w < words_; ++w) mask[w] |= bits[w];
+      // (before the walk of Plain::other, which sets its own tokens exactly)
+      for (int32_t c : *ka.killed)
+        for (int64_t k = ci.off[static_cast<size_t>(c)]; k < ci.off[static_cast<size_t>(c) + 1]; ++k) {
+          const int32_t t = ci.toks[static_cast<size_t>(k)];
+          mask[t >> 5] &= ~(1u << (t & 31));
+        }
+    }
     walk(cid, V.plain->other, nullptr, mask, nullptr, nullptr);
     text_classes_.fetch_add(1, std::memory_order_relaxed);
     return true;
