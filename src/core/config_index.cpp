@@ -2412,7 +2412,7 @@ class ConfigIndex final : public structgen::IndexView {
     // engines agree (without U+2028, or Unicode digits with \\d). Their tokens are cleared
     // at the end; walking every token that is not plain instead was 0.5 ms at 128K tokens.
     bool all_text = true;
-    std::shared_ptr<const std::vector<int32_t>> killed;
+    const std::vector<int32_t>* killed = nullptr;  // (the index's own lists: no reference counts shared between threads)
     for (size_t k = 0; k < plain.size() && all_text; ++k)
       if (good[k] && !(k > 0 && good[k - 1] && into[k] == into[k - 1])) all_text = text_loop_killing(into[k], killed);
     if (all_text) {
@@ -2425,7 +2425,7 @@ class ConfigIndex final : public structgen::IndexView {
       bool multi_whole = multi == kNoChars || (multi != kNone && text_loop_killing(multi, killed));
       if (!multi_whole && multi == kNone && killed != nullptr) {
         // the first character from U+0080 up: to one such configuration, or killed alike
-        const CharKill first = char_kill(cid);
+        const CharKill& first = char_kill(cid);
         multi_whole = first.target != kNone && first.killed != nullptr && *first.killed == *killed &&
                       (first.target == kNoChars || text_loop_killing(first.target, killed));
         if (multi_whole) multi = first.target;
@@ -2580,10 +2580,10 @@ class ConfigIndex final : public structgen::IndexView {
     bool any_lead = false;
     for (int b = 0xC2; b <= 0xF4 && !any_lead; ++b) any_lead = ra[b] != kDead;
     if (!any_lead) return false;
-    const CharKill ka = char_kill(a);
+    const CharKill& ka = char_kill(a);
     if (ka.killed == nullptr || (ka.target != a && ka.target != kNoChars)) return false;
     if (a != cid) {
-      const CharKill kc = char_kill(cid);
+      const CharKill& kc = char_kill(cid);
       if (kc.killed == nullptr || (kc.target != a && kc.target != kNoChars) || *kc.killed != *ka.killed) return false;
     }
     // Every text token holds a character from U+0080 up: where none is kept (`[a-z0-9.-]+`)
@@ -2651,17 +2651,17 @@ class ConfigIndex final : public structgen::IndexView {
   // up that a token holds (Vocab::char_index) keeps it in place or is rejected, those
   // rejected being `killed` (char_index positions) if it is set, else setting it. An exact
   // text loop rejects none: `killed` is set to the empty list.
-  bool text_loop_killing(int32_t cid, std::shared_ptr<const std::vector<int32_t>>& killed) {
-    static const auto none = std::make_shared<const std::vector<int32_t>>();
+  bool text_loop_killing(int32_t cid, const std::vector<int32_t>*& killed) {
+    static const std::vector<int32_t> none;
     if (cid <= kDead) return false;
-    std::shared_ptr<const std::vector<int32_t>> mine;
+    const std::vector<int32_t>* mine;
     if (text_loop(cid)) {
-      mine = none;
+      mine = &none;
     } else {
       if (!loops_plain(cid)) return false;
-      const CharKill k = char_kill(cid);
+      const CharKill& k = char_kill(cid);
       if (k.killed == nullptr || (k.target != cid && k.target != kNoChars)) return false;
-      mine = k.killed;
+      mine = k.killed.get();
     }
     if (killed == nullptr) {
       killed = mine;
@@ -2679,7 +2679,8 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t target = kNone;
     std::shared_ptr<const std::vector<int32_t>> killed;
   };
-  CharKill char_kill(int32_t cid) {
+  // (the memo's entry: unordered_map nodes do not move, and entries are never erased)
+  const CharKill& char_kill(int32_t cid) {
     {
       std::lock_guard<std::recursive_mutex> g(mu_);
       auto it = char_kills_.find(cid);
@@ -2730,8 +2731,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
     }
     std::lock_guard<std::recursive_mutex> g(mu_);
-    char_kills_.emplace(cid, out);
-    return out;
+    return char_kills_.emplace(cid, std::move(out)).first->second;  // (a racing thread's, equal, may win)
   }
 
   // closure_class_walk's class: from the plain bytes flagged in `l`, the bytes some
