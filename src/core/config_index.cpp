@@ -591,41 +591,11 @@ struct Vocab {
     std::lock_guard<std::mutex> g(class_mu_);
     return classes_.size();
   }
-  const uint32_t* class_tokens(const ByteSet& set) const {
-    {
-      std::lock_guard<std::mutex> g(class_mu_);
-      auto it = classes_.find(set);
-      if (it != classes_.end()) return it->second.data();
-      if (classes_.size() >= kMaxClasses) return nullptr;
-    }
-    std::vector<uint32_t> bits(only_bits);
-    const auto& pb = plain_bytes();
-    for (size_t k = 0; k < pb.size(); ++k) {
-      if (set[pb[k] >> 6] >> (pb[k] & 63) & 1u) continue;
-      const uint32_t* w = with_byte.data() + k * static_cast<size_t>(plain_words);
-      for (int64_t i = 0; i < plain_words; ++i) bits[static_cast<size_t>(i)] &= ~w[i];
-    }
-    std::lock_guard<std::mutex> g(class_mu_);
-    return classes_.emplace(set, std::move(bits)).first->second.data();  // a racing thread's, equal, may win
-  }
+  const uint32_t* class_tokens(const ByteSet& set) const { return tokens_within(classes_, only_bits, with_byte, set); }
   // The text tokens (Plain::text) whose plain bytes are all in `set`, as a bitmask made on
   // first use like class_tokens(); nullptr once kMaxClasses such sets are kept. Any thread.
   const uint32_t* text_class_tokens(const ByteSet& set) const {
-    {
-      std::lock_guard<std::mutex> g(class_mu_);
-      auto it = text_classes_.find(set);
-      if (it != text_classes_.end()) return it->second.data();
-      if (text_classes_.size() >= kMaxClasses) return nullptr;
-    }
-    std::vector<uint32_t> bits(plain->text);
-    const auto& pb = plain_bytes();
-    for (size_t k = 0; k < pb.size(); ++k) {
-      if (set[pb[k] >> 6] >> (pb[k] & 63) & 1u) continue;
-      const uint32_t* w = text_with_byte.data() + k * static_cast<size_t>(plain_words);
-      for (int64_t i = 0; i < plain_words; ++i) bits[static_cast<size_t>(i)] &= ~w[i];
-    }
-    std::lock_guard<std::mutex> g(class_mu_);
-    return text_classes_.emplace(set, std::move(bits)).first->second.data();
+    return tokens_within(text_classes_, plain->text, text_with_byte, set);
   }
   std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
   // Per node of `trie`: the byte classes (byte_class()) of every byte below it. A subtree whose
@@ -916,6 +886,27 @@ struct Vocab {
       x.toks.push_back(pairs[k].second);
     }
     x.off.push_back(static_cast<int64_t>(x.toks.size()));
+  }
+
+  // `all` less the tokens holding a plain byte outside `set` (by_byte: per plain byte, the
+  // tokens of `all` holding it), memoised in `memo` (class_tokens, text_class_tokens)
+  const uint32_t* tokens_within(std::map<ByteSet, std::vector<uint32_t>>& memo, const std::vector<uint32_t>& all,
+                                const std::vector<uint32_t>& by_byte, const ByteSet& set) const {
+    {
+      std::lock_guard<std::mutex> g(class_mu_);
+      auto it = memo.find(set);
+      if (it != memo.end()) return it->second.data();
+      if (memo.size() >= kMaxClasses) return nullptr;
+    }
+    std::vector<uint32_t> bits(all);
+    const auto& pb = plain_bytes();
+    for (size_t k = 0; k < pb.size(); ++k) {
+      if (set[pb[k] >> 6] >> (pb[k] & 63) & 1u) continue;
+      const uint32_t* w = by_byte.data() + k * static_cast<size_t>(plain_words);
+      for (int64_t i = 0; i < plain_words; ++i) bits[static_cast<size_t>(i)] &= ~w[i];
+    }
+    std::lock_guard<std::mutex> g(class_mu_);
+    return memo.emplace(set, std::move(bits)).first->second.data();  // a racing thread's, equal, may win
   }
 
   mutable std::mutex class_mu_;
