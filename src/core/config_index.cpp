@@ -683,31 +683,41 @@ struct Vocab {
     P.text_longest = most;
   }
 
-  // with_byte, from the plain tokens' trie: a node's bytes are its parent's and its own
+  // with_byte (and only_bits, with_byte_count), from the plain tokens' trie
   void index_plain_bytes() {
+    only_bits.assign(static_cast<size_t>(plain_words), 0);
+    index_bytes_held(plain->only, true, with_byte, [&](int32_t tok, size_t kk) {
+      only_bits[static_cast<size_t>(tok >> 5)] |= uint32_t(1) << (tok & 31);
+      ++with_byte_count[kk];
+    });
+  }
+
+  // by_byte[k]: the tokens of `t` holding plain byte k (plain_bytes() order), plain_words words
+  // each: a node's plain bytes are its parent's and its own. `all_plain`: every byte of `t`'s
+  // tokens must be plain (then every token holds one). on_token(token, k) for each plain byte
+  // k a token holds.
+  template <class OnToken>
+  void index_bytes_held(const Trie& t, bool all_plain, std::vector<uint32_t>& by_byte, OnToken&& on_token) {
     const auto& pb = plain_bytes();
     uint8_t pos[256];
     std::fill(std::begin(pos), std::end(pos), 0xFF);
     for (size_t k = 0; k < pb.size(); ++k) pos[pb[k]] = static_cast<uint8_t>(k);
-    const Trie& t = plain->only;
-    with_byte.assign(pb.size() * static_cast<size_t>(plain_words), 0);
-    only_bits.assign(static_cast<size_t>(plain_words), 0);
+    by_byte.assign(pb.size() * static_cast<size_t>(plain_words), 0);
     std::vector<std::array<uint64_t, 2>> held(static_cast<size_t>(t.max_depth) + 1, {0, 0});
     for (int64_t i = 1; i < t.nodes; ++i) {
       const Trie::Node& nd = t.packed[static_cast<size_t>(i)];
       const uint8_t k = pos[nd.byte];
-      if (k == 0xFF) throw std::invalid_argument("a plain token with a byte that is not plain");
+      if (k == 0xFF && all_plain) throw std::invalid_argument("a plain token with a byte that is not plain");
       auto& h = held[nd.depth];
       h = held[nd.depth - 1u];
-      h[k >> 6] |= uint64_t(1) << (k & 63);
+      if (k != 0xFF) h[k >> 6] |= uint64_t(1) << (k & 63);
       if (nd.tok < 0) continue;
-      if (nd.tok >= plain_words * 32) throw std::invalid_argument("a plain token beyond the plain bitmasks");
-      only_bits[static_cast<size_t>(nd.tok >> 5)] |= uint32_t(1) << (nd.tok & 31);
+      if (nd.tok >= plain_words * 32) throw std::invalid_argument("a token beyond the plain bitmasks");
       for (int j = 0; j < 2; ++j)
         for (uint64_t bits = h[j]; bits != 0; bits &= bits - 1) {
           const size_t kk = static_cast<size_t>(j * 64 + __builtin_ctzll(bits));
-          with_byte[kk * static_cast<size_t>(plain_words) + static_cast<size_t>(nd.tok >> 5)] |= uint32_t(1) << (nd.tok & 31);
-          ++with_byte_count[kk];
+          by_byte[kk * static_cast<size_t>(plain_words) + static_cast<size_t>(nd.tok >> 5)] |= uint32_t(1) << (nd.tok & 31);
+          on_token(nd.tok, kk);
         }
     }
   }
@@ -777,30 +787,8 @@ struct Vocab {
   const CharIndex& char_index() const { return char_index_; }
 
  private:
-  // text_with_byte, from the text tokens' trie: a node's plain bytes are its parent's and its own
-  void index_text_plain_bytes() {
-    const auto& pb = plain_bytes();
-    uint8_t pos[256];
-    std::fill(std::begin(pos), std::end(pos), 0xFF);
-    for (size_t k = 0; k < pb.size(); ++k) pos[pb[k]] = static_cast<uint8_t>(k);
-    const Trie& t = plain->text_trie;
-    text_with_byte.assign(pb.size() * static_cast<size_t>(plain_words), 0);
-    std::vector<std::array<uint64_t, 2>> held(static_cast<size_t>(t.max_depth) + 1, {0, 0});
-    for (int64_t i = 1; i < t.nodes; ++i) {
-      const Trie::Node& nd = t.packed[static_cast<size_t>(i)];
-      auto& h = held[nd.depth];
-      h = held[nd.depth - 1u];
-      const uint8_t k = pos[nd.byte];
-      if (k != 0xFF) h[k >> 6] |= uint64_t(1) << (k & 63);
-      if (nd.tok < 0) continue;
-      if (nd.tok >= plain_words * 32) throw std::invalid_argument("a text token beyond the plain bitmasks");
-      for (int j = 0; j < 2; ++j)
-        for (uint64_t bits = h[j]; bits != 0; bits &= bits - 1) {
-          const size_t kk = static_cast<size_t>(j * 64 + __builtin_ctzll(bits));
-          text_with_byte[kk * static_cast<size_t>(plain_words) + static_cast<size_t>(nd.tok >> 5)] |= uint32_t(1) << (nd.tok & 31);
-        }
-    }
-  }
+  // text_with_byte, from the text tokens' trie
+  void index_text_plain_bytes() { index_bytes_held(plain->text_trie, false, text_with_byte, [](int32_t, size_t) {}); }
 
   void build_spellings() {
     const Trie& t = plain->only;
