@@ -258,14 +258,6 @@ CLASS_CLOSURE_TEXT = (b'{"e":"john.doe+x_1@mail-2.example.com","t":"a1-b2c-d","w
                       b'"h":"www.my-host.example9.org"}')
 
 
-def test_class_closures_equal_reference(smollm2_info, real_info):
-    for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, CLASS_CLOSURE_SCHEMA, CLASS_CLOSURE_TEXT, 13, walks=3,
-                                      max_steps=15)
-        assert pair.states > 60
-        assert compiled.index.stats()["class_closures"] >= 4
-
-
 # patternProperties keep names to the characters where ECMA-262 and Python read the patterns
 # alike: without U+2028 and U+2029, and without Unicode digits, word or space characters where
 # \d, \w or \s appear. A free name then loops on every character but those, which end it:
@@ -318,12 +310,20 @@ def test_bounded_text_equals_reference(smollm2_info, real_info):
         assert pair.states > 50
 
 
-def test_class_repeats_equal_reference(smollm2_info, real_info):
+# (schema, text, seed, walks, states at least, the stat of the shortcut, its count at least)
+CLASS_TABLE_CASES = {
+    "repeats": (CLASS_REPEAT_SCHEMA, CLASS_REPEAT_TEXT, 7, 2, 80, "classes", 2),
+    "closures": (CLASS_CLOSURE_SCHEMA, CLASS_CLOSURE_TEXT, 13, 3, 60, "class_closures", 4),
+}
+
+
+@pytest.mark.parametrize("case", list(CLASS_TABLE_CASES))
+def test_class_tables_equal_reference(case, smollm2_info, real_info):
+    schema, text, seed, walks, states, stat, served = CLASS_TABLE_CASES[case]
     for info in (smollm2_info, real_info):
-        compiled, pair = _walked_pair(info, CLASS_REPEAT_SCHEMA, CLASS_REPEAT_TEXT, 7, walks=2,
-                                      max_steps=15)
-        assert pair.states > 80
-        assert compiled.index.stats()["classes"] >= 2
+        compiled, pair = _walked_pair(info, schema, text, seed, walks=walks, max_steps=15)
+        assert pair.states > states
+        assert compiled.index.stats()[stat] >= served
 
 
 def test_class_repeat_tokens_on_a_toy_vocabulary():
