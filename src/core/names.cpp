@@ -847,9 +847,9 @@ class NameIndex {
   // object with names, or ends after a separator: it holds a comma (a name of this object or
   // an outer one comes after one; an object the token opens has no names yet) and, to leave
   // this string, a quote or backslash (commas_quoted). A backslash before the first quote
-  // leaves the decoding to the lexer (escaped). Closing quotes (`"`, `":`, `":"`) no longer
-  // send a declared name's last position through the key, memo and three clears, which cost
-  // about half as much as the mask itself.
+  // leaves the decoding to the lexer (escaped). So a declared name's last position, whose mask
+  // holds closing quotes (`"`, `":`, `":"`), skips the key, memo and clears, which cost about
+  // half as much as the mask itself.
   //
   // Without traps (Grammar.names_can_trap false) only repeats are cleared: a name written
   // whole needs a quote to close it and one to open it (3 from inside a value string, 2
