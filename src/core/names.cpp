@@ -585,6 +585,7 @@ struct NameTables {
   Bits at_least[4];             // [k], k = 1..3: tokens with at least k quote bytes
   Bits escaped;                 // quote tokens with a backslash before the first quote
   Bits closers_or_escaped;      // at_least[3] | escaped
+  Bits two_or_escaped;          // at_least[2] | escaped
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   Bits commas;                  // tokens holding a comma (the separators' dead-end check)
   Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
@@ -666,14 +667,17 @@ struct NameTables {
     }
     std::sort(plain_sorted.begin(), plain_sorted.end());
     closers_or_escaped.assign(w, 0);
+    two_or_escaped.assign(w, 0);
     key_clearable.assign(w, 0);
     for (int64_t k = 0; k < w; ++k) {
       closers_or_escaped[k] = at_least[3][k] | escaped[k];
+      two_or_escaped[k] = at_least[2][k] | escaped[k];
       key_clearable[k] = escaped[k] | commas_quoted[k];
     }
     for (auto& bits : at_least) bits.index();
     escaped.index();
     closers_or_escaped.index();
+    two_or_escaped.index();
     key_clearable.index();
     reopen.index();
     commas.index();
@@ -788,7 +792,7 @@ class NameIndex {
   // lookup wrote the reference count of the one empty diff most entries shared, a cache line
   // that the threads filling one batch took from each other at every row.
   bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey& key) {
-    if (clears_nothing(st, ix_->mask(cid))) return true;
+    if (clears_nothing(st, ix_->mask(cid)) || clear_unmemoised(st, cid, row, row_words)) return true;
     key.cid = cid;
     key.state = state_key(st);
     std::lock_guard<std::mutex> g(mu_);
@@ -803,8 +807,26 @@ class NameIndex {
   // clear() of a (cid, st) known not to be memoised: its mask was computed just now (no clear
   // of it can exist yet), or its memo was looked up already
   void clear_fresh(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
-    if (clears_nothing(st, ix_->mask(cid))) return;
+    if (clears_nothing(st, ix_->mask(cid)) || clear_unmemoised(st, cid, row, row_words)) return;
     clear_new(st, cid, row, row_words, ClearKey{cid, state_key(st)});
+  }
+
+  // Without traps (Grammar.names_can_trap false) the clears are the repeats alone
+  // (clear_duplicate_closers: a few quote tokens fed to the lexer, the written names that
+  // start with the name so far looked up): made on the row each time, with no memo. A memo
+  // cost more than it saved: every accepted token makes a new name state, whose key (its
+  // position and the open objects' names) was built for each lookup, and a first visit
+  // stored a diff under the lock. Over the first passes of the masks corpus with SmolLM2, per
+  // clear made (median CPU cycles): key 540, insert 300, the clear itself 430. False, row
+  // untouched, where the memoised path decides (traps; a row narrower than the masks).
+  bool clear_unmemoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
+    const int64_t w = ix_->words();
+    if (traps_ || row_words < w) return false;
+    static thread_local std::vector<int32_t> touched_tl;
+    structgen::Scratch<std::vector<int32_t>> touched(touched_tl);
+    ClearedRow out{row, w, touched.value};
+    clear_duplicate_closers(st, cid, ix_->mask(cid), out);
+    return true;
   }
 
   // clear() of a (cid, st) not memoised yet, whose memo key clear_if_memoised() made
@@ -854,15 +876,17 @@ class NameIndex {
   // Without traps (Grammar.names_can_trap false) only repeats are cleared: a name written
   // whole needs a quote to close it and one to open it (3 from inside a value string, 2
   // between values, the current name's closing quote inside a name: only where a written name
-  // starts with the name so far); an escape before the first quote is the lexer's to decode.
+  // starts with the name so far, else a second name's, 3); an escape before the first quote is
+  // the lexer's to decode, outside a name (inside one the name it closes still starts with the
+  // name so far: see clear_duplicate_closers).
   bool clears_nothing(const NameState& st, const uint32_t* mask) const {
     const NameTables& T = *tables_;
     if (!traps_) {
       if (st.esc) return false;
       switch (st.mode) {
-        case kKey: return !may_trap(st) && !intersects(mask, T.closers_or_escaped);
-        case kValue: return !intersects(mask, T.at_least[3]) && !intersects(mask, T.escaped);
-        default: return !intersects(mask, T.at_least[2]) && !intersects(mask, T.escaped);
+        case kKey: return !may_trap(st) && !intersects(mask, T.at_least[3]);
+        case kValue: return !intersects(mask, T.closers_or_escaped);
+        default: return !intersects(mask, T.two_or_escaped);
       }
     }
     if (st.mode != kKey || st.esc || may_trap(st)) return false;
@@ -1012,14 +1036,22 @@ class NameIndex {
       if (!prefix) {
         simulate = &T.at_least[1];
       } else {
+        // The name so far decodes whole (no escape pending), so any name a token closes
+        // starts with it: with no written name starting with it, only a token writing a
+        // second name (3 quotes: close this one, then `,"` and a name's closing quote) can
+        // repeat one. An escape before the first quote then changes nothing: Llama-3 has 44
+        // such tokens and a free name's mask takes them all, each fed to the lexer on every
+        // first visit inside a name.
+        bool started = false;
         if (const Names* names = st.top_names())
-          for (const Name& name : *names) {
-            if (!name || !starts_with(*name, *prefix)) continue;
-            auto it = T.by_prefix.find(name->substr(prefix->size()));
+          for (auto at = std::lower_bound(names->begin(), names->end(), prefix);
+               at != names->end() && *at && starts_with(**at, *prefix); ++at) {
+            started = true;
+            auto it = T.by_prefix.find((*at)->substr(prefix->size()));
             if (it != T.by_prefix.end())
               for (int32_t t : it->second) row.clear(t);
           }
-        simulate = &T.closers_or_escaped;
+        simulate = started ? &T.closers_or_escaped : &T.at_least[3];
       }
     } else if (st.mode == kOutside) {
       simulate = &T.at_least[2];
