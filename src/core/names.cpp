@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -582,18 +583,30 @@ using Ids = std::vector<int32_t>;
 struct NameTables {
   int64_t words = 0;
   std::vector<std::string> tb;  // token bytes (empty: none, a special token)
-  Bits at_least[4];             // [k], k = 1..3: tokens with at least k quote bytes
+  Bits at_least[3];             // [k], k = 1..2: tokens with at least k quote bytes
   Bits escaped;                 // quote tokens with a backslash before the first quote
-  Bits closers_or_escaped;      // at_least[3] | escaped
   Bits two_or_escaped;          // at_least[2] | escaped
+  // tokens holding, after their first quote, a `,` or `{` and then two more quotes: from
+  // inside a string, the only ones that can write a name after the one they close (a member
+  // name comes after a `,` or `{`, both its quotes after that)
+  Bits second_names;
+  Bits odd_or_second;           // escaped_odd | second_names
   Bits reopen;                  // at_least[2] tokens with an even number of quotes or a backslash
   Bits commas;                  // tokens holding a comma (the separators' dead-end check)
   Bits commas_quoted;           // ... and a quote or backslash: the only ones that leave a string
   // escaped | commas_quoted: inside a name that no written name of its object starts with,
   // the only tokens a clear may take (NameIndex::clears_nothing says why)
   Bits key_clearable;
-  // bytes before the first quote -> quote tokens without a backslash before it
-  std::unordered_map<std::string, Ids> by_prefix;
+  // the decoded bytes before a token's first unescaped quote -> the tokens closing a name
+  // with them (inside a name whose bytes so far decode whole, the name it closes is those
+  // bytes decoded, then these)
+  // (keys are views of `tb` or of `decoded_keys`: a lookup by a view of a written name copies
+  // nothing, where a string key cost an allocation per written name above 15 bytes)
+  std::unordered_map<std::string_view, Ids> by_prefix;
+  std::deque<std::string> decoded_keys;  // by_prefix's keys that are no token's bytes
+  // escaped tokens whose bytes before their first unescaped quote do not decode alone (an
+  // escape cut by the quote, a high surrogate waiting for its low half): always fed
+  Bits escaped_odd;
   // the tokens without quote or backslash, sorted by their bytes (views of `tb`): the tokens
   // spelling a prefix of a name are found by narrowing one range a byte at a time, and the
   // search ends where no token goes on (a hash lookup of every prefix of every name was most
@@ -629,6 +642,8 @@ struct NameTables {
     reopen.assign(w, 0);
     commas.assign(w, 0);
     commas_quoted.assign(w, 0);
+    second_names.assign(w, 0);
+    escaped_odd.assign(w, 0);
     std::string dec;
     for (size_t i = 0; i < n; ++i) {
       const std::string& b = tb[i];
@@ -658,26 +673,45 @@ struct NameTables {
         }
       }
       if ((count % 2 == 0 || b.find('\\') != std::string::npos) && count >= 2) reopen[i >> 5] |= bit;
-      for (size_t level = 1; level <= std::min<size_t>(count, 3); ++level) at_least[level][i >> 5] |= bit;
-      const std::string pre = b.substr(0, first);
-      if (pre.find('\\') != std::string::npos)
-        escaped[i >> 5] |= bit;
-      else
+      const size_t opener = b.find_first_of(",{", first + 1);
+      if (opener != std::string::npos && std::count(b.begin() + static_cast<ptrdiff_t>(opener), b.end(), '"') >= 2)
+        second_names[i >> 5] |= bit;
+      for (size_t level = 1; level <= std::min<size_t>(count, 2); ++level) at_least[level][i >> 5] |= bit;
+      const std::string_view pre = std::string_view(b).substr(0, first);
+      if (pre.find('\\') == std::string_view::npos) {
         by_prefix[pre].push_back(id);
+        continue;
+      }
+      escaped[i >> 5] |= bit;
+      size_t closing = 0;  // the first quote no backslash escapes (none: the token closes no name)
+      for (bool esc = false; closing < b.size(); ++closing) {
+        if (esc)
+          esc = false;
+        else if (b[closing] == '\\')
+          esc = true;
+        else if (b[closing] == '"')
+          break;
+      }
+      if (closing == b.size()) continue;
+      if (decode_name(reinterpret_cast<const uint8_t*>(b.data()), closing, dec) == Decoded::kName)
+        by_prefix[decoded_keys.emplace_back(dec)].push_back(id);
+      else
+        escaped_odd[i >> 5] |= bit;
     }
     std::sort(plain_sorted.begin(), plain_sorted.end());
-    closers_or_escaped.assign(w, 0);
     two_or_escaped.assign(w, 0);
+    odd_or_second.assign(w, 0);
     key_clearable.assign(w, 0);
     for (int64_t k = 0; k < w; ++k) {
-      closers_or_escaped[k] = at_least[3][k] | escaped[k];
       two_or_escaped[k] = at_least[2][k] | escaped[k];
+      odd_or_second[k] = escaped_odd[k] | second_names[k];
       key_clearable[k] = escaped[k] | commas_quoted[k];
     }
     for (auto& bits : at_least) bits.index();
     escaped.index();
-    closers_or_escaped.index();
     two_or_escaped.index();
+    second_names.index();
+    odd_or_second.index();
     key_clearable.index();
     reopen.index();
     commas.index();
@@ -874,18 +908,18 @@ class NameIndex {
   // half as much as the mask itself.
   //
   // Without traps (Grammar.names_can_trap false) only repeats are cleared: a name written
-  // whole needs a quote to close it and one to open it (3 from inside a value string, 2
-  // between values, the current name's closing quote inside a name: only where a written name
-  // starts with the name so far, else a second name's, 3); an escape before the first quote is
-  // the lexer's to decode, outside a name (inside one the name it closes still starts with the
-  // name so far: see clear_duplicate_closers).
+  // whole needs a quote to open it and one to close it (between values: 2; inside a string,
+  // the closing quote, then a `,` or `{` and a name's two quotes: second_names), or, inside a
+  // name, only its closing quote where a written name starts with the name so far (any name
+  // it closes does: see clear_duplicate_closers); an escape before the first quote between
+  // values is the lexer's to decode.
   bool clears_nothing(const NameState& st, const uint32_t* mask) const {
     const NameTables& T = *tables_;
     if (!traps_) {
       if (st.esc) return false;
       switch (st.mode) {
-        case kKey: return !may_trap(st) && !intersects(mask, T.at_least[3]);
-        case kValue: return !intersects(mask, T.closers_or_escaped);
+        case kKey: return !may_trap(st) && !intersects(mask, T.second_names);
+        case kValue: return !intersects(mask, T.second_names);
         default: return !intersects(mask, T.two_or_escaped);
       }
     }
@@ -1022,15 +1056,17 @@ class NameIndex {
   // The allowed tokens that would write a name twice in one object from `st`. A token closes
   // a name when it holds a quote ending one; from inside a name its first unescaped quote does
   // (looked up by the bytes before it: no per-token work). Any other way needs more quotes
-  // (open and close a name: 2, from a value string 3), and a second name of one object within
-  // one token needs 3: those few tokens are fed to the lexer one by one. Nothing written yet
-  // in any open object: only the latter.
+  // (open and close a name: 2; from inside a string, close it, then a `,` or `{` and a name's
+  // two quotes: NameTables::second_names), and those few tokens are fed to the lexer one by
+  // one. Nothing written yet in any open object: only a token writing two names can repeat
+  // one (second_names again).
   void clear_duplicate_closers(const NameState& st, int32_t cid, const uint32_t* mask, ClearedRow& row) {
     const NameTables& T = *tables_;
-    const Bits* simulate = &T.at_least[3];
+    // (nothing written in an open object, or inside a value string: only a token writing a
+    // second name can repeat one)
+    const Bits* simulate = &T.second_names;
     bool outside = false;
     if (st.named == 0) {
-      simulate = &T.at_least[3];
     } else if (st.mode == kKey) {
       const Name prefix = st.key_prefix();
       if (!prefix) {
@@ -1038,20 +1074,21 @@ class NameIndex {
       } else {
         // The name so far decodes whole (no escape pending), so any name a token closes
         // starts with it: with no written name starting with it, only a token writing a
-        // second name (3 quotes: close this one, then `,"` and a name's closing quote) can
-        // repeat one. An escape before the first quote then changes nothing: Llama-3 has 44
-        // such tokens and a free name's mask takes them all, each fed to the lexer on every
-        // first visit inside a name.
+        // second name can repeat one. An escape before the first quote then changes nothing:
+        // Llama-3 has 44 such tokens and a free name's mask takes them all, each fed to the
+        // lexer on every first visit inside a name. A token closing the name into a written
+        // one is cleared above by the decoded bytes before its quote (escaped ones too, but
+        // for the few that do not decode alone).
         bool started = false;
         if (const Names* names = st.top_names())
           for (auto at = std::lower_bound(names->begin(), names->end(), prefix);
                at != names->end() && *at && starts_with(**at, *prefix); ++at) {
             started = true;
-            auto it = T.by_prefix.find((*at)->substr(prefix->size()));
+            auto it = T.by_prefix.find(std::string_view(**at).substr(prefix->size()));
             if (it != T.by_prefix.end())
               for (int32_t t : it->second) row.clear(t);
           }
-        simulate = started ? &T.closers_or_escaped : &T.at_least[3];
+        simulate = started ? &T.odd_or_second : &T.second_names;
       }
     } else if (st.mode == kOutside) {
       simulate = &T.at_least[2];
