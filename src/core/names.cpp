@@ -1638,11 +1638,11 @@ struct FillJob {
 // is read: the helpers compute while the caller reads the other matchers (about 21 us of a
 // 0.26 ms first-visit step at batch 64 on 2 threads, which a second thread would otherwise
 // spend idle). Rows of a configuration already taken by an item wait for it and are copied
-// after the loop. With helpers running, the rows whose masks are
-// memoised are items too, after the missing ones (the larger pieces first, leaving the small
-// ones to even out the threads' ends: copy and name clears would otherwise be the caller's
-// serial part); without, the caller copies them, and only the name clears not memoised (from a
-// lexer state not met before, a search of the grammar) are shared out.
+// after the loop. With helpers running, the rows whose masks are memoised are items too, a few
+// rows each, after the missing ones (the larger pieces first, leaving the small ones to even
+// out the threads' ends: copy and name clears would otherwise be the caller's serial part);
+// without, the caller copies them, and only the name clears not memoised (from a lexer state
+// not met before, a search of the grammar) are shared out.
 //
 // Items are kept in lanes, one per thread, by row (row r in lane r % threads), and a thread
 // takes from its own lane first, then from the others (Pool::lane). A serving batch keeps a
@@ -1661,6 +1661,13 @@ class BatchFill {
           // the pool calls this once per item published (in any lane), so an item not taken
           // yet is always there to find, if not in this thread's lane then in another's
           const Item& it = items_[take()];
+          if (it.rows > 0) {  // memoised rows (it.job: the first of them in chunked_)
+            for (int64_t c = it.job; c < it.job + it.rows; ++c) {
+              const auto& [k, mask] = chunked_[static_cast<size_t>(c)];
+              write(jobs_[k], mask);
+            }
+            return;
+          }
           const FillJob& j = jobs_[it.job];
           if (it.mask != nullptr) {
             write(j, it.mask);
@@ -1684,7 +1691,7 @@ class BatchFill {
     } else if (!taken_.emplace(j.ix, j.cid).second) {
       waiting_.push_back(k);  // its mask is an item already: copied once that is done
     } else {
-      put({k, nullptr});
+      put({k, nullptr, 0}, static_cast<int>(j.r % lanes_));
       feed_.publish(items_n_);
     }
   }
@@ -1693,7 +1700,19 @@ class BatchFill {
   std::vector<int64_t> finish() {
     std::vector<int64_t> ready;  // memoised rows copied, their name clears still to compute
     if (feed_.started()) {
-      for (const auto& [k, mask] : memoised_) put({k, mask});
+      // In chunks of about 32 KB of rows per lane: every item costs its taker two atomic
+      // operations on lines the other thread writes too (hundreds of cycles each on this
+      // kind of machine), and once most rows of a batch have ended, a step's items were
+      // mostly stop-token rows of a few KB each.
+      const int64_t per = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(1, words_ * 4));
+      chunked_.reserve(memoised_.size());
+      for (int l = 0; l < lanes_; ++l) {
+        const int64_t from = static_cast<int64_t>(chunked_.size());
+        for (const auto& km : memoised_)
+          if (jobs_[km.first].r % lanes_ == l) chunked_.push_back(km);
+        const int64_t to = static_cast<int64_t>(chunked_.size());
+        for (int64_t c = from; c < to; c += per) put({c, nullptr, std::min(per, to - c)}, l);
+      }
       feed_.publish(items_n_);
     } else {
       for (const auto& [k, mask] : memoised_) {
@@ -1726,6 +1745,7 @@ class BatchFill {
   struct Item {
     int64_t job;
     const uint32_t* mask;  // null: computed by the item
+    int64_t rows;          // > 0: rows chunked_[job, job + rows) instead (memoised masks)
   };
   struct TakenHash {
     size_t operator()(const std::pair<const structgen::IndexView*, int32_t>& k) const {
@@ -1738,9 +1758,8 @@ class BatchFill {
     alignas(64) std::atomic<int64_t> next{0};  // items taken
   };
 
-  // An item into its row's lane (the caller, before publishing the new total to the pool).
-  void put(const Item& item) {
-    const int64_t k = jobs_[item.job].r % lanes_;
+  // An item into lane k (its rows' lane; the caller, before publishing the new total to the pool).
+  void put(const Item& item, int k) {
     Lane& l = lane_[static_cast<size_t>(k)];
     const int64_t at = l.n.load(std::memory_order_relaxed);
     items_[static_cast<size_t>(k * cap_ + at)] = item;
@@ -1784,6 +1803,7 @@ class BatchFill {
   const int threads_;
   int64_t added_ = 0, items_n_ = 0;
   std::vector<std::pair<int64_t, const uint32_t*>> memoised_;
+  std::vector<std::pair<int64_t, const uint32_t*>> chunked_;  // memoised_ by lane (helpers started)
   std::vector<int64_t> skipped_, waiting_;
   std::unordered_set<std::pair<const structgen::IndexView*, int32_t>, TakenHash> taken_;
   const std::function<void(int64_t)> body_;
@@ -1876,6 +1896,24 @@ class SlotReader {
   PyTypeObject* type_ = nullptr;  // the last class seen (a reference held)
   bool slots_ = false;
 };
+
+// The object of `T` a pybind11 instance of exactly T's class holds (nullptr for anything else:
+// the caller casts, which raises the error). Why: a cast looks the class up in pybind11's
+// type registry every time (about 60 CPU cycles), and a fill casts a name index and a state,
+// a batch fill two per row, an accepted token one.
+template <class T>
+const T* held(PyObject* o) {
+  static PyTypeObject* const cls = reinterpret_cast<PyTypeObject*>(py::type::of<T>().ptr());  // (registered first)
+  if (Py_TYPE(o) != cls) return nullptr;
+  const auto* inst = reinterpret_cast<const py::detail::instance*>(o);
+  if (!inst->simple_layout || !inst->simple_holder_constructed) return nullptr;
+  return static_cast<const T*>(inst->simple_value_holder[0]);
+}
+template <class T>
+T& held_or_cast(PyObject* o) {
+  const T* v = held<T>(o);
+  return v != nullptr ? const_cast<T&>(*v) : py::handle(o).cast<T&>();
+}
 
 void register_names(py::module_& m) {
   py::class_<NameState, std::shared_ptr<NameState>>(m, "NameState")
@@ -1997,8 +2035,8 @@ void register_names(py::module_& m) {
         const NameState* st = nullptr;
         if (names != Py_None) {
           if (!PyList_CheckExact(names) || PyList_GET_SIZE(names) == 0) return false;
-          ni = &py::handle(fields[kNameIndex]).cast<NameIndex&>();
-          st = &py::handle(PyList_GET_ITEM(names, PyList_GET_SIZE(names) - 1)).cast<const NameState&>();
+          ni = &held_or_cast<NameIndex>(fields[kNameIndex]);
+          st = &held_or_cast<const NameState>(PyList_GET_ITEM(names, PyList_GET_SIZE(names) - 1));
         }
         return fill_one(bitmask, index, *ix, cid, ni, st, true);
       },
@@ -2056,7 +2094,7 @@ void register_names(py::module_& m) {
         py::object name_state;
         if (names != Py_None) {
           PyObject* last = PyList_GET_ITEM(names, PyList_GET_SIZE(names) - 1);
-          const auto& st = py::handle(last).cast<const NameState&>();
+          const auto& st = held_or_cast<const NameState>(last);
           auto out = std::make_shared<NameState>();
           switch (feed(st, d, static_cast<size_t>(n), *out)) {
             case kDuplicate: return 0;  // writes a member name twice in one object
@@ -2119,8 +2157,8 @@ void register_names(py::module_& m) {
           return py::reinterpret_steal<py::object>(v);
         };
         // a matcher's fields: from its slots where they are slots (GrammarMatcher), else getattr
-        enum : size_t { kIndexSlot, kTerminatedSlot, kHistorySlot, kNamesSlot, kNameIndexSlot, kViewSlot };
-        static SlotReader slots({"_index", "_terminated", "_history", "_names", "_name_index", "_view"});
+        enum : size_t { kIndexSlot, kTerminatedSlot, kHistorySlot, kNamesSlot, kNameIndexSlot, kViewSlot, kBackgroundSlot };
+        static SlotReader slots({"_index", "_terminated", "_history", "_names", "_name_index", "_view", "_background"});
         static PyObject* const slot_names[] = {k_index, k_terminated, k_history, k_names, k_name_index, k_view};
         auto field = [&](PyObject* m, size_t k) {
           PyObject* v = slots.get(m, k);
@@ -2137,14 +2175,25 @@ void register_names(py::module_& m) {
           bool compute;
         };
         std::vector<Grammar> grammars;  // distinct indexes, in order of first use
-        // Rows of one grammar often come together, and a batch has few grammars or each once:
-        // the last one found is tried first, then a scan (a batch of distinct grammars scans
-        // a short vector at a cost far below one attribute read).
+        grammars.reserve(n);
+        // Rows of one grammar often come together: the last one found is tried first, then a
+        // table by address (open addressing, twice the rows' slots: a scan of the grammars
+        // met so far cost a 64-row batch of distinct grammars about 2,000 comparisons a call).
         size_t last_hit = 0;
+        size_t slots_n = 16;
+        while (slots_n < 2 * n) slots_n *= 2;
+        std::vector<int32_t> by_index(slots_n, -1);  // grammars' positions
+        auto slot_of = [&](PyObject* index) {
+          size_t h = (reinterpret_cast<uintptr_t>(index) >> 4) * 0x9E3779B97F4A7C15ull >> 20;
+          for (;; ++h) {
+            const int32_t g = by_index[h & (slots_n - 1)];
+            if (g < 0 || grammars[static_cast<size_t>(g)].index == index) return h & (slots_n - 1);
+          }
+        };
         auto grammar_of = [&](PyObject* m, PyObject* index) -> const Grammar& {
           if (last_hit < grammars.size() && grammars[last_hit].index == index) return grammars[last_hit];
-          for (size_t g = 0; g < grammars.size(); ++g)
-            if (grammars[g].index == index) return grammars[last_hit = g];
+          const size_t at = slot_of(index);
+          if (by_index[at] >= 0) return grammars[last_hit = static_cast<size_t>(by_index[at])];
           // (the matcher's copy of index._view: a slot, where the index's is a dict entry)
           PyObject* view = slots.get(m, kViewSlot);
           auto* ix = reinterpret_cast<structgen::IndexView*>(
@@ -2156,10 +2205,15 @@ void register_names(py::module_& m) {
           if (ix->counted()) ix->set_stack_limit(stack_limit);  // first visits may make configurations
           bool ready = compute;
           if (!ready) {
-            py::object task = attr(attr(m, k_compiled).ptr(), k_background);
+            // (the matcher's copy of compiled.background, a slot: two attribute reads per
+            // grammar, every call, were a tenth of a 64-grammar call's serial part)
+            PyObject* own = slots.get(m, kBackgroundSlot);
+            py::object task = own != nullptr ? py::reinterpret_borrow<py::object>(own)
+                                             : attr(attr(m, k_compiled).ptr(), k_background);
             ready = task.is_none() || attr(task.ptr(), k_finished).attr("is_set")().cast<bool>();
           }
           grammars.push_back({index, ix, ready});
+          by_index[at] = static_cast<int32_t>(grammars.size() - 1);
           return grammars[last_hit = grammars.size() - 1];
         };
         std::vector<int64_t> position;  // of each job's matcher in `matchers`
@@ -2188,9 +2242,9 @@ void register_names(py::module_& m) {
             py::object names = field(m, kNamesSlot);
             if (!names.is_none()) {
               keep.push_back(field(m, kNameIndexSlot));
-              j.ni = &keep.back().cast<NameIndex&>();
+              j.ni = &held_or_cast<NameIndex>(keep.back().ptr());
               keep.push_back(last(names, "name states"));
-              j.st = &keep.back().cast<const NameState&>();
+              j.st = &held_or_cast<const NameState>(keep.back().ptr());
             }
           }
           fill.add(j);
