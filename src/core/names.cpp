@@ -586,6 +586,9 @@ struct NameTables {
   Bits at_least[3];             // [k], k = 1..2: tokens with at least k quote bytes
   Bits escaped;                 // quote tokens with a backslash before the first quote
   Bits two_or_escaped;          // at_least[2] | escaped
+  // tokens holding a `,` or `{` and after it two quotes: between values where no name is
+  // expected (after a colon, in an array), the only ones that can write a name
+  Bits opens_name;
   // tokens holding, after their first quote, a `,` or `{` and then two more quotes: from
   // inside a string, the only ones that can write a name after the one they close (a member
   // name comes after a `,` or `{`, both its quotes after that)
@@ -643,6 +646,7 @@ struct NameTables {
     commas.assign(w, 0);
     commas_quoted.assign(w, 0);
     second_names.assign(w, 0);
+    opens_name.assign(w, 0);
     escaped_odd.assign(w, 0);
     std::string dec;
     for (size_t i = 0; i < n; ++i) {
@@ -673,9 +677,12 @@ struct NameTables {
         }
       }
       if ((count % 2 == 0 || b.find('\\') != std::string::npos) && count >= 2) reopen[i >> 5] |= bit;
-      const size_t opener = b.find_first_of(",{", first + 1);
-      if (opener != std::string::npos && std::count(b.begin() + static_cast<ptrdiff_t>(opener), b.end(), '"') >= 2)
-        second_names[i >> 5] |= bit;
+      auto name_after = [&b](size_t from) {  // a `,` or `{` from `from` on, two quotes after it
+        const size_t opener = b.find_first_of(",{", from);
+        return opener != std::string::npos && std::count(b.begin() + static_cast<ptrdiff_t>(opener), b.end(), '"') >= 2;
+      };
+      if (name_after(first + 1)) second_names[i >> 5] |= bit;
+      if (name_after(0)) opens_name[i >> 5] |= bit;
       for (size_t level = 1; level <= std::min<size_t>(count, 2); ++level) at_least[level][i >> 5] |= bit;
       const std::string_view pre = std::string_view(b).substr(0, first);
       if (pre.find('\\') == std::string_view::npos) {
@@ -710,6 +717,7 @@ struct NameTables {
     for (auto& bits : at_least) bits.index();
     escaped.index();
     two_or_escaped.index();
+    opens_name.index();
     second_names.index();
     odd_or_second.index();
     key_clearable.index();
@@ -920,7 +928,7 @@ class NameIndex {
       switch (st.mode) {
         case kKey: return !may_trap(st) && !intersects(mask, T.second_names);
         case kValue: return !intersects(mask, T.second_names);
-        default: return !intersects(mask, T.two_or_escaped);
+        default: return !intersects(mask, st.expect_key ? T.two_or_escaped : T.opens_name);
       }
     }
     if (st.mode != kKey || st.esc || may_trap(st)) return false;
@@ -1091,8 +1099,12 @@ class NameIndex {
         simulate = started ? &T.odd_or_second : &T.second_names;
       }
     } else if (st.mode == kOutside) {
-      simulate = &T.at_least[2];
-      outside = true;
+      if (st.expect_key) {
+        simulate = &T.at_least[2];
+        outside = true;
+      } else {  // (a string the token opens first is a value: a name comes after a `,` or `{`)
+        simulate = &T.opens_name;
+      }
     }
     // between strings, a two-quote token closes at most the one name between its quotes: it
     // can repeat a name only if one of the open objects has it
