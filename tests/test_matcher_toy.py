@@ -242,11 +242,14 @@ def test_native_accept_equals_the_python_path(schema, rollback, monkeypatch):
         return handled[-1]
 
     python_bitmask = np.zeros_like(bitmask)
+    again = np.zeros_like(bitmask)
     for step in range(400):
-        monkeypatch.setattr(matcher_module, "_fill_matcher", lambda *args: filled.append(real_fill(*args)) or filled[-1])
-        native.fill_next_token_bitmask(bitmask)
-        monkeypatch.setattr(matcher_module, "_fill_matcher", lambda *args: False)  # the Python path
-        python.fill_next_token_bitmask(python_bitmask)
+        native.fill_next_token_bitmask(bitmask)  # (its usual case native, without a Python frame)
+        filled.append(real_fill(native, again, 0))  # the one native call the method makes
+        if filled[-1]:
+            assert np.array_equal(again, bitmask), step
+        monkeypatch.setattr(matcher_module, "_fill_matcher", lambda *args: False)
+        python._fill_next_token_bitmask(python_bitmask)  # the Python path
         assert np.array_equal(bitmask, python_bitmask), step
         allowed = np.flatnonzero(np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:info.vocab_size])
         draw = rng.random()

@@ -154,7 +154,7 @@ class GrammarMatcher:
             if self._names is not None:
                 del self._names[0]
 
-    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None:
+    def _fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed next tokens into row ``index`` of a CPU int32 bitmask.
 
         ``bitmask`` is a numpy array or CPU torch tensor of shape ``(batch, words)`` with
@@ -201,6 +201,13 @@ class GrammarMatcher:
                 words = np.ascontiguousarray(row).view(np.uint32)
                 self._clear_names(words)
                 row[:] = words.view(np.int32)
+
+    if TYPE_CHECKING:
+        fill_next_token_bitmask = _fill_next_token_bitmask
+    else:
+        # the same method, its usual case (a numpy bitmask, a grammar without counters) native
+        # without a Python frame, every other call this one's (_core.fast_method)
+        fill_next_token_bitmask = _core.fast_method(_fill_next_token_bitmask)
 
     def next_mask(self) -> np.ndarray:
         """The memoised mask of the current configuration (read-only int32 words), or the
