@@ -1680,14 +1680,11 @@ class BatchFill {
             }
             return;
           }
+          // a missing mask, computed by this item alone (rows of its configuration wait)
           const FillJob& j = jobs_[it.job];
-          if (it.mask != nullptr) {
-            write(j, it.mask);
-          } else {  // a missing mask, computed by this item alone (rows of its configuration wait)
-            j.ix->mask_into(j.cid, j.row);
-            if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
-            if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
-          }
+          j.ix->mask_into(j.cid, j.row);
+          if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
+          if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
         }),
         feed_(threads, body_) {}
 
@@ -1703,7 +1700,7 @@ class BatchFill {
     } else if (!taken_.emplace(j.ix, j.cid).second) {
       waiting_.push_back(k);  // its mask is an item already: copied once that is done
     } else {
-      put({k, nullptr, 0}, static_cast<int>(j.r % lanes_));
+      put({k, 0}, static_cast<int>(j.r % lanes_));
       feed_.publish(items_n_);
     }
   }
@@ -1723,7 +1720,7 @@ class BatchFill {
         for (const auto& km : memoised_)
           if (jobs_[km.first].r % lanes_ == l) chunked_.push_back(km);
         const int64_t to = static_cast<int64_t>(chunked_.size());
-        for (int64_t c = from; c < to; c += per) put({c, nullptr, std::min(per, to - c)}, l);
+        for (int64_t c = from; c < to; c += per) put({c, std::min(per, to - c)}, l);
       }
       feed_.publish(items_n_);
     } else {
@@ -1755,9 +1752,8 @@ class BatchFill {
 
  private:
   struct Item {
-    int64_t job;
-    const uint32_t* mask;  // null: computed by the item
-    int64_t rows;          // > 0: rows chunked_[job, job + rows) instead (memoised masks)
+    int64_t job;   // the row whose missing mask the item computes
+    int64_t rows;  // > 0: the memoised rows chunked_[job, job + rows) instead, copied
   };
   struct TakenHash {
     size_t operator()(const std::pair<const structgen::IndexView*, int32_t>& k) const {
