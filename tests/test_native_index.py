@@ -461,6 +461,36 @@ def test_threads_compute_masks_of_one_index_alike(smollm2_info):
 
 
 
+def test_a_first_visit_keeps_the_gil_through_a_short_walk_only(smollm2_tokenizer, smollm2_info):
+    """A first-visit fill holds the GIL through a walk inside a member name (a few first
+    bytes of the name's DFA row) and releases it once the mask needs more: a byte row, a
+    string body's walk (``_core.gil_releases`` counts this thread's releases)."""
+    from structgen import _core
+
+    compiler = GrammarCompiler(smollm2_info, cache_size=0)
+    schema = {"type": "object", "additionalProperties": False, "required": ["alpha"],
+              "properties": {"alpha": {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-f]+"}}}
+    compiled = compiler.compile_json_schema(schema)
+    bitmask = np.zeros((1, (smollm2_info.vocab_size + 31) // 32), np.int32)
+    texts = ['{"', "alpha", '":"', "0", "1"]
+
+    def releases_per_fill(matcher: GrammarMatcher) -> list[int]:
+        out = []
+        for text in texts:
+            before = _core.gil_releases()
+            matcher.fill_next_token_bitmask(bitmask)
+            out.append(_core.gil_releases() - before)
+            (token,) = smollm2_tokenizer.encode(text, add_special_tokens=False)
+            assert matcher.accept_token(token)
+        return out
+
+    # the object's opening and the name (a first byte or two each) keep it; the byte row
+    # after the name and the string body's walks release it, once per fill
+    assert releases_per_fill(compiled.matcher()) == [0, 0, 1, 1, 1]
+    # the same path again: every mask is memoised, and no fill releases it
+    assert releases_per_fill(compiled.matcher()) == [0, 0, 0, 0, 0]
+
+
 @pytest.mark.parametrize("walk", ["long output", "random walks"])
 def test_configurations_and_stacks_are_interned_once(smollm2_info, walk):
     """Every configuration and every stack is interned once while the intern tables grow (a

@@ -19,6 +19,7 @@
 #include <pybind11/pybind11.h>
 
 #include "fa.hpp"
+#include "lazy_gil.hpp"
 #include "index_view.hpp"
 #include "scratch.hpp"
 
@@ -1645,6 +1646,7 @@ class ConfigIndex final : public structgen::IndexView {
   // state) would cost a pass over the rule's whole table, which for a large rule met in a few
   // rows only (the member-name DFA of a big object) was most of the work.
   int32_t compute_row_locked(int32_t cid) {
+    structgen::LazyGil::release_here();  // (a row closes up to 256 successors)
     int32_t row[256];
     // a copy (close() interns more configs, which may move config_data_) into scratch kept
     // across calls, like the vectors below: allocating them per row was a tenth of its cost
@@ -1754,6 +1756,14 @@ class ConfigIndex final : public structgen::IndexView {
 
   // close_memo of one frame, without a vector allocated per call (most of a walk's closes)
   int32_t close_one(const Frame& f) {
+    const Rule& R = rules_[f.r];
+    if (!R.counter && R.simple[static_cast<size_t>(f.s)]) {
+      // a state that reads a byte, calls nothing and cannot end closes to itself alone: its
+      // configuration is interned without the closure and its memo entry (the frame tables
+      // that call this keep it), a row's successors inside a name are nearly all such states
+      one_stack_.assign(1, stack_id(f));
+      return intern_config(one_stack_, false);
+    }
     row_raw_.assign(1, f);
     return close_memo(row_raw_);
   }
@@ -2278,10 +2288,12 @@ class ConfigIndex final : public structgen::IndexView {
 
   void compute_mask(int32_t cid, uint32_t* mask) {
     if (cid != kDead) {
-      if (V.plain != nullptr)
+      if (V.plain != nullptr) {
         split_walks(cid, mask);
-      else
+      } else {
+        structgen::LazyGil::release_here();
         walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
+      }
     }
     // a token spelled like another (phi-3's byte tokens) is allowed where that one is: the
     // tries hold one of them, and a walk may have set or cleared the other in bulk
@@ -2300,6 +2312,20 @@ class ConfigIndex final : public structgen::IndexView {
 
   // -- plain-byte shortcuts (token_index.PlainSplit) ----------------------------------------
 
+  // How many plain bytes `r` (a configuration's row, or a DFA row with dead == -1) takes.
+  static int live_plain(const int32_t* r, int32_t dead) {
+    static const std::array<uint64_t, 4> plain_set = [] {
+      std::array<uint64_t, 4> m{};
+      for (uint8_t b : plain_bytes()) m[b >> 6] |= uint64_t(1) << (b & 63);
+      return m;
+    }();
+    uint64_t out[4];
+    fa::equal_bits(r, dead, out);
+    int live = 0;
+    for (int w = 0; w < 4; ++w) live += __builtin_popcountll(plain_set[w] & ~out[w]);
+    return live;
+  }
+
   // Set in `mask` (all zero on entry) the tokens a string body decides in whole and walk the rest.
   void split_walks(int32_t cid, uint32_t* mask) {
     const Plain& P = *V.plain;
@@ -2314,21 +2340,14 @@ class ConfigIndex final : public structgen::IndexView {
       // A configuration that takes only a few plain bytes (inside a property name or a
       // literal) gets the whole trie's walk below, which visits the first bytes it takes and
       // nothing else; the per-byte bookkeeping that decides so cost as much as that walk.
-      static const std::array<uint64_t, 4> plain_set = [] {
-        std::array<uint64_t, 4> m{};
-        for (uint8_t b : plain_bytes()) m[b >> 6] |= uint64_t(1) << (b & 63);
-        return m;
-      }();
-      uint64_t dead[4];
-      fa::equal_bits(r, simple ? -1 : kDead, dead);
-      int live = 0;
-      for (int w = 0; w < 4; ++w) live += __builtin_popcountll(plain_set[w] & ~dead[w]);
+      const int live = live_plain(r, simple ? -1 : kDead);
       if (live > 0 && live < kMinLoopingFirstBytes) {  // (none live: every plain byte alike, below)
         simple = simple && live <= kVirtualRootBytes;
         walk(cid, V.trie, nullptr, mask, nullptr, nullptr, simple ? &f : nullptr, true);
         return;
       }
     }
+    structgen::LazyGil::release_here();  // (past the short walks: see lazy_gil.hpp)
     if (simple) r = row(cid);
     // (arrays, not vectors: a first visit allocated twice here, and allocation is what
     // threads filling one batch contend on)
@@ -3030,40 +3049,50 @@ class ConfigIndex final : public structgen::IndexView {
   // memoised per state of the rule. Under mu_.
   bool total_state(int32_t r, int32_t s) {
     static constexpr size_t kMaxReached = 4096;  // more: taken as not total (walked instead)
+    // the plain bytes as ranges [lo, end): printable ASCII but '"' and '\\'
+    static constexpr int kPlainRuns[3][2] = {{0x20, 0x22}, {0x23, 0x5C}, {0x5D, 0x7F}};
     const Rule& R = rules_[r];
     std::vector<int8_t>& memo = total_memo_[static_cast<size_t>(r)];
     if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), -1);
     if (memo[s] >= 0) return memo[s] != 0;
-    // reached states by number (total_at_: -1 where not reached, restored before returning)
+    // reached states by number (total_at_: -1 where not reached, restored before returning);
+    // the lists are the index's, reused (a name's first byte asks this of a new state at
+    // every declared initial: allocating seven lists each time was a fifth of the call)
     std::vector<int32_t>& at = total_at_;
     if (at.size() < static_cast<size_t>(R.num_states)) at.resize(static_cast<size_t>(R.num_states), -1);
-    std::vector<int32_t> order{s};
-    std::vector<uint8_t> bad{0};
-    std::vector<std::pair<int32_t, int32_t>> edges;  // (reached state, a reached state leading to it)
+    TotalScratch& w = total_scratch_;
+    std::vector<int32_t>& order = w.order;
+    std::vector<uint8_t>& bad = w.bad;
+    std::vector<std::pair<int32_t, int32_t>>& edges = w.edges;  // (reached state, a reached state leading to it)
+    order.assign(1, s);
+    bad.assign(1, 0);
+    edges.clear();
     at[s] = 0;
     bool too_many = false;
     for (size_t i = 0; i < order.size() && !too_many; ++i) {
       const int32_t* row = R.trans + static_cast<int64_t>(order[i]) * 256;
-      int32_t prev = -2;
-      for (uint8_t b : plain_bytes()) {
-        const int32_t t = row[b];
-        if (t == prev) continue;  // (runs of bytes to one state: most of a name's row)
-        prev = t;
-        if (t < 0 || memo[t] == 0) {
-          bad[i] = 1;
-          break;
-        }
-        if (memo[t] == 1) continue;
-        if (at[t] < 0) {
-          if (order.size() >= kMaxReached) {
-            too_many = true;
+      // runs of bytes to one state (most of a name's row: the declared names' next letters
+      // apart) skipped four bytes per compare
+      for (const auto& [lo, end] : kPlainRuns) {
+        for (int b = lo; b < end; b = std::min(run_end(row, b), end)) {
+          const int32_t t = row[b];
+          if (t < 0 || memo[t] == 0) {
+            bad[i] = 1;
             break;
           }
-          at[t] = static_cast<int32_t>(order.size());
-          order.push_back(t);
-          bad.push_back(0);
+          if (memo[t] == 1) continue;
+          if (at[t] < 0) {
+            if (order.size() >= kMaxReached) {
+              too_many = true;
+              break;
+            }
+            at[t] = static_cast<int32_t>(order.size());
+            order.push_back(t);
+            bad.push_back(0);
+          }
+          edges.emplace_back(at[t], static_cast<int32_t>(i));
         }
-        edges.emplace_back(at[t], static_cast<int32_t>(i));
+        if (bad[i] || too_many) break;
       }
     }
     for (int32_t q : order) at[q] = -1;
@@ -3072,14 +3101,19 @@ class ConfigIndex final : public structgen::IndexView {
       return false;
     }
     // not total: a bad state and every reached state leading to one (edges by target, CSR)
-    std::vector<int32_t> start(order.size() + 1, 0), from(edges.size());
+    std::vector<int32_t>& start = w.start;
+    std::vector<int32_t>& from = w.from;
+    start.assign(order.size() + 1, 0);
+    from.resize(edges.size());
     for (const auto& e : edges) ++start[static_cast<size_t>(e.first) + 1];
     for (size_t k = 0; k < order.size(); ++k) start[k + 1] += start[k];
     {
-      std::vector<int32_t> fill(start.begin(), start.end() - 1);
+      std::vector<int32_t>& fill = w.fill;
+      fill.assign(start.begin(), start.end() - 1);
       for (const auto& e : edges) from[static_cast<size_t>(fill[static_cast<size_t>(e.first)]++)] = e.second;
     }
-    std::vector<int32_t> queue;
+    std::vector<int32_t>& queue = w.queue;
+    queue.clear();
     for (size_t i = 0; i < order.size(); ++i)
       if (bad[i]) queue.push_back(static_cast<int32_t>(i));
     while (!queue.empty()) {
@@ -3195,6 +3229,12 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
   std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
+  std::vector<int32_t> one_stack_;                      // close_one's (under mu_)
+  struct TotalScratch {                                 // total_state's lists (under mu_)
+    std::vector<int32_t> order, start, from, fill, queue;
+    std::vector<uint8_t> bad;
+    std::vector<std::pair<int32_t, int32_t>> edges;
+  } total_scratch_;
   struct StoredMask {
     std::unique_ptr<uint32_t[]> bits;
     std::unique_ptr<uint64_t[]> nonzero;  // hash_words' chunk bitmap

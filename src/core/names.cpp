@@ -36,6 +36,7 @@
 
 #include "fa.hpp"
 #include "index_view.hpp"
+#include "lazy_gil.hpp"
 #include "pool.hpp"
 #include "pyslots.hpp"
 #include "scratch.hpp"
@@ -873,6 +874,7 @@ class NameIndex {
 
   // clear() of a (cid, st) not memoised yet, whose memo key clear_if_memoised() made
   void clear_new(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey key) {
+    structgen::LazyGil::release_here();  // (a first clear searches the grammar)
     const int64_t w = ix_->words();
     const uint32_t* mask = ix_->mask(cid);
     // a row as wide as the mask is worked on in place; a narrower one through a copy
@@ -1851,7 +1853,8 @@ static bool fill_one(py::handle bitmask, py::handle index, structgen::IndexView&
     ni->clear_new(*st, cid, row, words, std::move(key));
     return true;
   }
-  py::gil_scoped_release release;  // a first visit walks the vocabulary
+  // a first visit walks the vocabulary, with the GIL released once it turns out long
+  structgen::LazyGil gil;
   ix.mask_into(cid, row);
   if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
   if (ni != nullptr) ni->clear_fresh(*st, cid, row, words);
@@ -2082,6 +2085,8 @@ void register_names(py::module_& m) {
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
       py::arg("compute"));
+  m.def("gil_releases", &structgen::LazyGil::releases,
+        "How many times a fill on this thread released the GIL part way through a first visit.");
   // GrammarMatcher.fill_next_token_bitmask's usual case in one call (fill_matcher_fast).
   static PyMethodDef fill_matcher_def{"fill_matcher",
                                       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fill_matcher_fast)),
