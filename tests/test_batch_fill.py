@@ -425,6 +425,29 @@ def test_background_limit_and_explicit_cancel():
         GrammarCompiler(info, precompute="sometimes")
 
 
+def test_single_fill_limit_error_with_the_gil_released_part_way(monkeypatch):
+    """A limit crossed in a first visit after the fill released the GIL (lazily, at its
+    first byte row) is the call's LimitError, raised with the GIL held again: the next
+    calls work, and the fill succeeds once the limit allows it."""
+    import structgen.index.counters
+    from structgen import LimitError, _core
+
+    info = toy_info([b'"', b"a", b"aa", b"aaaa", b"aaaaaaaa"])
+    words = bitmask_words(info.vocab_size)
+    matcher = GrammarCompiler(info).compile_json_schema({"type": "string", "pattern": "^(a|aa){100}$"}).matcher()
+    assert matcher.accept_string('"a')
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 3)
+    before = _core.gil_releases()
+    with pytest.raises(LimitError) as err:
+        matcher.fill_next_token_bitmask(np.zeros((1, words), np.int32))
+    assert err.value.limit_name == "MAX_CONFIG_STACKS"
+    assert _core.gil_releases() > before  # (the GIL was released before the limit was met)
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 512)
+    got = np.zeros((1, words), np.int32)
+    matcher.fill_next_token_bitmask(got)
+    assert got[0, 0] != 0
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_batch_fill_limit_error_from_any_thread(monkeypatch, threads):
     """A limit crossed while a pool thread computes a missing mask is the call's LimitError;
