@@ -2158,7 +2158,10 @@ void register_names(py::module_& m) {
         int32_t nxt = ix.step_if_ready(cur, d, n);
         if (nxt < 0) {
           try {
-            py::gil_scoped_release release;  // a first visit computes rows
+            // a first visit steps the configurations' rows, computing those missing: the GIL
+            // is released at the first row to compute (most steps inside a name or a string
+            // go by the DFA rows of simple frames and compute none: lazy_gil.hpp)
+            structgen::LazyGil gil;
             nxt = ix.step_bytes(cur, d, n);
           } catch (...) {  // (a configuration past the stack limit: the Python path raises LimitError)
             return -1;
