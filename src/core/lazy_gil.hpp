@@ -1,9 +1,10 @@
-// A GIL released on demand. A first-visit fill holds the GIL while its mask is computed until
-// the computation reaches a step that may take long (release_here(): a byte row to compute, a
-// walk beyond a few first bytes), then releases it until the fill returns. Why: most first
-// visits along an output are walks inside a name or a literal of about a microsecond, where
-// releasing the GIL and taking it back cost ~0.08 µs (a twentieth of the median first-pass
-// fill with SmolLM2), and the longer walks still run without it.
+// A GIL released on demand. A first-visit fill (names.cpp fill_one) and a first step of
+// accept_token hold the GIL while they compute until the computation reaches a step that may
+// take long (release_here(): a byte row to compute, a walk beyond a few first bytes, a first
+// name clear), then release it until the call returns. Why: most first visits along an output
+// are walks inside a name or a literal of about a microsecond, where releasing the GIL and
+// taking it back cost ~0.08 µs (a twentieth of the median first-pass fill with SmolLM2), and
+// the longer walks still run without it.
 #pragma once
 
 #include <Python.h>
