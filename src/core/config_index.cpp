@@ -3049,8 +3049,16 @@ class ConfigIndex final : public structgen::IndexView {
   // memoised per state of the rule. Under mu_.
   bool total_state(int32_t r, int32_t s) {
     static constexpr size_t kMaxReached = 4096;  // more: taken as not total (walked instead)
-    // the plain bytes as ranges [lo, end): printable ASCII but '"' and '\\'
-    static constexpr int kPlainRuns[3][2] = {{0x20, 0x22}, {0x23, 0x5C}, {0x5D, 0x7F}};
+    // plain_bytes() as ranges [lo, end) of consecutive bytes
+    static const std::vector<std::pair<int, int>> kPlainRuns = [] {
+      std::vector<std::pair<int, int>> runs;
+      for (uint8_t b : plain_bytes())
+        if (!runs.empty() && runs.back().second == b)
+          ++runs.back().second;
+        else
+          runs.emplace_back(b, b + 1);
+      return runs;
+    }();
     const Rule& R = rules_[r];
     std::vector<int8_t>& memo = total_memo_[static_cast<size_t>(r)];
     if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), -1);
