@@ -472,3 +472,35 @@ def test_batch_fill_limit_error_from_any_thread(monkeypatch, threads):
     fill_next_token_bitmasks(matchers, got, threads=threads)
     np.testing.assert_array_equal(got, _one_by_one(matchers, 6, words, range(6)))
     assert (got[:, 0] != 0).all()
+
+
+def test_a_large_walk_shared_with_a_thread_out_of_items_keeps_the_bits(smollm2_info):
+    """A first visit that walks most of the vocabulary trie (the first character of a
+    12-character string under an unanchored pattern: every token's characters are counted
+    and searched) is shared with the thread that has run out of items; the rows are bit for
+    bit what the matchers fill one by one. The sharing is timing-dependent, so the batch is
+    filled afresh until a thread has joined a walk (normally the first attempt)."""
+    from structgen import _core
+
+    words = bitmask_words(smollm2_info.vocab_size)
+    big = {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"}
+    small = [{"type": "integer"}, {"enum": ["ab", "cd"]}, {"type": "boolean"}]
+
+    def batch() -> list[GrammarMatcher]:
+        compiler = GrammarCompiler(smollm2_info, cache_size=0)  # fresh grammars: first visits
+        out = [compiler.compile_json_schema(big).matcher()]
+        assert out[0].accept_string('"')
+        out += [compiler.compile_json_schema(s).matcher() for s in small]
+        return out
+
+    shared = False
+    for _ in range(20):
+        before = _core.walks_shared()
+        got = np.zeros((4, words), np.int32)
+        fill_next_token_bitmasks(batch(), got, threads=2)
+        np.testing.assert_array_equal(got, _one_by_one(batch(), 4, words, range(4)))
+        if _core.walks_shared() > before:
+            shared = True
+            break
+    assert shared, "no thread joined the large walk in 20 batches"
+    assert np.unpackbits(got[0].view(np.uint8)).sum() > 1000  # (the walk allows most short tokens)

@@ -22,6 +22,7 @@
 #include "lazy_gil.hpp"
 #include "index_view.hpp"
 #include "scratch.hpp"
+#include "walk_share.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -66,6 +67,10 @@ constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: fr
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
 constexpr int kVirtualRootBytes = 4;              // at most: a walk from a simple frame starts at its DFA row
 constexpr int kMinRootDispatch = 64;              // root children: fewer are visited one by one (Trie::root_child)
+// a batch fill's walk of more nodes than kShareNodes (counting whole subtrees of the first
+// bytes taken) is shared with its idle threads, in units of about kShareUnit nodes, a root
+// child of more than kShareSplit nodes cut at its children (walk_share.hpp)
+constexpr int64_t kShareNodes = 4096, kShareUnit = 1024, kShareSplit = 4096;
 
 // Whether every entry of an (n, 256) transition table is -1 or a state below n, setting
 // has_bytes[s] for each state with a target, row by row while the row is in cache (a range
@@ -2061,6 +2066,20 @@ class ConfigIndex final : public structgen::IndexView {
       // cache line each (they lie far apart in preorder), most of such a mask's time.
       uint64_t live[4];
       fa::equal_bits(r0, dead, live);
+      if constexpr (kMask && !kCollect) {
+        if (structgen::WalkHelp* help = structgen::WalkHelp::here(); help != nullptr) {
+          int64_t nodes = 0;  // (at most what the walk visits)
+          for (int w = 0; w < 4; ++w)
+            for (uint64_t bits = ~live[w]; bits != 0; bits &= bits - 1) {
+              const int32_t at = t.root_child[w * 64 + __builtin_ctzll(bits)];
+              if (at >= 0) nodes += N[at].end - at;
+            }
+          if (nodes >= kShareNodes) {
+            shared_walk<kPlainLoops, kGroups, kClassLoops>(*help, t, live, row_at, cache, mask, keep);
+            return;
+          }
+        }
+      }
       for (int w = 0; w < 4; ++w)
         for (uint64_t bits = ~live[w]; bits != 0; bits &= bits - 1) {
           const int32_t at = t.root_child[w * 64 + __builtin_ctzll(bits)];
@@ -2073,11 +2092,97 @@ class ConfigIndex final : public structgen::IndexView {
                                                                    keep);
   }
 
+  // walk_nodes' root loop over the subtrees of the `live` first bytes, shared with the
+  // threads of a batch fill that have run out of items (walk_share.hpp): a unit is a range
+  // of consecutive subtrees of about kShareUnit nodes, below the root or, for a root child of
+  // more than kShareSplit nodes, below that child (whose node each thread visits first, for
+  // its row). The owner walks with its own cache; a helper with a cache of its own from the
+  // same root row.
+  template <bool kPlainLoops, bool kGroups, bool kClassLoops>
+  void shared_walk(structgen::WalkHelp& help, const Trie& t, const uint64_t* live, const int32_t** const row_at,
+                   RowCache& cache, uint32_t* mask, const uint8_t* keep) {
+    struct Unit {
+      int64_t parent;  // the root child the range lies below (-1: root children themselves)
+      int64_t begin, end;
+    };
+    const Trie::Node* N = t.packed.data();
+    std::vector<Unit> units;
+    auto add = [&](int64_t parent, int64_t at) {  // the subtree of node `at`
+      Unit* u = units.empty() ? nullptr : &units.back();
+      if (u != nullptr && u->parent == parent && u->end == at && u->end - u->begin < kShareUnit)
+        u->end = N[at].end;
+      else
+        units.push_back({parent, at, N[at].end});
+    };
+    for (int w = 0; w < 4; ++w)
+      for (uint64_t bits = ~live[w]; bits != 0; bits &= bits - 1) {
+        const int32_t at = t.root_child[w * 64 + __builtin_ctzll(bits)];
+        if (at < 0) continue;
+        if (N[at].end - at <= kShareSplit) {
+          add(-1, at);
+          continue;
+        }
+        for (int64_t c = at + 1; c < N[at].end; c = N[c].end) add(at, c);
+      }
+    const int32_t* const r0 = row_at[1];
+    const VirtAt v1 = cache.virt_at[1];
+    const bool siblings = cache.siblings;
+    structgen::SharedWalk* self = nullptr;
+    bool offered = false;
+    // Takes units until none is left. A unit below a root child first visits that child's
+    // node (range [p, p + 1)), which sets its row for the depth below, once per run of such
+    // units: the child's subtree is walked unit by unit only if that visit went down into it
+    // (else it was rejected or allowed in whole there).
+    auto run = [&](const int32_t** ra, RowCache& c, uint32_t* m, bool owner) {
+      int64_t prepared = -1;
+      bool down = false;
+      for (int64_t k; (k = self->take()) >= 0;) {
+        if (owner && !offered && help.wanted()) offered = help.offer(*self);
+        const Unit& u = units[static_cast<size_t>(k)];
+        if (u.parent < 0) {
+          walk_range<true, false, kPlainLoops, kGroups, kClassLoops>(t, u.begin, u.end, ra, c, m, nullptr, nullptr, keep);
+          prepared = -1;  // (row_at[2] is another child's now)
+          continue;
+        }
+        if (u.parent != prepared) {
+          prepared = u.parent;
+          down = walk_range<true, false, kPlainLoops, kGroups, kClassLoops>(t, u.parent, u.parent + 1, ra, c, m,
+                                                                            nullptr, nullptr, keep) == u.parent + 1;
+        }
+        if (down)
+          walk_range<true, false, kPlainLoops, kGroups, kClassLoops>(t, u.begin, u.end, ra, c, m, nullptr, nullptr, keep);
+      }
+    };
+    structgen::SharedWalk shared(static_cast<int64_t>(units.size()), [&](uint32_t* buf) {
+      RowCache c;
+      c.siblings = siblings;
+      c.virt_at = virt_at_buffer();
+      c.virt_at[1] = v1;
+      const int32_t** ra = row_at_buffer();
+      ra[1] = r0;
+      run(ra, c, buf, false);
+    });
+    self = &shared;
+    struct Unwind {  // an exception in the owner's units: its helpers leave before `shared` goes
+      structgen::WalkHelp& help;
+      structgen::SharedWalk& shared;
+      const bool& offered;
+      bool done = false;
+      ~Unwind() {
+        if (offered && !done) help.withdraw(shared, nullptr);
+      }
+    } unwind{help, shared, offered};
+    run(row_at, cache, mask, true);
+    unwind.done = true;
+    if (offered) help.withdraw(shared, mask);
+  }
+
   // walk_nodes' loop over the nodes [i, stop) (whole subtrees of depth-1 nodes)
   // kSubtract (kPlainLoops only): `mask` holds every token of the range already; the tokens
   // below a rejected byte are cleared instead of the allowed ones set (unwalk_plain_only).
+  // Returns where it stopped: `stop`, or past it where the last subtree was passed whole.
   template <bool kMask, bool kCollect, bool kPlainLoops, bool kGroups, bool kClassLoops, bool kSubtract = false>
-  void walk_range(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
+  int64_t walk_range(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
                   uint32_t* mask, std::vector<int32_t>* toks, std::vector<int32_t>* cfgs, const uint8_t* keep) {
     static_assert(!kSubtract || (kPlainLoops && kMask && !kCollect && !kGroups && !kClassLoops));
     // Frames stepped by their DFA: below a configuration of one stack in a simple state (no
@@ -2209,6 +2314,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
       ++i;
     }
+    return i;
   }
 
   // Clear the tokens of node i's subtree of `t` from `mask` (the subtracting walk's rejection).

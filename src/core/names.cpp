@@ -40,6 +40,7 @@
 #include "pool.hpp"
 #include "pyslots.hpp"
 #include "scratch.hpp"
+#include "walk_share.hpp"
 
 namespace py = pybind11;
 
@@ -1671,22 +1672,25 @@ class BatchFill {
       : lanes_(std::max(threads, 1)), cap_(static_cast<int64_t>(n)), jobs_(new FillJob[n]),
         items_(new Item[n * static_cast<size_t>(lanes_)]), lane_(new Lane[static_cast<size_t>(lanes_)]),
         words_(words), threads_(threads),
+        help_(threads, words),
         body_([this](int64_t) {
           // the pool calls this once per item published (in any lane), so an item not taken
-          // yet is always there to find, if not in this thread's lane then in another's
-          const Item& it = items_[take()];
-          if (it.rows > 0) {  // memoised rows (it.job: the first of them in chunked_)
-            for (int64_t c = it.job; c < it.job + it.rows; ++c) {
-              const auto& [k, mask] = chunked_[static_cast<size_t>(c)];
-              write(jobs_[k], mask);
-            }
+          // yet is always there to find, if not in this thread's lane then in another's; the
+          // calls past the items (finish()'s help items) find none
+          const int64_t at = take();
+          if (at < 0) {
+            help_.help_until([this] {
+              return done_.load(std::memory_order_acquire) == real_ || failed_.load(std::memory_order_acquire);
+            });
             return;
           }
-          // a missing mask, computed by this item alone (rows of its configuration wait)
-          const FillJob& j = jobs_[it.job];
-          j.ix->mask_into(j.cid, j.row);
-          if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
-          if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
+          try {
+            run(items_[static_cast<size_t>(at)]);
+          } catch (...) {
+            failed_.store(true, std::memory_order_release);
+            throw;
+          }
+          done_.fetch_add(1, std::memory_order_acq_rel);
         }),
         feed_(threads, body_) {}
 
@@ -1724,7 +1728,11 @@ class BatchFill {
         const int64_t to = static_cast<int64_t>(chunked_.size());
         for (int64_t c = from; c < to; c += per) put({c, std::min(per, to - c)}, l);
       }
-      feed_.publish(items_n_);
+      // then one help item per helper: a thread that has run out of items helps the walks
+      // still running (walk_share.hpp) until every item is done
+      real_ = items_n_;
+      final_.store(true, std::memory_order_release);
+      feed_.publish(items_n_ + threads_ - 1);
     } else {
       for (const auto& [k, mask] : memoised_) {
         const FillJob& j = jobs_[k];
@@ -1777,20 +1785,43 @@ class BatchFill {
     ++items_n_;
   }
 
-  // The index of an item not taken yet, this thread's lane first. Taken by compare-exchange,
-  // not fetch_add: a thread from another lane may take from the same counter, which must
-  // never pass the lane's published count.
-  size_t take() {
+  // The index of an item not taken yet, this thread's lane first; -1 once every item is
+  // taken and no more come (a help item's call). Taken by compare-exchange, not fetch_add: a
+  // thread from another lane may take from the same counter, which must never pass the lane's
+  // published count.
+  int64_t take() {
     const int own = structgen::Pool::lane() % lanes_;
     for (;;) {
+      // (read before the lanes: a lane found empty after the last publication stays empty)
+      const bool last = final_.load(std::memory_order_acquire);
       for (int d = 0; d < lanes_; ++d) {
         const int k = (own + d) % lanes_;
         Lane& l = lane_[static_cast<size_t>(k)];
         int64_t x = l.next.load(std::memory_order_relaxed);
         while (x < l.n.load(std::memory_order_acquire))
-          if (l.next.compare_exchange_weak(x, x + 1, std::memory_order_acq_rel)) return static_cast<size_t>(k * cap_ + x);
+          if (l.next.compare_exchange_weak(x, x + 1, std::memory_order_acq_rel)) return k * cap_ + x;
       }
+      if (last) return -1;
     }
+  }
+
+  void run(const Item& it) {
+    if (it.rows > 0) {  // memoised rows (it.job: the first of them in chunked_)
+      for (int64_t c = it.job; c < it.job + it.rows; ++c) {
+        const auto& [k, mask] = chunked_[static_cast<size_t>(c)];
+        write(jobs_[k], mask);
+      }
+      return;
+    }
+    // a missing mask, computed by this item (rows of its configuration wait), its walk
+    // shared with threads out of items when it is large (walk_share.hpp)
+    const FillJob& j = jobs_[it.job];
+    {
+      structgen::WalkHelp::Scope share(&help_);
+      j.ix->mask_into(j.cid, j.row);
+    }
+    if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
+    if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
   }
 
   void copy(const FillJob& j, const uint32_t* mask) const {
@@ -1816,6 +1847,11 @@ class BatchFill {
   std::vector<std::pair<int64_t, const uint32_t*>> chunked_;  // memoised_ by lane (helpers started)
   std::vector<int64_t> skipped_, waiting_;
   std::unordered_set<std::pair<const structgen::IndexView*, int32_t>, TakenHash> taken_;
+  int64_t real_ = -1;                // the items, once final_ (the help items come after)
+  std::atomic<bool> final_{false};   // every item is published
+  std::atomic<int64_t> done_{0};     // items finished
+  std::atomic<bool> failed_{false};  // an item threw
+  structgen::WalkHelp help_;
   const std::function<void(int64_t)> body_;
   structgen::Pool::Feed feed_;  // (last: its destructor waits for helpers still using the above)
 };
@@ -2087,6 +2123,8 @@ void register_names(py::module_& m) {
       py::arg("compute"));
   m.def("gil_releases", &structgen::LazyGil::releases,
         "How many times a fill on this thread released the GIL part way through a first visit.");
+  m.def("walks_shared", &structgen::WalkHelp::shared,
+        "How many large walks of batch fills a thread out of items has joined, in this process.");
   // GrammarMatcher.fill_next_token_bitmask's usual case in one call (fill_matcher_fast).
   static PyMethodDef fill_matcher_def{"fill_matcher",
                                       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fill_matcher_fast)),
