@@ -67,9 +67,11 @@ constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: fr
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
 constexpr int kVirtualRootBytes = 4;              // at most: a walk from a simple frame starts at its DFA row
 constexpr int kMinRootDispatch = 64;              // root children: fewer are visited one by one (Trie::root_child)
-// a batch fill's walk of more nodes than kShareNodes (counting whole subtrees of the first
+// a batch fill's walk of at least kShareNodes nodes (counting whole subtrees of the first
 // bytes taken) is shared with its idle threads, in units of about kShareUnit nodes, a root
-// child of more than kShareSplit nodes cut at its children (walk_share.hpp)
+// child of more than kShareSplit nodes cut at its children (walk_share.hpp); 16,384 nodes
+// instead of 4,096 read the same in bench/batch.py (cutting a walk costs its owner a counter
+// per unit and nothing else until a thread waits)
 constexpr int64_t kShareNodes = 4096, kShareUnit = 1024, kShareSplit = 4096;
 
 // Whether every entry of an (n, 256) transition table is -1 or a state below n, setting
