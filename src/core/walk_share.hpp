@@ -55,9 +55,7 @@ class SharedWalk {
 // Where the walks of one batch fill are offered and its idle threads wait to help.
 class WalkHelp {
  public:
-  WalkHelp(int threads, int64_t words)
-      : slots_(threads > 1 ? threads - 1 : 0), words_(words),
-        bufs_(new uint32_t[static_cast<size_t>(slots_ > 0 ? slots_ : 1) * static_cast<size_t>(words)]) {}
+  WalkHelp(int threads, int64_t words) : slots_(threads > 1 ? threads - 1 : 0), words_(words) {}
 
   // The help of the batch fill whose item this thread runs (nullptr: none, walk alone).
   static WalkHelp* here() { return here_; }
@@ -79,6 +77,10 @@ class WalkHelp {
 
   // Offers `w` to the waiting threads; false if another walk is offered already.
   bool offer(SharedWalk& w) {
+    // (the helpers' buffers are made by the first offer: most fills share no walk)
+    std::call_once(made_, [this] {
+      bufs_.reset(new uint32_t[static_cast<size_t>(slots_ > 0 ? slots_ : 1) * static_cast<size_t>(words_)]);
+    });
     SharedWalk* none = nullptr;
     return open_.compare_exchange_strong(none, &w, std::memory_order_seq_cst);
   }
@@ -163,7 +165,8 @@ class WalkHelp {
 
   const int slots_;
   const int64_t words_;
-  std::unique_ptr<uint32_t[]> bufs_;  // a buffer per helper slot, slots_ * words_
+  std::once_flag made_;
+  std::unique_ptr<uint32_t[]> bufs_;  // a buffer per helper slot, slots_ * words_ (from the first offer)
   std::atomic<SharedWalk*> open_{nullptr};
   std::atomic<int> inside_{0};   // helpers inside join()
   std::atomic<int> waiting_{0};  // threads in help_until()
