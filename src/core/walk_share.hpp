@@ -8,7 +8,8 @@
 // waiting for the helper's last mask. A walk large enough is cut into units (ranges of
 // subtrees, the root's largest child cut at its children: a leading space is 69% of SmolLM2's
 // trie), taken one at a time from a counter by its owner and by any thread of the fill that
-// has run out of items. A helper sets its bits in a buffer of its own, which the owner ORs
+// has run out of items. (A member name's start, 40-100 us at 49K tokens, is mostly rows and
+// closures of the grammar rather than one walk, and is not cut.) A helper sets its bits in a buffer of its own, which the owner ORs
 // into the mask once the helpers have left: the walks only ever set bits.
 //
 // The owner offers the walk only while a thread is waiting to help (checked between units),
