@@ -474,33 +474,54 @@ def test_batch_fill_limit_error_from_any_thread(monkeypatch, threads):
     assert (got[:, 0] != 0).all()
 
 
-def test_a_large_walk_shared_with_a_thread_out_of_items_keeps_the_bits(smollm2_info):
-    """A first visit that walks most of the vocabulary trie (the first character of a
-    12-character string under an unanchored pattern: every token's characters are counted
-    and searched) is shared with the thread that has run out of items; the rows are bit for
-    bit what the matchers fill one by one. The sharing is timing-dependent, so the batch is
-    filled afresh until a thread has joined a walk (normally the first attempt)."""
+BIG_WALK = {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"}
+"""The first character of this string walks most of the vocabulary trie: every token's
+characters are counted and searched for the unanchored pattern."""
+
+
+def _at_big_walk(info) -> GrammarMatcher:
+    m = GrammarCompiler(info, cache_size=0).compile_json_schema(BIG_WALK).matcher()  # a fresh grammar
+    assert m.accept_string('"')
+    return m
+
+
+def test_a_large_walk_shared_with_a_waiting_thread_keeps_the_bits(smollm2_info):
+    """A first visit whose walk covers most of the trie, computed while another thread waits
+    to help (as the threads of a batch fill do once out of items): the helper takes units of
+    the walk into a mask of its own, merged by the owner; the mask is bit for bit the one
+    computed alone. The helper is already spinning when the walk starts, but a loaded machine
+    may still not run it before a walk ends, so walks of fresh grammars are tried until it
+    has joined one."""
     from structgen import _core
 
     words = bitmask_words(smollm2_info.vocab_size)
-    big = {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"}
+    joined = 0
+    for _ in range(10):
+        ms = [_at_big_walk(smollm2_info) for _ in range(8)]
+        got, n = _core._masks_with_a_waiting_helper([m._index._view for m in ms], [m._history[-1] for m in ms])
+        joined += n
+        alone = np.zeros((1, words), np.int32)
+        _at_big_walk(smollm2_info).fill_next_token_bitmask(alone)
+        for row in got:
+            np.testing.assert_array_equal(row.view(np.int32), alone[0])
+        if joined:
+            break
+    assert joined, "the waiting thread never joined a walk in 80 tries"
+    assert np.unpackbits(alone.view(np.uint8)).sum() > 1000  # (the walk allows most short tokens)
+
+
+def test_a_batch_with_a_large_walk_on_two_threads_keeps_the_bits(smollm2_info):
+    """The same walk in a batch fill on two threads, beside cheap rows: the thread that runs
+    out of items joins it when the machine runs both threads meanwhile; the rows are bit for
+    bit what the matchers fill one by one either way."""
+    words = bitmask_words(smollm2_info.vocab_size)
     small = [{"type": "integer"}, {"enum": ["ab", "cd"]}, {"type": "boolean"}]
 
     def batch() -> list[GrammarMatcher]:
         compiler = GrammarCompiler(smollm2_info, cache_size=0)  # fresh grammars: first visits
-        out = [compiler.compile_json_schema(big).matcher()]
-        assert out[0].accept_string('"')
-        out += [compiler.compile_json_schema(s).matcher() for s in small]
-        return out
+        return [_at_big_walk(smollm2_info)] + [compiler.compile_json_schema(s).matcher() for s in small]
 
-    shared = False
-    for _ in range(20):
-        before = _core.walks_shared()
+    for _ in range(3):
         got = np.zeros((4, words), np.int32)
         fill_next_token_bitmasks(batch(), got, threads=2)
         np.testing.assert_array_equal(got, _one_by_one(batch(), 4, words, range(4)))
-        if _core.walks_shared() > before:
-            shared = True
-            break
-    assert shared, "no thread joined the large walk in 20 batches"
-    assert np.unpackbits(got[0].view(np.uint8)).sum() > 1000  # (the walk allows most short tokens)

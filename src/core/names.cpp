@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <thread>
 #include <vector>
 
 #include "fa.hpp"
@@ -2125,6 +2126,48 @@ void register_names(py::module_& m) {
         "How many times a fill on this thread released the GIL part way through a first visit.");
   m.def("walks_shared", &structgen::WalkHelp::shared,
         "How many large walks of batch fills a thread out of items has joined, in this process.");
+  // For the tests: the masks of configurations cids[k] of indexes views[k] (none memoised
+  // yet) computed one after the other as in a batch fill of two threads whose other thread
+  // waits to help all along, so that a large walk is shared whatever the machine's load (in
+  // a real batch the helper is a pool worker, which a loaded machine may not run before the
+  // walk ends). Returns the masks and how many walks the helper joined.
+  m.def(
+      "_masks_with_a_waiting_helper",
+      [](const py::list& view_list, const py::list& cid_list) {
+        if (view_list.size() != cid_list.size()) throw std::invalid_argument("views and cids differ in length");
+        std::vector<structgen::IndexView*> ix;
+        std::vector<int32_t> cids;
+        int64_t words = 0;
+        for (size_t k = 0; k < view_list.size(); ++k) {
+          ix.push_back(reinterpret_cast<structgen::IndexView*>(view_list[k].cast<uintptr_t>()));
+          cids.push_back(cid_list[k].cast<int32_t>());
+          if (cids[k] < 0 || cids[k] >= ix[k]->num_configs()) throw py::index_error("configuration id out of range");
+          if (ix[k]->mask_if_ready(cids[k]) != nullptr) throw std::invalid_argument("a mask is memoised already");
+          words = std::max(words, ix[k]->words());
+        }
+        py::array_t<uint32_t> out({static_cast<py::ssize_t>(ix.size()), static_cast<py::ssize_t>(words)});
+        uint32_t* rows = out.mutable_data();
+        const int64_t before = structgen::WalkHelp::shared();
+        {
+          py::gil_scoped_release release;
+          structgen::WalkHelp help(2, words);
+          std::atomic<bool> done{false};
+          std::thread helper([&] { help.help_until([&] { return done.load(std::memory_order_acquire); }); });
+          while (!help.wanted()) std::this_thread::yield();
+          try {
+            structgen::WalkHelp::Scope share(&help);
+            for (size_t k = 0; k < ix.size(); ++k) ix[k]->mask_into(cids[k], rows + k * words);
+          } catch (...) {
+            done.store(true, std::memory_order_release);
+            helper.join();
+            throw;
+          }
+          done.store(true, std::memory_order_release);
+          helper.join();
+        }
+        return py::make_tuple(out, structgen::WalkHelp::shared() - before);
+      },
+      py::arg("views"), py::arg("cids"));
   // GrammarMatcher.fill_next_token_bitmask's usual case in one call (fill_matcher_fast).
   static PyMethodDef fill_matcher_def{"fill_matcher",
                                       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fill_matcher_fast)),
