@@ -586,7 +586,7 @@ using Ids = std::vector<int32_t>;
 struct NameTables {
   int64_t words = 0;
   std::vector<std::string> tb;  // token bytes (empty: none, a special token)
-  Bits at_least[3];             // [k], k = 1..2: tokens with at least k quote bytes
+  Bits at_least[3];             // [k], k = 1..2: tokens with at least k quote bytes ([0] unused, empty)
   Bits escaped;                 // quote tokens with a backslash before the first quote
   Bits two_or_escaped;          // at_least[2] | escaped
   // tokens holding a `,` or `{` and after it two quotes: between values where no name is
@@ -643,7 +643,7 @@ struct NameTables {
       tb[i].assign(p, static_cast<size_t>(len));
     }
     plain_sorted.reserve(n);
-    for (auto& bits : at_least) bits.assign(w, 0);
+    for (size_t k = 1; k < 3; ++k) at_least[k].assign(w, 0);
     escaped.assign(w, 0);
     reopen.assign(w, 0);
     commas.assign(w, 0);
@@ -717,7 +717,7 @@ struct NameTables {
       odd_or_second[k] = escaped_odd[k] | second_names[k];
       key_clearable[k] = escaped[k] | commas_quoted[k];
     }
-    for (auto& bits : at_least) bits.index();
+    for (size_t k = 1; k < 3; ++k) at_least[k].index();
     escaped.index();
     two_or_escaped.index();
     opens_name.index();
@@ -1818,7 +1818,8 @@ class BatchFill {
     // shared with threads out of items when it is large (walk_share.hpp)
     const FillJob& j = jobs_[it.job];
     {
-      structgen::WalkHelp::Scope share(&help_);
+      // (with one thread nobody can help: the walk is not cut into units at all)
+      structgen::WalkHelp::Scope share(threads_ > 1 ? &help_ : nullptr);
       j.ix->mask_into(j.cid, j.row);
     }
     if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
@@ -2147,23 +2148,24 @@ void register_names(py::module_& m) {
         }
         py::array_t<uint32_t> out({static_cast<py::ssize_t>(ix.size()), static_cast<py::ssize_t>(words)});
         uint32_t* rows = out.mutable_data();
+        std::memset(rows, 0, ix.size() * static_cast<size_t>(words) * 4);  // (zero past a smaller vocabulary)
         const int64_t before = structgen::WalkHelp::shared();
         {
           py::gil_scoped_release release;
           structgen::WalkHelp help(2, words);
           std::atomic<bool> done{false};
           std::thread helper([&] { help.help_until([&] { return done.load(std::memory_order_acquire); }); });
+          struct Stop {  // the helper leaves before `help` goes, whether the masks succeed or throw
+            std::atomic<bool>& done;
+            std::thread& helper;
+            ~Stop() {
+              done.store(true, std::memory_order_release);
+              helper.join();
+            }
+          } stop{done, helper};
           while (!help.wanted()) std::this_thread::yield();
-          try {
-            structgen::WalkHelp::Scope share(&help);
-            for (size_t k = 0; k < ix.size(); ++k) ix[k]->mask_into(cids[k], rows + k * words);
-          } catch (...) {
-            done.store(true, std::memory_order_release);
-            helper.join();
-            throw;
-          }
-          done.store(true, std::memory_order_release);
-          helper.join();
+          structgen::WalkHelp::Scope share(&help);
+          for (size_t k = 0; k < ix.size(); ++k) ix[k]->mask_into(cids[k], rows + k * words);
         }
         return py::make_tuple(out, structgen::WalkHelp::shared() - before);
       },
