@@ -318,7 +318,9 @@ def test_valid_instances_accepted(vocabs, smollm2_tokenizer, schema, data):
         text = canonical_json(value, schema)
         note(f"instance text: {text!r}")
         m = GrammarMatcher(compiled)
-        for i, t in enumerate(smollm2_tokenizer.encode(text, add_special_tokens=False)):
+        # special tokens' texts ("<|endoftext|>" in a string) split into ordinary tokens: that
+        # is how a model writes them as text; the special token itself has no bytes
+        for i, t in enumerate(smollm2_tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)):
             assert index.allowed_tokens(m.state)[t], f"token {i} {v.info.token_bytes[t]!r} of {text!r} masked out"
             assert m.accept_token(t), f"token {i} {v.info.token_bytes[t]!r} of {text!r} rejected"
         assert m.is_completed(), f"{text!r} accepted but not complete"
@@ -597,3 +599,26 @@ def test_canonical_order_follows_dependency_expansion(deps):
     text = canonical_json(value, schema)
     assert m.accept_string(text) and m.is_completed(), text
     assert json.loads(text) == value
+
+
+# -- found by the soak run of test_valid_instances_accepted ---------------------------------
+
+
+def test_special_token_text_is_written_by_ordinary_tokens(vocabs, smollm2_tokenizer):
+    """A string holding a special token's text ('<|endoftext|>') is written by ordinary
+    tokens, every one allowed; the special token (no bytes) is masked inside the string. The
+    soak run encoded the instance with the special token and reported it masked out."""
+    v = vocabs("smollm2")
+    compiled = _compile(v, {"type": "string", "enum": ["<|endoftext|>"]})
+    special = smollm2_tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert v.info.token_bytes[special] is None
+    m = GrammarMatcher(compiled)
+    ids = smollm2_tokenizer.encode('"<|endoftext|>"', add_special_tokens=False, split_special_tokens=True)
+    assert special not in ids and len(ids) > 3
+    for k, t in enumerate(ids):
+        allowed = compiled.index.allowed_tokens(m.state)
+        assert allowed[t], f"token {k} masked out"
+        if k > 0:
+            assert not allowed[special], f"the special token allowed inside the string at token {k}"
+        assert m.accept_token(t)
+    assert m.is_completed()
