@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import jsonschema
 import numpy as np
 
 from .compare.command import add_arguments, run
@@ -18,6 +17,7 @@ from .inputs import check_grammar, check_schema, read_json, read_text
 from .integrations.hf_generate import generate_json
 from .models import load_default_tokenizer, load_model
 from .runtime.compiler import GrammarCompiler
+from .schema.validation import validator_for
 
 __all__ = ["main"]
 
@@ -87,7 +87,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
               else "complete, but ended by the token limit, not EOS" if result.truncated else "complete")
     valid = "n/a"
     if result.complete:
-        errors = [e.message for e in jsonschema.validators.validator_for(schema)(schema).iter_errors(json.loads(result.text))]
+        errors = [e.message for e in validator_for(schema).iter_errors(json.loads(result.text))]
         valid = "valid" if not errors else f"INVALID: {errors[:3]}"
     print(f"// {result.new_tokens} tokens in {result.seconds:.2f}s, {status}, jsonschema: {valid}", file=sys.stderr)
     return 0 if result.complete and valid == "valid" else 1

@@ -372,3 +372,25 @@ def test_python_class_escapes_equal_re_on_every_code_point() -> None:
         want = [c for c in range(0x110000) if one.match(chr(c))]
         got = [c for lo, hi in cats[key].ranges for c in range(lo, hi + 1)]
         assert got == want, key
+
+
+# -- matching values as structgen reads a pattern (run-time validation) ----------------------
+
+
+@pytest.mark.parametrize("pattern", ["^[a-z]+$", "b", "^a|b$", "[0-9]{2,3}", "^$", "x?y", "(ab)+c", "^\\w+@\\w+\\.com$"])
+def test_pattern_search_agrees_with_re_where_re_compiles(pattern):
+    from structgen.regex.matching import pattern_search
+
+    search = pattern_search(pattern)
+    for text in ["", "a", "abc", "b", "ab", "12", "1234", "y", "xy", "ababc", "abab", "me@x.com", "me@x.co", "A1"]:
+        assert search(text) == (re.search(pattern, text) is not None), (pattern, text)
+
+
+def test_pattern_search_reads_property_escapes_and_ecma_end():
+    from structgen.regex.matching import pattern_search
+
+    assert pattern_search("^\\p{Letter}+$")("Zoë") and not pattern_search("^\\p{Letter}+$")("Zoë1")
+    assert pattern_search("\\p{Lu}")("abC") and not pattern_search("\\p{Lu}")("abc")
+    assert not pattern_search("^a$")("a\n")  # ECMA's $ (Python's re.search accepts "a\n")
+    with pytest.raises(RegexError):
+        pattern_search("a{2,1}")

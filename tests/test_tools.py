@@ -661,6 +661,23 @@ def _place_points(points: list[Point]) -> int:
     return len(points)
 
 
+@pytest.mark.parametrize("parameters,good,bad,pointer", [
+    ({"type": "object", "properties": {"who": {"type": "string", "pattern": "^\\p{Letter}+$"}}, "required": ["who"]},
+     {"who": "Zoë"}, {"who": "Zoë1"}, "/who"),
+    ({"type": "object", "patternProperties": {"^\\p{Lu}": {"type": "integer"}}},
+     {"Émile": 1, "x": "free"}, {"Émile": "one"}, "/Émile"),
+])
+def test_validate_patterns_python_re_cannot_compile(parameters, good, bad, pointer):
+    """Calls under a \\p{...} pattern (enforced by the grammar; Python's re, which jsonschema
+    searches with, has no \\p) are validated as structgen reads the pattern: a valid call
+    passes, an invalid one is a located ToolCallError, not re.error."""
+    ts = ToolSet([Tool.from_openai({"type": "function", "function": {"name": "t", "parameters": parameters}})])
+    assert ts.parse(json.dumps({"name": "t", "arguments": good})) == [ToolCall("t", good)]
+    with pytest.raises(ToolCallError) as exc:
+        ts.parse(json.dumps({"name": "t", "arguments": bad}))
+    assert exc.value.pointer == pointer
+
+
 # --------------------------------------------------------------------------- dispatch
 
 

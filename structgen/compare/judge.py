@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import jsonschema
 
+from ..schema.validation import validator_for
 from ..tools import ToolCallError
 from .bfcl_match import calls_match, toolset_for
 from .tasks import Task
@@ -151,9 +152,8 @@ class Judge:
                 return None, str(exc)
             return calls, None
         schema = self.task.schema
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
-            err = jsonschema.exceptions.best_match(cls(schema).iter_errors(value))
+            err = jsonschema.exceptions.best_match(validator_for(schema).iter_errors(value))
         except (TypeError, ValueError) as exc:  # values YAML produces that JSON has no type for
             return None, f"not a JSON value: {exc}"
         if err is not None:

@@ -30,6 +30,7 @@ from ..regex.parser import ANY_CHAR
 from ..runtime.compiler import GrammarCompiler
 from ..schema.pointer import from_path, unescape
 from ..schema.to_grammar import schema_to_grammar
+from ..schema.validation import validator_for
 from .bfcl import bfcl_to_json_schema
 from .formats import JSON, ToolCallFormat, text_not_starting_with, text_without, tools_system_prompt
 from .python_types import Mismatch, UnsupportedAnnotation, convert_arguments, function_schema
@@ -594,8 +595,7 @@ class ToolSet:
         if not isinstance(args, Mapping):
             raise ToolCallError(f"'arguments' must be an object, not {type(args).__name__}", tool=name, index=index)
         schema = self._tools[name].arguments_schema
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        err = jsonschema.exceptions.best_match(cls(schema).iter_errors(dict(args)))
+        err = jsonschema.exceptions.best_match(validator_for(schema).iter_errors(dict(args)))
         if err is not None:
             path = list(err.absolute_path)
             argument = str(path[0]) if path else None

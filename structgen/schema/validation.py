@@ -1,0 +1,47 @@
+"""jsonschema validators for checking values at run time (tool calls, generated outputs), with
+the patterns Python's ``re`` cannot compile matched as structgen reads them."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, Iterator
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from ..regex.matching import pattern_search
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        # \p{...} and other ECMA-262 syntax Python's re lacks: structgen's own reading, the
+        # one its grammars enforce (RegexError where structgen cannot read it either)
+        return pattern_search(pattern)(text)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for name, value in instance.items():
+            if _search(pattern, name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+@lru_cache(maxsize=None)  # one per dialect: jsonschema builds a new class at each extend
+def _with_patterns(cls: type) -> type:
+    return jsonschema.validators.extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+
+
+def validator_for(schema: Any, **kwargs: Any) -> Any:
+    """A jsonschema validator of ``schema``'s dialect (2020-12 when it names none); keyword
+    arguments go to the validator (``format_checker=...``)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return _with_patterns(cls)(schema, **kwargs)
