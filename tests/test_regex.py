@@ -394,3 +394,18 @@ def test_pattern_search_reads_property_escapes_and_ecma_end():
     assert not pattern_search("^a$")("a\n")  # ECMA's $ (Python's re.search accepts "a\n")
     with pytest.raises(RegexError):
         pattern_search("a{2,1}")
+
+
+def test_enum_beside_a_property_escape_pattern_is_decided():
+    """An enum's members are checked against their sibling pattern by jsonschema, which has no
+    \\p: such a schema was refused with a RegexError; the members are now decided as structgen
+    reads the pattern."""
+    from structgen import GrammarCompiler, TokenizerInfo
+
+    info = TokenizerInfo.from_token_bytes([bytes([b]) for b in range(256)] + [None], stop_token_ids=[256],
+                                          vocab_size=257)
+    g = GrammarCompiler(info).compile_json_schema({"type": "string", "enum": ["Zoë", "Zoë1"],
+                                                   "pattern": "^\\p{Letter}+$"})
+    m = g.matcher()
+    assert m.accept_string('"Zoë"') and m.is_completed()
+    assert not g.matcher().accept_string('"Zoë1"')

@@ -20,6 +20,7 @@ from .document import ANNOTATION_KEYWORDS, SchemaDocument, legacy_dialect
 from .document import existing_prefix as _existing_prefix
 from .merge import CONTAINS_ALL
 from .pointer import child
+from .validation import PATTERN_CHECKS, search
 
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum", "const", "items",
@@ -78,8 +79,9 @@ object counted with ``minProperties``/``maxProperties`` grow with properties x c
 def _extended_validator(cls: type) -> type:
     """``cls`` (a jsonschema validator class) that also enforces the internal keywords
     negations write (merged into schemas whose literals are then checked by jsonschema)."""
-    return jsonschema.validators.extend(cls, {FRACTION: _check_fraction, NOT_STRINGS: _check_not_strings,
-                                              NOT_PATTERNS: _check_not_patterns, CONTAINS_ALL: _check_contains_all})
+    return jsonschema.validators.extend(cls, {**PATTERN_CHECKS, FRACTION: _check_fraction,
+                                              NOT_STRINGS: _check_not_strings, NOT_PATTERNS: _check_not_patterns,
+                                              CONTAINS_ALL: _check_contains_all})
 
 
 class _Rules(dict):
@@ -136,7 +138,7 @@ NOT_PATTERNS = "x-structgen-not-patterns"
 
 
 def _check_not_patterns(validator: Any, patterns: list, instance: Any, schema: dict):
-    if isinstance(instance, str) and any(re.search(p, instance) for p in patterns):
+    if isinstance(instance, str) and any(search(p, instance) for p in patterns):
         yield _jsonschema_error(f"{instance!r} matches an excluded pattern")
 
 
@@ -242,11 +244,14 @@ class ConverterBase(ABC):
         def check(value: Any) -> bool:
             try:
                 return is_valid(value)
-            except re.error as exc:
-                pattern = exc.pattern if isinstance(exc.pattern, str) else str(subschema)
+            except (re.error, RegexError) as exc:  # (a pattern neither re nor structgen reads)
+                if isinstance(exc, re.error):
+                    pattern = exc.pattern if isinstance(exc.pattern, str) else str(subschema)
+                    message, position = f"invalid regular expression: {exc.msg}", exc.pos or 0
+                else:
+                    pattern, message, position = exc.pattern, exc.message, exc.position
                 at = _ptr(ptr, "pattern") if isinstance(subschema, dict) and subschema.get("pattern") == pattern else ptr
-                raise RegexError(f"invalid regular expression: {exc.msg}", pattern=pattern, position=exc.pos or 0,
-                                 pointer=at) from None
+                raise RegexError(message, pattern=pattern, position=position, pointer=at) from None
 
         return check
 

@@ -12,7 +12,9 @@ from jsonschema.exceptions import ValidationError
 from ..regex.matching import pattern_search
 
 
-def _search(pattern: str, text: str) -> bool:
+def search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``: Python's ``re`` where it compiles the
+    pattern (jsonschema's reading), else structgen's."""
     try:
         return re.search(pattern, text) is not None
     except re.error:
@@ -22,7 +24,7 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
+    if validator.is_type(instance, "string") and not search(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -31,13 +33,17 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
         return
     for pattern, subschema in patterns.items():
         for name, value in instance.items():
-            if _search(pattern, name):
+            if search(pattern, name):
                 yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+PATTERN_CHECKS = {"pattern": _pattern, "patternProperties": _pattern_properties}
+"""jsonschema's pattern keywords with :func:`search` (for ``jsonschema.validators.extend``)."""
 
 
 @lru_cache(maxsize=None)  # one per dialect: jsonschema builds a new class at each extend
 def _with_patterns(cls: type) -> type:
-    return jsonschema.validators.extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+    return jsonschema.validators.extend(cls, PATTERN_CHECKS)
 
 
 def validator_for(schema: Any, **kwargs: Any) -> Any:
