@@ -36,6 +36,7 @@ import pytest
 from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from structgen.runtime.budget import TokenBudget
 from structgen.errors import StructgenError
+from structgen.schema.validation import pattern_checks
 
 from .conftest import DATA, SHARED
 from .walks import budget_walk, random_walk, structural_tokens
@@ -144,23 +145,10 @@ def _search(pattern: str, text: str) -> bool:
         return regex.search(pattern, text) is not None
 
 
-def _pattern(validator, pattern, instance, schema):
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(validator, patterns, instance, schema):
-    if validator.is_type(instance, "object"):
-        for pattern, subschema in patterns.items():
-            for name, value in instance.items():
-                if _search(pattern, name):
-                    yield from validator.descend(value, subschema, path=name, schema_path=pattern)
-
-
 def validator_for(schema: Any):
     """The schema's own draft, with that draft's format checker."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls = jsonschema.validators.extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+    cls = jsonschema.validators.extend(cls, pattern_checks(_search))
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
@@ -23,22 +23,27 @@ def search(pattern: str, text: str) -> bool:
         return pattern_search(pattern)(text)
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not search(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+def pattern_checks(search: Callable[[str, str], bool]) -> dict[str, Callable[..., Iterator[ValidationError]]]:
+    """jsonschema's ``pattern`` and ``patternProperties`` with ``search(pattern, text)`` in
+    place of ``re.search`` (for ``jsonschema.validators.extend``)."""
+
+    def pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if validator.is_type(instance, "string") and not search(pattern, instance):
+            yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+    def pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if not validator.is_type(instance, "object"):
+            return
+        for pat, subschema in patterns.items():
+            for name, value in instance.items():
+                if search(pat, name):
+                    yield from validator.descend(value, subschema, path=name, schema_path=pat)
+
+    return {"pattern": pattern, "patternProperties": pattern_properties}
 
 
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for name, value in instance.items():
-            if search(pattern, name):
-                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
-
-
-PATTERN_CHECKS = {"pattern": _pattern, "patternProperties": _pattern_properties}
-"""jsonschema's pattern keywords with :func:`search` (for ``jsonschema.validators.extend``)."""
+PATTERN_CHECKS = pattern_checks(search)
+"""The pattern keywords with :func:`search`."""
 
 
 @lru_cache(maxsize=None)  # one per dialect: jsonschema builds a new class at each extend
