@@ -1,4 +1,4 @@
-"""The fast-forward benchmark under the name issue 8 gives it: ``bench/fast_forward.py``.
+"""The fast-forward benchmark with its usual arguments: ``bench/fast_forward.py``.
 
     python bench/ff.py            # = python bench/fast_forward.py --bfcl 50 --maskbench 5 --repeats 0
 

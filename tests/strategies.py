@@ -47,8 +47,9 @@ PATTERNS = [
     "^a|b$", "z", "^[\\[\\]{}]+$", "^[^a-z]{1,2}$", "^(?:x|yy){1,2}$", "^\\x41\\t?$",
     "^[\\u0000-\\u001f]$", "^\"$", "^(a(b(c)?)?)$", "^[^\\x00-\\x7f]$",
 ]
-# Patterns whose class escapes differ between Python's re (jsonschema) and ECMA-262 (bug 4,
-# fixed): only the pattern soundness walks use them (instances would differ by engine).
+# Patterns whose class escapes differ between Python's re (jsonschema) and ECMA-262 (the
+# grammar once took their Python reading): only the pattern soundness walks use them
+# (instances would differ by engine).
 DIVERGENT_PATTERNS = ["^\\W$", "^\\D$", "^\\S$", "^\\s$", "^[^\\w]$"]
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64).filter(lambda f: abs(f) < 1e15)

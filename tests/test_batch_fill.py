@@ -525,3 +525,82 @@ def test_a_batch_with_a_large_walk_on_two_threads_keeps_the_bits(smollm2_info):
         got = np.zeros((4, words), np.int32)
         fill_next_token_bitmasks(batch(), got, threads=2)
         np.testing.assert_array_equal(got, _one_by_one(batch(), 4, words, range(4)))
+
+
+# A toy vocabulary whose leading-space subtree (19K nodes) is cut at its children into units
+# of a shared walk, as SmolLM2's is: " " then one to three lowercase letters, and digits.
+_LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+SPACE_WORDS = [b" " + (a + b + c).encode() for a in _LETTERS for b in [""] + _LETTERS for c in [""] + _LETTERS
+               if b or not c] + [d.encode() * n for d in "0123456789" for n in (2, 3)]
+
+
+def _at_string_start(info, pattern: str) -> GrammarMatcher:
+    m = GrammarCompiler(info, cache_size=0).compile_json_schema({"type": "string", "pattern": pattern}).matcher()
+    assert m.accept_string('"')
+    return m
+
+
+def test_a_shared_walk_passing_a_cut_subtree_whole_keeps_the_bits():
+    """Below the leading space every token is a lowercase word the string goes on with, so the
+    walk takes that subtree in whole at its root node, which every thread taking one of its
+    units visits first: the units below are then passed, by the owner and by the helper (which
+    takes the first unit: helper_first). The mask equals the one computed alone and the
+    token-by-token reference."""
+    from structgen import _core
+
+    from .reference_masks import reference_mask
+
+    info = toy_info(SPACE_WORDS)
+    words = bitmask_words(info.vocab_size)
+    pattern = "^( [a-z]*|[0-9]{12})$"
+    alone = np.zeros((1, words), np.int32)
+    reference = _at_string_start(info, pattern)
+    reference.fill_next_token_bitmask(alone)
+    np.testing.assert_array_equal(alone[0], reference_mask(reference._index, reference._history[-1]))
+    allowed = {i for i in range(info.vocab_size) if alone[0][i >> 5] >> (i & 31) & 1}
+    assert set(range(len(SPACE_WORDS))) <= allowed  # (every space word and digit run: ids first)
+    ms = [_at_string_start(info, pattern) for _ in range(4)]
+    got, joined = _core._masks_with_a_waiting_helper([m._index._view for m in ms], [m._history[-1] for m in ms],
+                                                     helper_first=True)
+    assert joined == 4  # (the helper took the first unit of every walk)
+    for row in got:
+        np.testing.assert_array_equal(row.view(np.int32), alone[0])
+
+
+@pytest.mark.parametrize("pattern", [
+    # every unit: the helper's (the first) raises, then the owner's, whose exception leaves
+    "^( ([a-z]|[a-z]{2}){100}|[0-9]{12})$",
+    # the first unit only: the helper raises, the owner walks the others and raises its error
+    "^( ([ab]|[ab]{2}){100}| [c-z][a-z]{0,2}|[0-9]{12})$",
+], ids=["every-unit", "helper-only"])
+def test_a_shared_walk_whose_units_raise_leaves_no_mask_and_recovers(monkeypatch, pattern):
+    """Units below the leading space pass the stack limit (three letters of a counted choice
+    make four stacks); the helper takes the first unit (helper_first). Whichever thread
+    raises, the limit error reaches the caller, no mask is kept, and the same configuration
+    then gives the mask computed alone and the token-by-token reference. (The test hook raises
+    the core's own exception; the fills translate it into LimitError.)"""
+    import structgen.index.counters
+
+    from structgen import _core
+
+    from .reference_masks import reference_mask
+
+    info = toy_info(SPACE_WORDS)
+    words = bitmask_words(info.vocab_size)
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 3)
+    for _ in range(3):
+        m = _at_string_start(info, pattern)
+        before = _core.walks_shared()
+        with pytest.raises(_core.StackLimitExceeded):
+            _core._masks_with_a_waiting_helper([m._index._view], [m._history[-1]], helper_first=True)
+        assert _core.walks_shared() == before + 1  # (the helper joined the walk)
+    monkeypatch.setattr(structgen.index.counters, "MAX_CONFIG_STACKS", 512)
+    m._index._native.set_stack_limit(512)  # (what a fill does with the module's limit)
+    got, joined = _core._masks_with_a_waiting_helper([m._index._view], [m._history[-1]], helper_first=True)
+    assert joined == 1
+    alone = np.zeros((1, words), np.int32)
+    _at_string_start(info, pattern).fill_next_token_bitmask(alone)
+    np.testing.assert_array_equal(got[0].view(np.int32), alone[0])
+    np.testing.assert_array_equal(alone[0], reference_mask(m._index, m._history[-1]))
+    bits = np.unpackbits(alone.view(np.uint8), bitorder="little")
+    assert bits[SPACE_WORDS.index(b" ab")] and bits[SPACE_WORDS.index(b"00")]

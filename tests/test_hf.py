@@ -82,7 +82,7 @@ def test_chat_inputs_uses_template(model_and_tokenizer):
 
 @pytest.mark.parametrize("prompt,schema", SCHEMAS[:4], ids=[f"schema{i}" for i in range(4)])
 def test_budget_mode_completes_under_tight_budgets(model_and_tokenizer, prompt, schema):
-    """Issue 7: with budget=True the value is complete and valid however tight the budget;
+    """With budget=True the value is complete and valid however tight the budget;
     without it, the same limit leaves it truncated and says so."""
     model, tok = model_and_tokenizer
     index = compiler_for(tok).compile_json_schema(schema).index

@@ -310,7 +310,8 @@ def test_valid_instances_accepted(vocabs, smollm2_tokenizer, schema, data):
             continue
         if set(canonical_json(value, schema).encode()) - v.producible:
             # SmolLM2 has no token with some bytes (0xF1, 0xF2: U+40000..U+BFFFF); the
-            # tokenizer silently drops them, so such text cannot be written (see bug 6)
+            # tokenizer silently drops them, so such text cannot be written (a compiled grammar
+            # drops the bytes no token holds: test_tokenizers.py)
             STATS["instances with unproducible bytes"] += 1
             continue
         found += 1
@@ -442,7 +443,7 @@ def _accepts(compiled, text: str) -> bool:
     return m.accept_string(text) and m.is_completed()
 
 
-# Bugs 1-5 were found by these properties and fixed in 763a28e; kept as plain regressions.
+# Found by these properties (all fixed); kept as plain regressions.
 
 
 def test_regression_cache_key_keeps_property_order(byte_compiler):
@@ -536,30 +537,30 @@ def test_bug_deep_nesting_recursion_error(byte_compiler):
         pass
 
 
-# -- found by the soak run of issue 7 (all fixed) ---------------------------------------
+# -- found by soak runs of the refusal property (all fixed) ------------------------------
 
 _D7 = "http://json-schema.org/draft-07/schema#"
 
 
 @pytest.mark.parametrize("schema,pointer", [
-    # 9: schema text that is not JSON escaped as json.JSONDecodeError
+    # schema text that is not JSON escaped as json.JSONDecodeError
     ("", ""),
-    # 10: draft-07 has no $defs keyword, so its metaschema never looked inside; reached by
+    # draft-07 has no $defs keyword, so its metaschema never looked inside; reached by
     # $ref, {"enum": null} crashed the converter with TypeError
     ({"$schema": _D7, "$defs": {"node": {"type": "array", "items": {"const": None, "enum": None}}},
       "$ref": "#/$defs/node"}, "/$defs/node/items/enum"),
     ({"$schema": _D7, "$defs": {"node": {"type": "array", "items": {"const": [None], "items": None}}},
       "$ref": "#/$defs/node"}, "/$defs/node/items/items"),
-    # 11: keywords beside anyOf were reported at /anyOf/anyOf/0/... (no such location)
+    # keywords beside anyOf were reported at /anyOf/anyOf/0/... (no such location)
     ({"anyOf": [True], "minItems": 3, "maxItems": 1, "type": "array"}, "/minItems"),
     ({"anyOf": [True], "type": "integer", "minimum": 5, "maximum": 4}, "/minimum"),
-    # 12: a required name without a declared property takes additionalProperties, but its
+    # a required name without a declared property takes additionalProperties, but its
     # errors pointed at /required/...
     ({"type": "array", "minItems": 1, "items": {"type": "object", "properties": {"a": {"type": "null"}},
                                                 "required": ["zz"], "additionalProperties": {"type": "null",
                                                                                              "const": False}}},
      "/items/additionalProperties/const"),
-    # 19: a pattern Python's re cannot compile, beside enum/const (decided by jsonschema),
+    # a pattern Python's re cannot compile, beside enum/const (decided by jsonschema),
     # escaped as re.error
     ({"enum": [""], "type": "string", "pattern": "a**"}, "/pattern"),
     ({"enum": [""], "type": "string", "pattern": "a{2,1}"}, "/pattern"),
@@ -568,7 +569,8 @@ _D7 = "http://json-schema.org/draft-07/schema#"
 ], ids=["not-json", "draft07-defs-enum", "draft07-defs-items", "anyof-sibling-items", "anyof-sibling-minimum",
         "required-additional", "enum-bad-pattern", "enum-bad-repeat", "property-names-bad-pattern"])
 def test_regression_soak_refusals_located(byte_compiler, schema, pointer):
-    """Bugs 9-12 and 19 (tests/README.md): each a StructgenError at an existing location."""
+    """Each refused with a StructgenError at an existing location (they escaped as other
+    exceptions, or pointed at locations the schema does not have)."""
     for strict in (True, False):
         with pytest.raises((SchemaError, RegexError)) as exc:
             byte_compiler.compile_json_schema(schema, strict=strict)
@@ -577,7 +579,7 @@ def test_regression_soak_refusals_located(byte_compiler, schema, pointer):
             assert _pointer_exists(schema, exc.value.pointer)
 
 
-# -- found by bench/masks.py in session 4 ------------------------------------------------
+# -- found by bench/masks.py (fixed) ------------------------------------------------------
 
 
 @pytest.mark.parametrize("deps", [

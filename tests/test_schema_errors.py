@@ -157,7 +157,7 @@ def test_draft_given_decides_ref_siblings():
         compiler.compile_json_schema(schema, draft="draft-99")
 
 
-# -- issue 7: every bad input a located StructgenError -------------------------------------
+# -- every bad input a located StructgenError ----------------------------------------------
 
 
 @pytest.mark.parametrize("schema", [42, None, "a string", 1.5], ids=["int", "null", "str", "float"])

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -2174,6 +2175,11 @@ class ConfigIndex final : public structgen::IndexView {
         if (offered && !done) help.withdraw(shared, nullptr);
       }
     } unwind{help, shared, offered};
+    if (help.helper_first() && help.wanted()) {  // (tests: see WalkHelp::helper_first)
+      offered = help.offer(shared);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (offered && !shared.started() && std::chrono::steady_clock::now() < until) structgen::WalkHelp::pause();
+    }
     run(row_at, cache, mask, true);
     unwind.done = true;
     if (offered) help.withdraw(shared, mask);

@@ -2131,10 +2131,11 @@ void register_names(py::module_& m) {
   // yet) computed one after the other as in a batch fill of two threads whose other thread
   // waits to help all along, so that a large walk is shared whatever the machine's load (in
   // a real batch the helper is a pool worker, which a loaded machine may not run before the
-  // walk ends). Returns the masks and how many walks the helper joined.
+  // walk ends). With helper_first, the helper takes each shared walk's first unit
+  // (WalkHelp::helper_first). Returns the masks and how many walks the helper joined.
   m.def(
       "_masks_with_a_waiting_helper",
-      [](const py::list& view_list, const py::list& cid_list) {
+      [](const py::list& view_list, const py::list& cid_list, bool helper_first) {
         if (view_list.size() != cid_list.size()) throw std::invalid_argument("views and cids differ in length");
         std::vector<structgen::IndexView*> ix;
         std::vector<int32_t> cids;
@@ -2153,6 +2154,7 @@ void register_names(py::module_& m) {
         {
           py::gil_scoped_release release;
           structgen::WalkHelp help(2, words);
+          help.set_helper_first(helper_first);
           std::atomic<bool> done{false};
           std::thread helper([&] { help.help_until([&] { return done.load(std::memory_order_acquire); }); });
           struct Stop {  // the helper leaves before `help` goes, whether the masks succeed or throw
@@ -2169,7 +2171,7 @@ void register_names(py::module_& m) {
         }
         return py::make_tuple(out, structgen::WalkHelp::shared() - before);
       },
-      py::arg("views"), py::arg("cids"));
+      py::arg("views"), py::arg("cids"), py::arg("helper_first") = false);
   // GrammarMatcher.fill_next_token_bitmask's usual case in one call (fill_matcher_fast).
   static PyMethodDef fill_matcher_def{"fill_matcher",
                                       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fill_matcher_fast)),

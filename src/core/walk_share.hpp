@@ -44,6 +44,9 @@ class SharedWalk {
     return u < units_ ? u : -1;
   }
 
+  // Whether some thread has taken a unit.
+  bool started() const { return next_.load(std::memory_order_relaxed) > 0; }
+
  private:
   friend class WalkHelp;
   const int64_t units_;
@@ -75,6 +78,12 @@ class WalkHelp {
 
   // Whether a thread waits to help (a relaxed read, between units).
   bool wanted() const { return waiting_.load(std::memory_order_relaxed) > 0; }
+
+  // For the tests (_core._masks_with_a_waiting_helper): an owner offers its walk before its
+  // first unit and lets a waiting helper take that unit, so that which thread walks which
+  // unit is known (a helper's exception, say), not left to the machine's timing.
+  bool helper_first() const { return helper_first_; }
+  void set_helper_first(bool on) { helper_first_ = on; }
 
   // Offers `w` to the waiting threads; false if another walk is offered already.
   bool offer(SharedWalk& w) {
@@ -171,6 +180,7 @@ class WalkHelp {
   std::atomic<SharedWalk*> open_{nullptr};
   std::atomic<int> inside_{0};   // helpers inside join()
   std::atomic<int> waiting_{0};  // threads in help_until()
+  bool helper_first_ = false;
   std::mutex mu_;
 };
 
