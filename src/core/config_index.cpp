@@ -76,17 +76,17 @@ constexpr int kMinRootDispatch = 64;              // root children: fewer are vi
 constexpr int64_t kShareNodes = 4096, kShareUnit = 1024, kShareSplit = 4096;
 
 // Whether every entry of an (n, 256) transition table is -1 or a state below n, setting
-// has_bytes[s] for each state with a target, row by row while the row is in cache (a range
-// check over the whole table, then a pass per row for its targets: 25 against 23 us of the
-// index construction for a 337-state rule).
-bool rows_checked(const int32_t* T, int32_t n, uint8_t* has_bytes) {
+// has_bytes[s] for each state with a target and none[s] to the bytes it rejects, row by row
+// while the row is in cache (a range check over the whole table, then a pass per row for its
+// targets: 25 against 23 us of the index construction for a 337-state rule).
+bool rows_checked(const int32_t* T, int32_t n, uint8_t* has_bytes, std::array<uint64_t, 4>* none) {
   bool ok = true;
   for (int32_t s = 0; s < n; ++s) {
     const int32_t* row = T + static_cast<int64_t>(s) * 256;
     ok = fa::targets_in_range(row, 256, n) && ok;
-    uint64_t none[4];
-    fa::equal_bits(row, -1, none);
-    has_bytes[s] = (none[0] & none[1] & none[2] & none[3]) != ~uint64_t(0);
+    uint64_t* no = none[s].data();
+    fa::equal_bits(row, -1, no);
+    has_bytes[s] = (no[0] & no[1] & no[2] & no[3]) != ~uint64_t(0);
   }
   return ok;
 }
@@ -147,23 +147,26 @@ const std::vector<std::array<uint64_t, 4>>& class_masks() {
 // Four independent lanes of 64 bits: a mask is hashed in about a microsecond at 128K.
 // `nonzero` (nonzero_words(n) words, zeroed by the caller) gets bit c set for each 64-byte
 // chunk c holding a set bit; the words after the last whole chunk are always compared.
-uint64_t hash_words(const uint32_t* w, int64_t n, uint64_t* nonzero) {
-  constexpr uint64_t K = 0xBF58476D1CE4E5B9ull;
-  uint64_t lane[4] = {0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n), 1, 2, 3};
-  const auto* bytes = reinterpret_cast<const unsigned char*>(w);
-  const int64_t chunks = n / 16;  // 16 words = 64 bytes = 2 rounds of 4 lanes x 64 bits
-  for (int64_t c = 0; c < chunks; ++c) {
-    const unsigned char* at = bytes + c * 64;
+// All-zero chunks are skipped (their position is mixed into the next nonzero one).
+struct MaskHash {
+  static constexpr uint64_t K = 0xBF58476D1CE4E5B9ull;
+  uint64_t lane[4];
+  explicit MaskHash(int64_t n) : lane{0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n), 1, 2, 3} {}
+  static bool zero_chunk(const unsigned char* at) {
 #if defined(__SSE2__)
-    // all-zero chunks are skipped (their position is mixed into the next nonzero one): most
-    // first visits inside a name or a literal allow a few tokens, and a hash of every word
-    // was a tenth of such a mask's cost
     const __m128i a = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)),
                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16)));
     const __m128i b = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 32)),
                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 48)));
-    if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(a, b), _mm_setzero_si128())) == 0xFFFF) continue;
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(a, b), _mm_setzero_si128())) == 0xFFFF;
+#else
+    for (int j = 0; j < 64; ++j)
+      if (at[j]) return false;
+    return true;
 #endif
+  }
+  // chunk c (64 bytes at `at`), nonzero
+  void chunk(int64_t c, const unsigned char* at, uint64_t* nonzero) {
     nonzero[c >> 6] |= uint64_t(1) << (c & 63);
     lane[0] ^= static_cast<uint64_t>(c) * 0x94D049BB133111EBull;
     for (int j = 0; j < 8; ++j) {
@@ -174,10 +177,56 @@ uint64_t hash_words(const uint32_t* w, int64_t n, uint64_t* nonzero) {
       l ^= l >> 31;
     }
   }
-  uint64_t h = lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7);
-  for (int64_t k = chunks * 16; k < n; ++k) h = ((h ^ w[k]) * K) ^ (h >> 29);
-  return (h ^ (h >> 32)) * K;
+  uint64_t finish(const uint32_t* w, int64_t n) const {
+    uint64_t h = lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7);
+    for (int64_t k = n / 16 * 16; k < n; ++k) h = ((h ^ w[k]) * K) ^ (h >> 29);
+    return (h ^ (h >> 32)) * K;
+  }
+};
+
+uint64_t hash_words(const uint32_t* w, int64_t n, uint64_t* nonzero) {
+  MaskHash m(n);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(w);
+  const int64_t chunks = n / 16;  // 16 words = 64 bytes = 2 rounds of 4 lanes x 64 bits
+  for (int64_t c = 0; c < chunks; ++c)
+    if (!MaskHash::zero_chunk(bytes + c * 64)) m.chunk(c, bytes + c * 64, nonzero);
+  return m.finish(w, n);
 }
+
+// hash_words() of a mask whose nonzero whole chunks all have their bit in `marked`
+// (nonzero_words(n) words): only those chunks are read. A walk inside a name sets a few
+// bits, and reading the whole mask for them was up to a tenth of such a first visit.
+uint64_t hash_marked_words(const uint32_t* w, int64_t n, const uint64_t* marked, uint64_t* nonzero) {
+  MaskHash m(n);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(w);
+  const int64_t chunks = n / 16;
+  const int64_t nzw = (chunks + 63) / 64;
+  for (int64_t k = 0; k < nzw; ++k)
+    for (uint64_t bits = marked[k]; bits != 0; bits &= bits - 1) {
+      const int64_t c = k * 64 + __builtin_ctzll(bits);
+      if (c < chunks && !MaskHash::zero_chunk(bytes + c * 64)) m.chunk(c, bytes + c * 64, nonzero);
+    }
+  return m.finish(w, n);
+}
+
+// The 64-byte chunks of a mask in which a walk inside a name set its bits (visit_few), for
+// hash_marked_words(): `few` once such a walk is the whole mask's walk, `all` where bits were
+// set another way as well (a subtree taken in whole) or the mask has more than 512 chunks.
+struct ChunkMarks {
+  bool few = false, all = false;
+  uint64_t bits[8];
+  void start(int64_t words) {
+    few = true;
+    all = words / 16 > 512;
+    std::memset(bits, 0, sizeof bits);
+  }
+  void tok(int64_t t) {
+    if (all) return;
+    const int64_t c = t >> 9;  // (512 tokens a chunk)
+    bits[c >> 6] |= uint64_t(1) << (c & 63);
+  }
+};
+thread_local ChunkMarks chunk_marks;
 
 // Words of hash_words' chunk bitmap for a mask of `n` words.
 int64_t nonzero_words(int64_t n) { return (n / 16 + 63) / 64; }
@@ -414,6 +463,9 @@ struct Rule {
   py::array trans_ref;  // keeps the DFA's (n, 256) table alive
   const int32_t* trans = nullptr;
   std::vector<uint8_t> final, has_bytes;
+  // per state: the bytes its row rejects (-1) as a 256-bit set, found while the rows are
+  // checked: a walk inside a name tests a node's children against it (ConfigIndex::visit_few)
+  std::vector<std::array<uint64_t, 4>> none;
   // per state: reads a byte, calls nothing and cannot end the rule, so that a frame in it
   // closes to itself alone (a walk steps such frames by the DFA's own row: see walk_range)
   std::vector<uint8_t> simple;
@@ -610,6 +662,17 @@ struct Vocab {
   // Per node of `trie`: the byte classes (byte_class()) of every byte below it. A subtree whose
   // classes a configuration loops on in whole is allowed in whole (ConfigIndex::walk_nodes).
   std::vector<uint64_t> below;
+  // Per slot of `trie` (Trie::sib_node), what a walk reads of that child to visit it: the
+  // walks inside a name or a literal (ConfigIndex::visit_few) test a node's children by
+  // their bytes (Trie::sib_byte) and read one record per child taken, where visiting the
+  // node itself read its record, its slot and `below`, each a cache miss of its own.
+  struct Kid {
+    int32_t node, tok, end, kids;  // kids: its children's first slot (-1: a leaf)
+    uint64_t below;
+    int32_t kids_m1, unused;  // kids_m1: its children, less one (32 bytes: no record spans two lines)
+  };
+  std::vector<Kid> kids;
+  int32_t root_slot[256];  // the slot of the root's child of each byte (-1: none)
 
   Vocab(const py::object& t, const py::list& multibyte) {
     trie.load(t);
@@ -633,6 +696,24 @@ struct Vocab {
     const uint8_t* cls = byte_class();
     for (int64_t i = trie.nodes - 1; i >= 0; --i)  // children come after their parent
       for (int64_t c = i + 1; c < trie.end[i]; c = trie.end[c]) below[i] |= below[c] | uint64_t(1) << cls[trie.byte[c]];
+    kids.assign(trie.sib_node.size(), Kid{-1, -1, -1, -1, 0, 0, 0});
+    for (size_t k = 0; k < kids.size(); ++k) {
+      const int32_t at = trie.sib_node[k];
+      if (at < 0) continue;  // (the end of a node's slots)
+      const Trie::Node& n = trie.packed[static_cast<size_t>(at)];
+      Kid& c = kids[k];
+      c = Kid{at, n.tok, n.end, -1, below[static_cast<size_t>(at)], 0, 0};
+      if (n.end > at + 1) {  // its children's slots: from its first child's to the end mark
+        c.kids = trie.sib[static_cast<size_t>(at) + 1];
+        int64_t m = 0;
+        while (trie.sib_node[static_cast<size_t>(c.kids + m)] >= 0) ++m;
+        if (m > 256) throw std::invalid_argument("malformed trie: more than 256 children");
+        c.kids_m1 = static_cast<int32_t>(m - 1);
+      }
+    }
+    std::fill(std::begin(root_slot), std::end(root_slot), -1);
+    for (int b = 0; b < 256; ++b)
+      if (trie.root_child[b] >= 0) root_slot[b] = trie.sib[static_cast<size_t>(trie.root_child[b])];
     for (const auto& seq : multibyte) {
       std::vector<std::vector<std::pair<int, int>>> ranges;
       bool usable = true;
@@ -1161,6 +1242,8 @@ class ConfigIndex final : public structgen::IndexView {
       }
     }
     std::memset(buf, 0, static_cast<size_t>(words_) * 4);
+    ChunkMarks& marks = chunk_marks;
+    marks.few = false;
     compute_mask(cid, buf);  // no lock held: other threads walk meanwhile
     const int64_t nzw = nonzero_words(words_);
     uint64_t nz_small[8] = {0};  // (up to 512 chunks: 262,144 tokens)
@@ -1170,7 +1253,7 @@ class ConfigIndex final : public structgen::IndexView {
       nz_large.assign(static_cast<size_t>(nzw), 0);
       nz = nz_large.data();
     }
-    const uint64_t h = hash_words(buf, words_, nz);
+    const uint64_t h = marks.few && !marks.all ? hash_marked_words(buf, words_, marks.bits, nz) : hash_words(buf, words_, nz);
     std::lock_guard<std::recursive_mutex> g(mu_);
     const uint32_t* hit = masks_.load(cid);
     if (hit != nullptr) return hit;  // another thread finished first: same bits
@@ -1270,7 +1353,9 @@ class ConfigIndex final : public structgen::IndexView {
       r.trans_ref = trans;
       r.trans = trans.data();
       r.has_bytes.assign(r.num_states, 0);
-      if (!rows_checked(r.trans, r.num_states, r.has_bytes.data())) throw std::invalid_argument("transition out of range");
+      r.none.resize(static_cast<size_t>(r.num_states));
+      if (!rows_checked(r.trans, r.num_states, r.has_bytes.data(), r.none.data()))
+        throw std::invalid_argument("transition out of range");
       r.final.assign(fin.data(), fin.data() + r.num_states);
       const int32_t* ce = call_edge.data();
       for (int64_t k = 0; k < m; ++k)
@@ -2067,8 +2152,11 @@ class ConfigIndex final : public structgen::IndexView {
       // which is preorder): a configuration inside a property name or a literal takes a byte
       // or two, and stepping over the root's two hundred other children one by one touched a
       // cache line each (they lie far apart in preorder), most of such a mask's time.
-      uint64_t live[4];
-      fa::equal_bits(r0, dead, live);
+      uint64_t live[4];  // (the bytes the row rejects, then flipped below)
+      if (kMask && !kCollect && frame != nullptr)
+        std::memcpy(live, rules_[frame->r].none[static_cast<size_t>(frame->s)].data(), sizeof live);
+      else
+        fa::equal_bits(r0, dead, live);
       if constexpr (kMask && !kCollect) {
         if (structgen::WalkHelp* help = structgen::WalkHelp::here(); help != nullptr) {
           int64_t nodes = 0;  // (at most what the walk visits)
@@ -2081,6 +2169,18 @@ class ConfigIndex final : public structgen::IndexView {
             shared_walk<kPlainLoops, kGroups, kClassLoops>(*help, t, live, row_at, cache, mask, keep);
             return;
           }
+        }
+      }
+      if constexpr (kMask && !kCollect && !kPlainLoops && !kGroups && kClassLoops) {
+        if (few && &t == &V.trie) {
+          chunk_marks.start(words_);
+          for (int w = 0; w < 4; ++w)
+            for (uint64_t bits = ~live[w]; bits != 0; bits &= bits - 1) {
+              const int b = w * 64 + __builtin_ctzll(bits);
+              const int32_t slot = V.root_slot[b];
+              if (slot >= 0) visit_few(V.kids[static_cast<size_t>(slot)], 1, r0[b], row_at, cache, mask);
+            }
+          return;
         }
       }
       for (int w = 0; w < 4; ++w)
@@ -2325,6 +2425,77 @@ class ConfigIndex final : public structgen::IndexView {
     return i;
   }
 
+  // walk_range's node, for a walk of V.trie's masks from a configuration that takes a few
+  // first bytes (inside a property name or a literal: RowCache::siblings): the child of slot
+  // `c` at depth `d`, whose byte row_at[d] takes (`next`, that row's entry), then its own
+  // children taken by its row, found by their bytes. Visiting every child in preorder and
+  // passing the rejected ones by their slots read three or four cache lines per child and
+  // level of a name (its node, its slot, its subtree's classes): most of such a walk's time.
+  void visit_few(const Vocab::Kid& c, int d, int32_t next, const int32_t** const row_at, RowCache& cache,
+                 uint32_t* mask) {
+    VirtAt* const virt_at = cache.virt_at;
+    bool virt = false;  // as in walk_range
+    {
+      const VirtAt& va = virt_at[d];
+      if (va.simple != nullptr) {
+        if (va.simple[next])
+          virt = true;
+        else
+          next = cached_frame_config(cache, va.r, next, va.p);
+      }
+    }
+    if (!virt && next == kDead) return;
+    if (c.tok >= 0) {
+      mask[c.tok >> 5] |= 1u << (c.tok & 31);
+      chunk_marks.tok(c.tok);
+    }
+    if (c.kids < 0) return;
+    const Trie& t = V.trie;
+    VirtAt va{nullptr, nullptr, -1, -1};
+    int32_t st = next;
+    if (virt) {
+      va = virt_at[d];
+    } else if (SimpleFrame f; cache.id[next & (RowCache::kSlots - 1)] != next && simple_frame(next, f)) {
+      const Rule& R = rules_[f.r];
+      va = VirtAt{R.simple.data(), R.trans, f.r, f.p};
+      st = f.s;
+    }
+    const int32_t* row;
+    if (va.simple != nullptr) {
+      row = va.trans + static_cast<int64_t>(st) * 256;
+      if (c.end - c.node > kMinClassSkip && (c.below & ~cached_vclasses(cache, va.r, st, row)) == 0) {
+        set_ids(mask, t.toks.data() + t.tok_before[c.node + 1], t.tok_before[c.end] - t.tok_before[c.node + 1]);
+        chunk_marks.all = true;
+        return;
+      }
+    } else {
+      if (c.end - c.node > kMinClassSkip && (c.below & ~cached_classes(cache, next)) == 0) {
+        set_ids(mask, t.toks.data() + t.tok_before[c.node + 1], t.tok_before[c.end] - t.tok_before[c.node + 1]);
+        chunk_marks.all = true;
+        return;
+      }
+      row = cached_row(cache, next);
+    }
+    row_at[d + 1] = row;
+    virt_at[d + 1] = va;
+    const uint8_t* bytes = t.sib_byte.data() + c.kids;
+    const Vocab::Kid* kids = V.kids.data() + c.kids;
+    const int m = c.kids_m1 + 1;
+    // (a child's visit writes only the levels below d + 1: row_at[d + 1] and virt_at[d + 1] hold)
+    if (va.simple != nullptr) {
+      const uint64_t* none = rules_[va.r].none[static_cast<size_t>(st)].data();  // (one line: the row is 16)
+      for (int k = 0; k < m; ++k) {
+        const uint8_t b = bytes[k];
+        if (!(none[b >> 6] >> (b & 63) & 1)) visit_few(kids[k], d + 1, row[b], row_at, cache, mask);
+      }
+    } else {
+      for (int k = 0; k < m; ++k) {
+        const int32_t v = row[bytes[k]];
+        if (v != kDead) visit_few(kids[k], d + 1, v, row_at, cache, mask);
+      }
+    }
+  }
+
   // Clear the tokens of node i's subtree of `t` from `mask` (the subtracting walk's rejection).
   static void clear_subtree(const Trie& t, int64_t i, uint32_t* mask) {
     const int32_t* ids = t.toks.data() + t.tok_before[i];
@@ -2411,32 +2582,43 @@ class ConfigIndex final : public structgen::IndexView {
     }
     // a token spelled like another (phi-3's byte tokens) is allowed where that one is: the
     // tries hold one of them, and a walk may have set or cleared the other in bulk
+    ChunkMarks& marks = chunk_marks;
     for (size_t k = 0; k + 1 < V.dups.size(); k += 2) {
       const int64_t c = V.dups[k], d = V.dups[k + 1];
       const uint32_t bit = 1u << (d & 31);
       mask[d >> 5] = (mask[c >> 5] >> (c & 31) & 1u) ? mask[d >> 5] | bit : mask[d >> 5] & ~bit;
+      if (marks.few) marks.tok(d);
     }
     bool accepting;
     {
       std::lock_guard<std::recursive_mutex> g(mu_);
       accepting = accepting_[cid] != 0;
     }
-    if (accepting) set_ids(mask, stop_.data(), static_cast<int64_t>(stop_.size()));
+    if (accepting) {
+      set_ids(mask, stop_.data(), static_cast<int64_t>(stop_.size()));
+      if (marks.few)
+        for (int64_t t : stop_) marks.tok(t);
+    }
   }
 
   // -- plain-byte shortcuts (token_index.PlainSplit) ----------------------------------------
 
   // How many plain bytes `r` (a configuration's row, or a DFA row with dead == -1) takes.
   static int live_plain(const int32_t* r, int32_t dead) {
+    uint64_t out[4];
+    fa::equal_bits(r, dead, out);
+    return live_plain(out);
+  }
+  // the same from the bytes a row rejects, as a 256-bit set (Rule::none: one cache line of a
+  // rule just compiled, where scanning the row read sixteen)
+  static int live_plain(const uint64_t* dead_bits) {
     static const std::array<uint64_t, 4> plain_set = [] {
       std::array<uint64_t, 4> m{};
       for (uint8_t b : plain_bytes()) m[b >> 6] |= uint64_t(1) << (b & 63);
       return m;
     }();
-    uint64_t out[4];
-    fa::equal_bits(r, dead, out);
     int live = 0;
-    for (int w = 0; w < 4; ++w) live += __builtin_popcountll(plain_set[w] & ~out[w]);
+    for (int w = 0; w < 4; ++w) live += __builtin_popcountll(plain_set[w] & ~dead_bits[w]);
     return live;
   }
 
@@ -2454,7 +2636,7 @@ class ConfigIndex final : public structgen::IndexView {
       // A configuration that takes only a few plain bytes (inside a property name or a
       // literal) gets the whole trie's walk below, which visits the first bytes it takes and
       // nothing else; the per-byte bookkeeping that decides so cost as much as that walk.
-      const int live = live_plain(r, simple ? -1 : kDead);
+      const int live = simple ? live_plain(rules_[f.r].none[static_cast<size_t>(f.s)].data()) : live_plain(r, kDead);
       if (live > 0 && live < kMinLoopingFirstBytes) {  // (none live: every plain byte alike, below)
         simple = simple && live <= kVirtualRootBytes;
         walk(cid, V.trie, nullptr, mask, nullptr, nullptr, simple ? &f : nullptr, true);
