@@ -217,7 +217,7 @@ struct ChunkMarks {
   uint64_t bits[8];
   void start(int64_t words) {
     few = true;
-    all = words / 16 > 512;
+    all = (words + 15) / 16 > 512;  // (a partial last chunk's tokens are marked in it too)
     std::memset(bits, 0, sizeof bits);
   }
   void tok(int64_t t) {
