@@ -163,3 +163,21 @@ def test_schemas_on_every_vocabulary(tokenizer, info, core_cases, case_name):
             done += 1
             assert validator.is_valid(json.loads(out.decode("utf-8"))), out
     assert done >= 2
+
+
+def test_a_value_no_token_can_write_is_refused_not_cut_to_its_suffix():
+    """A character whose UTF-8 bytes no token holds (U+40000 starts with 0xF1, which SmolLM2's
+    tokens never do) cannot be written: the rule's start loses its only path and the
+    language is empty. Numbering the trimmed states from 0 made the state after that byte the
+    start, and the masks allowed its suffix (b"\\x80\\x80\\x80\\"", not UTF-8)."""
+    from structgen import SchemaError, TokenizerInfo
+
+    toks = [bytes([b]) for b in range(256) if b != 0xF1] + [None]
+    info = TokenizerInfo.from_token_bytes(toks, stop_token_ids=[len(toks) - 1])
+    compiler = GrammarCompiler(info)
+    with pytest.raises(SchemaError, match="tokenizer"):
+        compiler.compile_json_schema({"const": "\U00040000"})
+    m = compiler.compile_json_schema({"enum": ["\U00040000", "a"]}).matcher()
+    allowed = np.flatnonzero(m.compiled.index.allowed_tokens(m.state))
+    assert [info.token_bytes[t] for t in allowed] == [b'"']
+    assert m.accept_string('"a"') and m.is_completed()

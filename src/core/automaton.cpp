@@ -257,6 +257,10 @@ fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
       for (int64_t k = d.call_off[s]; k < d.call_off[s + 1]; ++k)
         if (!ok_callee(d.calls[2 * k])) dropped_call = true;
   std::vector<char> alive(keep.begin(), keep.end());
+  // no path from the start to an end (bytes no token holds were cut from the only ones, as
+  // a character no token can write): the language is empty. Numbering the kept states from
+  // 0 made another state the start, whose suffix the masks then allowed.
+  if (n > 0 && !keep[0]) std::fill(alive.begin(), alive.end(), 0);
   if (dropped_call) {
     // a state reached only through a call into a rule that matches nothing is unreachable
     // now; without such calls every kept state still is reachable

@@ -217,7 +217,9 @@ class GrammarCompiler:
         except RecursionError:
             raise SchemaError("the schema nests too deeply to compile", pointer="") from None
         except EmptyGrammarError:
-            raise SchemaError("the schema is unsatisfiable: no JSON value can be valid", pointer="") from None
+            raise SchemaError("the schema is unsatisfiable: no JSON value can be valid, or none that this "
+                              "tokenizer's tokens can write (a character whose UTF-8 bytes no token holds)",
+                              pointer="") from None
 
     def compile_grammar(self, grammar: Grammar | str, *, start: str = "start") -> CompiledGrammar:
         """Compile a :class:`Grammar` or Lark grammar text."""
