@@ -101,15 +101,17 @@ def arm(name: str, tok_name: str, shared: Path, n: int) -> dict:
            "peak_growth_per_grammar_mb": (peak1 - peak0) / len(kept) / 2**20}
     if name.startswith("structgen"):
         # configurations with a mask, and the distinct masks stored for them (equal masks
-        # of one grammar are stored once), plus the memoised token groups of name starts
-        # (as large as a mask each)
+        # of one grammar are stored once; a mask with few set 64-byte chunks keeps those
+        # alone), plus the memoised token groups of name starts (as large as a mask each)
         stats = [g.index.stats() for g, _ in kept]
         masks = sum(s["masks"] for s in stats)
         run_masks = sum(s["run_masks"] for s in stats)
+        mask_bytes = sum(s["mask_bytes"] for s in stats)
         out["mask_configs_per_grammar"] = sum(s["mask_configs"] for s in stats) / len(kept)
         out["masks_per_grammar"] = masks / len(kept)
         out["run_masks_per_grammar"] = run_masks / len(kept)
-        out["mask_mb_per_grammar"] = (masks + run_masks) * (info.vocab_size + 31) // 32 * 4 / len(kept) / 2**20
+        run_bytes = run_masks * ((info.vocab_size + 31) // 32 * 4)
+        out["mask_mb_per_grammar"] = (mask_bytes + run_bytes) / len(kept) / 2**20
     else:
         out["memory_size_bytes_per_grammar_mb"] = sum(g.memory_size_bytes for g, _ in kept) / len(kept) / 2**20
     return out

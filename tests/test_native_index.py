@@ -545,3 +545,39 @@ def test_equal_masks_are_stored_once(real_info):
     assert stats["masks"] == len(seen) < stats["mask_configs"]
     addresses = {bits: {index.mask(c).__array_interface__["data"][0] for c in cids} for bits, cids in seen.items()}
     assert all(len(a) == 1 for a in addresses.values())  # one copy per content
+
+
+def test_masks_with_few_set_chunks_are_kept_in_part(real_info):
+    """A new mask whose set bits lie in at most a quarter of its 64-byte chunks (inside a name
+    or a literal) is kept as those chunks and the words after the last whole one. A revisit
+    writes the row's zeros and the chunks; ``mask()`` makes a whole copy once and keeps it. A
+    second matcher's fills, served from the kept masks, equal the first's, computed in the
+    row, and every whole copy equals the reference."""
+    props = {f"member_{k}": {"enum": ["first value", "second value"]} for k in range(6)}
+    schema = {"type": "object", "properties": props, "required": sorted(props), "additionalProperties": False}
+    compiled = GrammarCompiler(real_info, cache_size=0).compile_json_schema(schema)
+    index = compiled.index
+    words = (real_info.vocab_size + 31) // 32
+    rng = np.random.default_rng(7)
+    first, tokens, cids = GrammarMatcher(compiled), [], []
+    rows = []
+    while not first.is_terminated() and len(tokens) < 200:
+        row = np.zeros((1, words), dtype=np.int32)
+        first.fill_next_token_bitmask(row)
+        rows.append(row[0].copy())
+        cids.append(first._history[-1])
+        allowed = np.flatnonzero(np.unpackbits(row[0].view(np.uint8), bitorder="little")[: real_info.vocab_size])
+        tokens.append(int(rng.choice(allowed)))
+        assert first.accept_token(tokens[-1])
+    assert first.is_terminated()
+    stats = index._native.stats()
+    assert 0 < stats["mask_bytes"] < stats["masks"] * words * 4 // 2  # most kept in part
+    second = GrammarMatcher(compiled)
+    for row, tok in zip(rows, tokens):
+        again = np.full((1, words), -1, dtype=np.int32)  # (every word written, zeros too)
+        second.fill_next_token_bitmask(again)
+        assert np.array_equal(again[0], row)
+        assert second.accept_token(tok)
+    for cid in cids:
+        assert np.array_equal(index.mask(cid), reference_mask(index, cid))
+    assert index._native.stats()["mask_bytes"] > stats["mask_bytes"]  # the whole copies made

@@ -59,6 +59,7 @@ using i32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 using i64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 using b8 = py::array_t<bool, py::array::c_style | py::array::forcecast>;
 using u32 = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+using structgen::StoredMask;
 
 constexpr int32_t kDead = 0;                      // token_index.DEAD
 constexpr int64_t kUnreachable = int64_t(1) << 60;  // automaton.UNREACHABLE
@@ -245,6 +246,19 @@ bool same_mask(const uint32_t* a, const uint64_t* anz, const uint32_t* b, const 
     }
   const int64_t tail = n / 16 * 16;
   return std::memcmp(a + tail, b + tail, static_cast<size_t>(n - tail) * 4) == 0;
+}
+
+// same_mask() of a kept mask `m` (whole or in part) and `b`
+bool same_mask(const StoredMask& m, const uint32_t* b, const uint64_t* bnz, int64_t n) {
+  if (m.packed == nullptr) return same_mask(m.dense.load(std::memory_order_relaxed), m.nonzero, b, bnz, n);
+  const int64_t nzw = nonzero_words(n);
+  if (std::memcmp(m.nonzero, bnz, static_cast<size_t>(nzw) * 8) != 0) return false;
+  const uint32_t* from = m.packed;
+  for (int64_t k = 0; k < nzw; ++k)
+    for (uint64_t bits = bnz[k]; bits != 0; bits &= bits - 1, from += 16)
+      if (std::memcmp(from, b + (k * 64 + __builtin_ctzll(bits)) * 16, 64) != 0) return false;
+  const int64_t tail = n / 16 * 16;
+  return std::memcmp(from, b + tail, static_cast<size_t>(n - tail) * 4) == 0;
 }
 
 // A configuration would hold more stacks than the limit (translated to Python, which raises
@@ -1029,6 +1043,7 @@ class ConfigIndex final : public structgen::IndexView {
       if (t < 0 || t >= words_ * 32) throw std::invalid_argument("stop token id beyond the mask");
       stop_mask_[static_cast<size_t>(t >> 5)] |= uint32_t(1) << (t & 31);
     }
+    stop_stored_.dense.store(stop_mask_.data(), std::memory_order_relaxed);
     if (V.max_id >= words_ * 32) throw std::invalid_argument("token id beyond the mask");
     if (V.plain != nullptr && V.plain_words != words_) throw std::invalid_argument("plain bitmasks of the wrong size");
     std::lock_guard<std::recursive_mutex> g(mu_);
@@ -1045,6 +1060,7 @@ class ConfigIndex final : public structgen::IndexView {
   int64_t words() const override { return words_; }
   bool counted() const override { return counted_; }
   const uint32_t* stop_mask() const override { return stop_mask_.data(); }
+  const StoredMask* stop_stored() const override { return &stop_stored_; }
 
   void check_cid(int64_t cid) const {
     if (cid < 0 || cid >= num_configs()) throw py::index_error("configuration id out of range");
@@ -1122,6 +1138,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["frame_tables"] = frame_tables_.size();
     d["table_cells"] = table_cells_;
     d["masks"] = mask_store_.size();  // distinct masks stored
+    d["mask_bytes"] = mask_bytes_;      // their memory (masks kept in part count their chunks)
     d["classes"] = V.class_count();     // the vocabulary's class_tokens bitmasks
     d["class_closures"] = class_closures_.load(std::memory_order_relaxed);  // masks by closure_class_walk
     d["killed_char_loops"] = killed_loops_.load(std::memory_order_relaxed);  // masks clearing killed characters
@@ -1149,7 +1166,7 @@ class ConfigIndex final : public structgen::IndexView {
     return rows_.at(again);
   }
   bool has_row(int32_t cid) const { return slot_.load(cid) >= 0; }
-  const uint32_t* mask_if_ready(int32_t cid) const override { return masks_.load(cid); }
+  const StoredMask* mask_if_ready(int32_t cid) const override { return masks_.load(cid); }
 
   // The configuration after byte `b` alone, without computing the whole row: each counter
   // value is a configuration of its own, and whole rows would create every byte's successor.
@@ -1209,27 +1226,46 @@ class ConfigIndex final : public structgen::IndexView {
 
   // The packed allowed-token bitmask of `cid` (words_ uint32), computed on first use.
   const uint32_t* mask(int32_t cid) override {
-    const uint32_t* hit = masks_.load(cid);
-    if (hit != nullptr) return hit;
-    // Computed in a per-thread buffer and copied out only when new: about four in five masks
-    // repeat one already stored, and a fresh allocation per mask (6 KB at 49K tokens, 16 KB at
-    // 128K) cost a malloc, a free and first-touch page faults each time.
-    thread_local std::vector<uint32_t> scratch;
-    if (scratch.size() < static_cast<size_t>(words_)) scratch.resize(static_cast<size_t>(words_));
-    return compute_into(cid, scratch.data());
+    const StoredMask* hit = masks_.load(cid);
+    if (hit == nullptr) {
+      // Computed in a per-thread buffer and copied out only when new: about four in five
+      // masks repeat one already stored, and a fresh allocation per mask (6 KB at 49K tokens,
+      // 16 KB at 128K) cost a malloc, a free and first-touch page faults each time.
+      thread_local std::vector<uint32_t> scratch;
+      if (scratch.size() < static_cast<size_t>(words_)) scratch.resize(static_cast<size_t>(words_));
+      hit = compute_into(cid, scratch.data());
+    }
+    return whole(*hit);
   }
 
   // Where the caller wants the bits in its own row (a fill), the row is the buffer: a first
   // visit's mask is then computed in place, not computed in scratch and copied there.
-  const uint32_t* mask_into(int32_t cid, uint32_t* out) override {
-    const uint32_t* hit = masks_.load(cid);
-    if (hit == nullptr) return compute_into(cid, out);
-    std::memcpy(out, hit, static_cast<size_t>(words_) * 4);
-    return hit;
+  void mask_into(int32_t cid, uint32_t* out) override {
+    const StoredMask* hit = masks_.load(cid);
+    if (hit == nullptr)
+      compute_into(cid, out);
+    else
+      hit->copy_to(out, words_);
+  }
+
+  // All words of kept mask `m`: one kept in part is written out whole once, and kept so.
+  const uint32_t* whole(const StoredMask& m) {
+    const uint32_t* d = m.dense.load(std::memory_order_acquire);
+    if (d != nullptr) return d;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    d = m.dense.load(std::memory_order_relaxed);
+    if (d == nullptr) {
+      made_whole_.emplace_back(new uint32_t[words_]);
+      m.copy_to(made_whole_.back().get(), words_);
+      mask_bytes_ += words_ * 4;
+      d = made_whole_.back().get();
+      m.dense.store(d, std::memory_order_release);
+    }
+    return d;
   }
 
   // mask() of a `cid` with no mask yet, computed in `buf` (words_ words, left holding it)
-  const uint32_t* compute_into(int32_t cid, uint32_t* const buf) {
+  const StoredMask* compute_into(int32_t cid, uint32_t* const buf) {
     std::vector<int32_t> canon;
     if (counted_) {
       canon = canonical_config(cid);
@@ -1237,7 +1273,7 @@ class ConfigIndex final : public structgen::IndexView {
       auto it = mask_by_canon_.find(canon);
       if (it != mask_by_canon_.end()) {
         masks_.store(cid, it->second);
-        std::memcpy(buf, it->second, static_cast<size_t>(words_) * 4);
+        it->second->copy_to(buf, words_);
         return it->second;
       }
     }
@@ -1255,7 +1291,7 @@ class ConfigIndex final : public structgen::IndexView {
     }
     const uint64_t h = marks.few && !marks.all ? hash_marked_words(buf, words_, marks.bits, nz) : hash_words(buf, words_, nz);
     std::lock_guard<std::recursive_mutex> g(mu_);
-    const uint32_t* hit = masks_.load(cid);
+    const StoredMask* hit = masks_.load(cid);
     if (hit != nullptr) return hit;  // another thread finished first: same bits
     if (counted_) {
       auto it = mask_by_canon_.find(canon);
@@ -1267,25 +1303,49 @@ class ConfigIndex final : public structgen::IndexView {
     // Configurations with equal masks share one copy: along an output most configurations
     // repeat a mask of another (inside a string value, after a member's colon, ...), about
     // four in five on MaskBench, and a mask is 6 KB at 49K tokens, 16 KB at 128K.
-    const uint32_t* out = nullptr;
+    const StoredMask* out = nullptr;
     for (auto [it, end] = mask_by_content_.equal_range(h); it != end; ++it) {
       const StoredMask& m = mask_store_[it->second];
-      if (same_mask(m.bits.get(), m.nonzero.get(), buf, nz, words_)) {
-        out = m.bits.get();
+      if (same_mask(m, buf, nz, words_)) {
+        out = &m;
         break;
       }
     }
-    if (out == nullptr) {
-      StoredMask m{std::unique_ptr<uint32_t[]>(new uint32_t[words_]), std::unique_ptr<uint64_t[]>(new uint64_t[nzw])};
-      std::memcpy(m.bits.get(), buf, static_cast<size_t>(words_) * 4);
-      std::memcpy(m.nonzero.get(), nz, static_cast<size_t>(nzw) * 8);
-      out = m.bits.get();
-      mask_by_content_.emplace(h, static_cast<int64_t>(mask_store_.size()));
-      mask_store_.push_back(std::move(m));
-    }
+    if (out == nullptr) out = &keep(buf, nz, h);
     if (counted_) mask_by_canon_.emplace(std::move(canon), out);
     masks_.store(cid, out);
     return out;
+  }
+
+  // A new distinct mask (`nz`: hash_words' chunk bitmap of `bits`, `h` its hash) kept, under
+  // mu_: in part when at most a quarter of its whole chunks have a set bit (a hit then writes
+  // the row's zeros and those chunks, where a whole copy read all of it from cold memory).
+  const StoredMask& keep(const uint32_t* bits, const uint64_t* nz, uint64_t h) {
+    const int64_t nzw = nonzero_words(words_), chunks = words_ / 16;
+    int64_t set = 0;
+    for (int64_t k = 0; k < nzw; ++k) set += __builtin_popcountll(nz[k]);
+    const bool part = set * 4 <= chunks;
+    const int64_t kept_words = part ? set * 16 + (words_ - chunks * 16) : words_;
+    // one block: the chunk bitmap, then the words (8-byte aligned)
+    auto& m = mask_store_.emplace_back();
+    m.block.reset(new uint64_t[static_cast<size_t>(nzw + (kept_words + 1) / 2)]);
+    std::memcpy(m.block.get(), nz, static_cast<size_t>(nzw) * 8);
+    m.nonzero = m.block.get();
+    auto* words = reinterpret_cast<uint32_t*>(m.block.get() + nzw);
+    if (part) {
+      uint32_t* to = words;
+      for (int64_t k = 0; k < nzw; ++k)
+        for (uint64_t b = nz[k]; b != 0; b &= b - 1, to += 16)
+          std::memcpy(to, bits + (k * 64 + __builtin_ctzll(b)) * 16, 64);
+      std::memcpy(to, bits + chunks * 16, static_cast<size_t>(words_ - chunks * 16) * 4);
+      m.packed = words;
+    } else {
+      std::memcpy(words, bits, static_cast<size_t>(words_) * 4);
+      m.dense.store(words, std::memory_order_relaxed);  // (published with masks_)
+    }
+    mask_bytes_ += nzw * 8 + kept_words * 4;
+    mask_by_content_.emplace(h, static_cast<int64_t>(mask_store_.size() - 1));
+    return m;
   }
 
   // A shortest text completing the output from `cid` (false for DEAD or no completion): the
@@ -3524,7 +3584,7 @@ class ConfigIndex final : public structgen::IndexView {
   int64_t table_cells_ = 0;
   std::unordered_map<int64_t, int32_t> single_;
   std::unordered_map<int32_t, int32_t> canon_stack_;
-  std::unordered_map<std::vector<int32_t>, const uint32_t*, VecHash> mask_by_canon_;
+  std::unordered_map<std::vector<int32_t>, const StoredMask*, VecHash> mask_by_canon_;
   std::unordered_map<int32_t, int32_t> mb_targets_;
   std::unordered_map<int32_t, CharKill> char_kills_;  // (char_kill; under mu_)
   std::atomic<int64_t> class_closures_{0}, killed_loops_{0}, text_classes_{0};  // (stats: how often each shortcut served)
@@ -3539,11 +3599,13 @@ class ConfigIndex final : public structgen::IndexView {
     std::vector<uint8_t> bad;
     std::vector<std::pair<int32_t, int32_t>> edges;
   } total_scratch_;
-  struct StoredMask {
-    std::unique_ptr<uint32_t[]> bits;
-    std::unique_ptr<uint64_t[]> nonzero;  // hash_words' chunk bitmap
+  struct Kept : StoredMask {
+    std::unique_ptr<uint64_t[]> block;  // the chunk bitmap, then the words kept
   };
-  std::deque<StoredMask> mask_store_;  // each distinct mask once
+  std::deque<Kept> mask_store_;  // each distinct mask once (never moved: masks_ points in)
+  std::deque<std::unique_ptr<uint32_t[]>> made_whole_;  // whole() copies of masks kept in part
+  int64_t mask_bytes_ = 0;
+  StoredMask stop_stored_;
   std::unordered_multimap<uint64_t, int64_t> mask_by_content_;  // hash_words -> mask_store_ entry
   // set_runs' memo (its own lock: taken inside walks, which hold no other)
   struct RunsKey {
@@ -3569,7 +3631,7 @@ class ConfigIndex final : public structgen::IndexView {
   // rule and state (r << 32 | s) and parent stack, for walks without the lock; -1 otherwise
   AtomicTable<int64_t> virt_;
   AtomicTable<int32_t> virt_p_;
-  AtomicTable<const uint32_t*> masks_;
+  AtomicTable<const StoredMask*> masks_;
   int32_t initial_ = kDead;
 };
 

@@ -3,10 +3,41 @@
 // from several threads at once (ConfigIndex's own thread rules apply).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace structgen {
+
+// A mask an index keeps (each distinct one once), readable without a lock. Most masks are
+// kept whole; one whose set bits lie in a few 64-byte chunks (inside a name or a literal, a
+// few tokens are allowed) keeps those chunks alone: writing 16 KB of zeros to cold memory for
+// each such new mask at 128K tokens took as long as the walk that computed it.
+struct StoredMask {
+  // the whole mask (words() words): set from the start when kept whole, else made on the
+  // first call that needs a pointer to all of it (IndexView::mask) and kept
+  mutable std::atomic<const uint32_t*> dense{nullptr};
+  const uint64_t* nonzero = nullptr;  // bit c: whole chunk c (16 words) has a set bit
+  // kept in part: the chunks `nonzero` marks, 16 words each in order, then the words after
+  // the last whole chunk; nullptr when kept whole
+  const uint32_t* packed = nullptr;
+
+  // the mask's first `n` words (n = words()) written to `out`
+  void copy_to(uint32_t* out, int64_t n) const {
+    if (packed == nullptr) {
+      std::memcpy(out, dense.load(std::memory_order_acquire), static_cast<size_t>(n) * 4);
+      return;
+    }
+    std::memset(out, 0, static_cast<size_t>(n) * 4);
+    const int64_t chunks = n / 16, nzw = (chunks + 63) / 64;
+    const uint32_t* from = packed;
+    for (int64_t k = 0; k < nzw; ++k)
+      for (uint64_t bits = nonzero[k]; bits != 0; bits &= bits - 1, from += 16)
+        std::memcpy(out + (k * 64 + __builtin_ctzll(bits)) * 16, from, 64);
+    std::memcpy(out + chunks * 16, from, static_cast<size_t>(n - chunks * 16) * 4);
+  }
+};
 
 class IndexView {
  public:
@@ -15,11 +46,12 @@ class IndexView {
   virtual int64_t num_configs() const = 0;
   // the packed allowed-token mask of `cid` (words() uint32), computed on first use
   virtual const uint32_t* mask(int32_t cid) = 0;
-  // mask(cid), also written to `out` (words() uint32): a first visit computes it there, so
+  // the mask of `cid` written to `out` (words() uint32): a first visit computes it there, so
   // a fill that wants the mask in its own row does not compute into scratch and copy
-  virtual const uint32_t* mask_into(int32_t cid, uint32_t* out) = 0;
-  // the mask of `cid` if it is computed already, else nullptr; never computes, takes no lock
-  virtual const uint32_t* mask_if_ready(int32_t cid) const = 0;
+  virtual void mask_into(int32_t cid, uint32_t* out) = 0;
+  // the mask of `cid` if it is computed already (StoredMask::copy_to writes it to a row),
+  // else nullptr; never computes, takes no lock
+  virtual const StoredMask* mask_if_ready(int32_t cid) const = 0;
   // the 256 successor configurations of `cid` (0: dead), computed on first use
   virtual const int32_t* row(int32_t cid) = 0;
   virtual int32_t step_bytes(int32_t cid, const uint8_t* data, int64_t n) = 0;
@@ -32,6 +64,8 @@ class IndexView {
   virtual void set_stack_limit(int64_t n) = 0;
   // words() words allowing only the tokenizer's stop tokens (a terminated matcher's mask)
   virtual const uint32_t* stop_mask() const = 0;
+  // the same, kept whole
+  virtual const StoredMask* stop_stored() const = 0;
   // fewest bytes completing the text from `cid` (>= kUnreachable: none); the first call
   // computes the grammar's distances
   virtual int64_t config_dist(int32_t cid) = 0;

@@ -825,7 +825,10 @@ class NameIndex {
   }
 
   // Clear from `row` (the first `row_words` words of a row holding `cid`'s mask) the tokens
-  // that repeat a name, or trap one, from `st`. No GIL needed.
+  // that repeat a name, or trap one, from `st`. No GIL needed. A row as wide as the mask is
+  // read as the mask too: a mask the index keeps in part (StoredMask) has no whole copy to
+  // point at unless one is made, and making one for each mask inside a name cost what
+  // keeping them in part saved.
   void clear(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
     ClearKey key;
     if (!clear_if_memoised(st, cid, row, row_words, key)) clear_new(st, cid, row, row_words, std::move(key));
@@ -837,7 +840,7 @@ class NameIndex {
   // lookup wrote the reference count of the one empty diff most entries shared, a cache line
   // that the threads filling one batch took from each other at every row.
   bool clear_if_memoised(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey& key) {
-    if (clears_nothing(st, ix_->mask(cid)) || clear_unmemoised(st, cid, row, row_words)) return true;
+    if (clears_nothing(st, mask_of(cid, row, row_words)) || clear_unmemoised(st, cid, row, row_words)) return true;
     key.cid = cid;
     key.state = state_key(st);
     std::lock_guard<std::mutex> g(mu_);
@@ -852,7 +855,7 @@ class NameIndex {
   // clear() of a (cid, st) known not to be memoised: its mask was computed just now (no clear
   // of it can exist yet), or its memo was looked up already
   void clear_fresh(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words) {
-    if (clears_nothing(st, ix_->mask(cid)) || clear_unmemoised(st, cid, row, row_words)) return;
+    if (clears_nothing(st, mask_of(cid, row, row_words)) || clear_unmemoised(st, cid, row, row_words)) return;
     clear_new(st, cid, row, row_words, ClearKey{cid, state_key(st)});
   }
 
@@ -870,7 +873,8 @@ class NameIndex {
     static thread_local std::vector<int32_t> touched_tl;
     structgen::Scratch<std::vector<int32_t>> touched(touched_tl);
     ClearedRow out{row, w, touched.value};
-    clear_duplicate_closers(st, cid, ix_->mask(cid), out);
+    // (the row read as the mask while it is cleared: a token cleared is never read again)
+    clear_duplicate_closers(st, cid, row, out);
     return true;
   }
 
@@ -878,7 +882,16 @@ class NameIndex {
   void clear_new(const NameState& st, int32_t cid, uint32_t* row, int64_t row_words, ClearKey key) {
     structgen::LazyGil::release_here();  // (a first clear searches the grammar)
     const int64_t w = ix_->words();
-    const uint32_t* mask = ix_->mask(cid);
+    // the mask as it was (the diff is taken against it): a wide row's words before the clears
+    static thread_local std::vector<uint32_t> before_tl;
+    structgen::Scratch<std::vector<uint32_t>> before(before_tl);
+    const uint32_t* mask;
+    if (row_words >= w) {
+      before.value.assign(row, row + w);
+      mask = before.value.data();
+    } else {
+      mask = ix_->mask(cid);
+    }
     // a row as wide as the mask is worked on in place; a narrower one through a copy
     std::vector<uint32_t> copy;
     if (row_words < w) copy.assign(mask, mask + w);
@@ -906,6 +919,11 @@ class NameIndex {
     std::lock_guard<std::mutex> g(mu_);
     if (cleared_.size() >= kMemoCap) cleared_.clear();
     cleared_.emplace(std::move(key), std::move(diff));
+  }
+
+  // `cid`'s mask: `row` itself when it is as wide (it holds the mask), else the index's
+  const uint32_t* mask_of(int32_t cid, const uint32_t* row, int64_t row_words) {
+    return row_words >= ix_->words() ? row : ix_->mask(cid);
   }
 
   // Whether no clear can take a token of `mask` from `st`, decided without a key or a memo:
@@ -1636,7 +1654,7 @@ using u32w = py::array_t<uint32_t, py::array::c_style>;
 // of `st` in `ni` (when given); zero words after n.
 struct FillJob {
   uint32_t* row;
-  const uint32_t* stop;
+  const structgen::StoredMask* stop;
   int64_t n;
   structgen::IndexView* ix;
   int32_t cid;
@@ -1699,7 +1717,7 @@ class BatchFill {
   void add(const FillJob& j) {
     const int64_t k = added_++;
     jobs_[k] = j;
-    const uint32_t* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
+    const structgen::StoredMask* mask = j.stop != nullptr ? j.stop : j.ix->mask_if_ready(j.cid);
     if (mask != nullptr) {
       memoised_.emplace_back(k, mask);
     } else if (!j.compute) {
@@ -1752,7 +1770,13 @@ class BatchFill {
       const int64_t k = ready[static_cast<size_t>(i)];
       if (k < 0) {
         const FillJob& j = jobs_[-1 - k];
-        write(j, j.ix->mask(j.cid));
+        if (const structgen::StoredMask* m = j.ix->mask_if_ready(j.cid)) {
+          write(j, m);
+        } else {  // (not reached: its item kept the mask, or failed and so did the fill)
+          j.ix->mask_into(j.cid, j.row);
+          if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
+          if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
+        }
       } else {
         const FillJob& j = jobs_[k];
         j.ni->clear_fresh(*j.st, j.cid, j.row, words_);  // (looked up above)
@@ -1826,11 +1850,11 @@ class BatchFill {
     if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
   }
 
-  void copy(const FillJob& j, const uint32_t* mask) const {
-    std::memcpy(j.row, mask, static_cast<size_t>(j.n) * 4);
+  void copy(const FillJob& j, const structgen::StoredMask* mask) const {
+    mask->copy_to(j.row, j.n);
     if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
   }
-  void write(const FillJob& j, const uint32_t* mask) const {
+  void write(const FillJob& j, const structgen::StoredMask* mask) const {
     copy(j, mask);
     if (j.ni != nullptr) j.ni->clear(*j.st, j.cid, j.row, words_);
   }
@@ -1845,8 +1869,8 @@ class BatchFill {
   const int64_t words_;
   const int threads_;
   int64_t added_ = 0, items_n_ = 0;
-  std::vector<std::pair<int64_t, const uint32_t*>> memoised_;
-  std::vector<std::pair<int64_t, const uint32_t*>> chunked_;  // memoised_ by lane (helpers started)
+  std::vector<std::pair<int64_t, const structgen::StoredMask*>> memoised_;
+  std::vector<std::pair<int64_t, const structgen::StoredMask*>> chunked_;  // memoised_ by lane (helpers started)
   std::vector<int64_t> skipped_, waiting_;
   std::unordered_set<std::pair<const structgen::IndexView*, int32_t>, TakenHash> taken_;
   int64_t real_ = -1;                // the items, once final_ (the help items come after)
@@ -1875,10 +1899,10 @@ static bool fill_one(py::handle bitmask, py::handle index, structgen::IndexView&
   if (b.strides(nd - 1) != 4 || words < n) return false;
   if (nd == 1 ? r != 0 : (r < 0 || r >= b.shape(0))) return false;
   auto* row = reinterpret_cast<uint32_t*>(static_cast<char*>(b.mutable_data()) + (nd == 2 ? r * b.strides(0) : 0));
-  const uint32_t* mask = ix.mask_if_ready(cid);
+  const structgen::StoredMask* mask = ix.mask_if_ready(cid);
   if (mask == nullptr && !compute) return false;
   auto copy = [&] {
-    std::memcpy(row, mask, static_cast<size_t>(n) * 4);
+    mask->copy_to(row, n);
     if (words > n) std::memset(row + n, 0, static_cast<size_t>(words - n) * 4);
   };
   if (mask != nullptr) {
@@ -2396,7 +2420,7 @@ void register_names(py::module_& m) {
           const Grammar& g = grammar_of(m, index.ptr());
           FillJob j{B + r * words, nullptr, g.ix->words(), g.ix, 0, nullptr, nullptr, g.compute, r};
           if (field(m, kTerminatedSlot).ptr() == Py_True) {
-            j.stop = g.ix->stop_mask();
+            j.stop = g.ix->stop_stored();
             j.ix = nullptr;
           } else {
             j.cid = last(field(m, kHistorySlot), "history").cast<int32_t>();

@@ -329,9 +329,10 @@ class TokenIndex:
 
     def stats(self) -> dict[str, int]:
         """Sizes of the native tables: configs, config_keys, stacks, rows, frame_tables,
-        table_cells (entries of all frame tables, bounded by ``_TABLE_CELLS``), masks,
-        run_masks (memoised token groups of name starts, as large as a mask each),
-        mask_configs."""
+        table_cells (entries of all frame tables, bounded by ``_TABLE_CELLS``), masks
+        (distinct masks kept), mask_bytes (their memory: a mask with set bits in a few 64-byte
+        chunks keeps those alone, until :meth:`mask` asks for all of it), run_masks (memoised
+        token groups of name starts, as large as a mask each), mask_configs."""
         return self._native.stats()
 
     def _row(self, cid: int) -> np.ndarray:
