@@ -219,6 +219,27 @@ def _walked_pair(info, schema, text: bytes, seed: int | None = None, *, walks: i
     return compiled, pair
 
 
+# Strings whose length is bounded beside a pattern that does not bound it: each character is
+# a state of its own, and a subtree is taken whole where every string of its bytes and height
+# stays inside the string (ConfigIndex::bounded_classes). An escape, a quote, a character from
+# U+0080 up or a token longer than the room left keeps its subtree walked.
+BOUNDED_STRING_CASES = [
+    ({"type": "string", "pattern": "[0-9a-fA-F]+", "minLength": 12, "maxLength": 12}, b'"0123456789ab"'),
+    ({"type": "string", "pattern": "[a-z]", "maxLength": 20}, b'"x\\n\\"y \xc3\xa9 \\u00e9z"'),
+    ({"type": "object", "properties": {"id": {"type": "string", "pattern": "[0-9]", "maxLength": 8},
+                                       "tag": {"type": "string", "pattern": "^(ab|[0-9]+)", "maxLength": 5}}},
+     b'{"id":"ab1 x","tag":"ab\\t"}'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BOUNDED_STRING_CASES)))
+def test_bounded_strings_equal_reference(case, smollm2_info, real_info):
+    schema, text = BOUNDED_STRING_CASES[case]
+    for info in (smollm2_info, real_info):
+        _, pair = _walked_pair(info, schema, text, case, walks=3, max_steps=12)
+        assert pair.states > 8
+
+
 def test_class_loops_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT, 5, walks=2,
