@@ -446,6 +446,26 @@ def _accepts(compiled, text: str) -> bool:
 # Found by these properties (all fixed); kept as plain regressions.
 
 
+def test_regression_prefix_items_of_another_draft_beside_any_of_is_refused_where_it_is(byte_compiler):
+    # the soak drew prefixItems: null in a draft-07 schema beside anyOf: combining the branch
+    # with its siblings read it as an array (TypeError)
+    schema = {"anyOf": [{"type": "null"}], "$schema": "http://json-schema.org/draft-07/schema#", "prefixItems": None}
+    with pytest.raises(SchemaError) as info:
+        byte_compiler.compile_json_schema(schema)
+    assert _pointer_exists(schema, info.value.pointer)
+    assert "prefixItems" in str(info.value)
+
+
+def test_regression_unresolvable_dynamic_ref_beside_enum_is_a_located_schema_error(byte_compiler):
+    # the soak drew $dynamicRef "0" beside an enum: checking the enum's values with jsonschema
+    # met the reference first, and referencing's Unresolvable escaped
+    for schema, at in (({"type": "array", "items": {"enum": [1, 2], "$dynamicRef": "0"}}, "/items/$dynamicRef"),
+                       ({"const": 1, "$dynamicRef": "#/x"}, "/$dynamicRef")):
+        with pytest.raises(SchemaError) as info:
+            byte_compiler.compile_json_schema(schema)
+        assert info.value.pointer == at
+
+
 def test_regression_cache_key_keeps_property_order(byte_compiler):
     s1 = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}
     s2 = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}, "required": ["a", "b"]}

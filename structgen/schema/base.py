@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
+from referencing.exceptions import Unresolvable
 
 from ..errors import LimitError, RegexError, SchemaError, UnsupportedSchemaError
 from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Regex, Repeat, alt, expr_size, seq
@@ -244,6 +245,11 @@ class ConverterBase(ABC):
         def check(value: Any) -> bool:
             try:
                 return is_valid(value)
+            except Unresolvable as exc:  # (a reference the checker meets before the converter)
+                refs = [k for k in ("$dynamicRef", "$recursiveRef", "$ref") if isinstance(subschema, dict) and k in subschema]
+                kw = refs[0] if refs else None
+                raise SchemaError(f"unresolvable reference: {exc}", pointer=_ptr(ptr, kw) if kw else ptr,
+                                  keyword=kw) from None
             except (re.error, RegexError) as exc:  # (a pattern neither re nor structgen reads)
                 if isinstance(exc, re.error):
                     pattern = exc.pattern if isinstance(exc.pattern, str) else str(subschema)

@@ -306,6 +306,10 @@ def _merge_array(a: dict, b: dict, out: dict, resolve, depth: int) -> None:
     if any(isinstance(s.get("items"), list) for s in (a, b)):
         raise MergeConflict("items", "draft-07 tuple items inside allOf are not combined")
     xa, xb = a.get("prefixItems", []), b.get("prefixItems", [])
+    if not isinstance(xa, list) or not isinstance(xb, list):
+        # (the metaschema check lets any value through where prefixItems is not a keyword of
+        # the schema's draft; outside a merge such a schema is refused by the array itself)
+        raise MergeConflict("prefixItems", "prefixItems is not an array of schemas (not a keyword of this draft)")
     ia, ib = a.get("items", True), b.get("items", True)
     if "items" in a or "items" in b:
         items = merge(ia, ib, resolve, depth + 1)
