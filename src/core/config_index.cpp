@@ -687,7 +687,7 @@ struct Vocab {
   struct Kid {
     int32_t node, tok, end, kids;  // kids: its children's first slot (-1: a leaf)
     uint64_t below;
-    int32_t kids_m1, height;  // kids_m1: its children, less one; height: as Vocab::height (32 bytes a record)
+    int32_t kids_m1, unused;  // kids_m1: its children, less one (32 bytes: no record spans two lines)
   };
   std::vector<Kid> kids;
   int32_t root_slot[256];  // the slot of the root's child of each byte (-1: none)
@@ -724,7 +724,7 @@ struct Vocab {
       if (at < 0) continue;  // (the end of a node's slots)
       const Trie::Node& n = trie.packed[static_cast<size_t>(at)];
       Kid& c = kids[k];
-      c = Kid{at, n.tok, n.end, -1, below[static_cast<size_t>(at)], 0, height[static_cast<size_t>(at)]};
+      c = Kid{at, n.tok, n.end, -1, below[static_cast<size_t>(at)], 0, 0};
       if (n.end > at + 1) {  // its children's slots: from its first child's to the end mark
         c.kids = trie.sib[static_cast<size_t>(at) + 1];
         int64_t m = 0;

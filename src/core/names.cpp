@@ -1770,13 +1770,10 @@ class BatchFill {
       const int64_t k = ready[static_cast<size_t>(i)];
       if (k < 0) {
         const FillJob& j = jobs_[-1 - k];
-        if (const structgen::StoredMask* m = j.ix->mask_if_ready(j.cid)) {
+        if (const structgen::StoredMask* m = j.ix->mask_if_ready(j.cid))
           write(j, m);
-        } else {  // (not reached: its item kept the mask, or failed and so did the fill)
-          j.ix->mask_into(j.cid, j.row);
-          if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
-          if (j.ni != nullptr) j.ni->clear_fresh(*j.st, j.cid, j.row, words_);
-        }
+        else  // (not reached: its item kept the mask, or failed and so did the fill)
+          compute(j, false);
       } else {
         const FillJob& j = jobs_[k];
         j.ni->clear_fresh(*j.st, j.cid, j.row, words_);  // (looked up above)
@@ -1840,10 +1837,14 @@ class BatchFill {
     }
     // a missing mask, computed by this item (rows of its configuration wait), its walk
     // shared with threads out of items when it is large (walk_share.hpp)
-    const FillJob& j = jobs_[it.job];
+    compute(jobs_[it.job], threads_ > 1);  // (one thread: nobody can help, the walk is not cut)
+  }
+
+  // job `j`'s row from its mask computed now (its walk shared with threads out of items when
+  // `share`), then its first name clear
+  void compute(const FillJob& j, bool share) {
     {
-      // (with one thread nobody can help: the walk is not cut into units at all)
-      structgen::WalkHelp::Scope share(threads_ > 1 ? &help_ : nullptr);
+      structgen::WalkHelp::Scope scope(share ? &help_ : nullptr);
       j.ix->mask_into(j.cid, j.row);
     }
     if (words_ > j.n) std::memset(j.row + j.n, 0, static_cast<size_t>(words_ - j.n) * 4);
