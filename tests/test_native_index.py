@@ -220,15 +220,23 @@ def _walked_pair(info, schema, text: bytes, seed: int | None = None, *, walks: i
 
 
 # Strings whose length is bounded beside a pattern that does not bound it: each character is
-# a state of its own, and a subtree is taken whole where every string of its bytes and height
-# stays inside the string (ConfigIndex::bounded_classes). An escape, a quote, a character from
-# U+0080 up or a token longer than the room left keeps its subtree walked.
+# a state of its own, and before the pattern is met its bytes lead apart (a hex digit and any
+# other character). The mask takes the plain and text tokens every string of whose length
+# stays inside the string from tables by length, steps the few lengths past that one by one,
+# and walks the rest (ConfigIndex::level_walk); elsewhere a subtree is taken whole where every
+# string of its bytes and height stays inside the string (ConfigIndex::bounded_classes). An
+# escape, a quote, a character from U+0080 up or a token longer than the room left is walked
+# or stepped. "[0-9\u00e9]" takes one such character and no other: text tokens are walked there.
 BOUNDED_STRING_CASES = [
     ({"type": "string", "pattern": "[0-9a-fA-F]+", "minLength": 12, "maxLength": 12}, b'"0123456789ab"'),
     ({"type": "string", "pattern": "[a-z]", "maxLength": 20}, b'"x\\n\\"y \xc3\xa9 \\u00e9z"'),
     ({"type": "object", "properties": {"id": {"type": "string", "pattern": "[0-9]", "maxLength": 8},
                                        "tag": {"type": "string", "pattern": "^(ab|[0-9]+)", "maxLength": 5}}},
      b'{"id":"ab1 x","tag":"ab\\t"}'),
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "[0-9]", "maxLength": 3},
+                                       "t": {"type": "string", "pattern": "[0-9\u00e9]", "minLength": 2,
+                                             "maxLength": 4}}},
+     b'{"s":"\xc3\xa9a1","t":"\xd0\xb6\xc3\xa9"}'),
 ]
 
 
@@ -236,8 +244,9 @@ BOUNDED_STRING_CASES = [
 def test_bounded_strings_equal_reference(case, smollm2_info, real_info):
     schema, text = BOUNDED_STRING_CASES[case]
     for info in (smollm2_info, real_info):
-        _, pair = _walked_pair(info, schema, text, case, walks=3, max_steps=12)
+        compiled, pair = _walked_pair(info, schema, text, case, walks=3, max_steps=12)
         assert pair.states > 8
+        assert compiled.index.stats()["level_walks"] >= 1
 
 
 def test_class_loops_equal_reference(smollm2_info, real_info):

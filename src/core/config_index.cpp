@@ -485,6 +485,8 @@ struct Rule {
   std::vector<uint8_t> simple;
   // per simple state: bounded_classes() once known (0: not yet); any thread
   std::unique_ptr<std::atomic<uint64_t>[]> bounded;
+  // per simple state: ConfigIndex::levels_of() once known (0: not yet); any thread
+  std::unique_ptr<std::atomic<uint64_t>[]> levels;
   std::vector<int32_t> call_off;  // calls of state s: call_data[2 * call_off[s] ..]
   std::vector<int32_t> call_data;
   std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end (ensure_dists)
@@ -887,6 +889,13 @@ struct Vocab {
     return {spell_bytes_.data() + spell_off_[t], spell_off_[t + 1] - spell_off_[t]};
   }
 
+  // The bytes of text token `t` (a token of Plain::text_trie): a bounded string's tokens of a
+  // few characters past its sure length are stepped one by one (ConfigIndex::level_walk).
+  std::pair<const uint8_t*, size_t> text_spelling(int32_t t) const {
+    if (t < 0 || static_cast<size_t>(t) + 1 >= text_spell_off_.size()) return {nullptr, 0};
+    return {text_spell_bytes_.data() + text_spell_off_[t], text_spell_off_[t + 1] - text_spell_off_[t]};
+  }
+
   // The characters from U+0080 up that the text tokens hold and the text prefixes of the
   // `other` tokens (Plain::other: whole characters before the first byte that is no text)
   // hold, and per character the tokens holding it there: what a configuration that rejects
@@ -903,7 +912,11 @@ struct Vocab {
   void index_text_plain_bytes() { index_bytes_held(plain->text_trie, false, text_with_byte, [](int32_t, size_t) {}); }
 
   void build_spellings() {
-    const Trie& t = plain->only;
+    build_spellings(plain->only, spell_off_, spell_bytes_);
+    build_spellings(plain->text_trie, text_spell_off_, text_spell_bytes_);
+  }
+  // the bytes of every token of `t`, laid out by token id (off: per id, where they start)
+  static void build_spellings(const Trie& t, std::vector<uint32_t>& off, std::vector<uint8_t>& out) {
     std::vector<uint8_t> path(static_cast<size_t>(t.max_depth) + 1);
     std::vector<std::pair<int32_t, std::pair<int64_t, int32_t>>> at;  // (token, (start, length))
     std::vector<uint8_t> bytes;
@@ -916,13 +929,13 @@ struct Vocab {
     }
     int32_t most = -1;
     for (const auto& a : at) most = std::max(most, a.first);
-    spell_off_.assign(static_cast<size_t>(most) + 2, 0);
+    off.assign(static_cast<size_t>(most) + 2, 0);
     // (laid out again by token id, so that a token's bytes are its offsets' difference)
-    for (const auto& a : at) spell_off_[static_cast<size_t>(a.first) + 1] = static_cast<uint32_t>(a.second.second);
-    for (size_t k = 1; k < spell_off_.size(); ++k) spell_off_[k] += spell_off_[k - 1];
-    spell_bytes_.resize(spell_off_.back());
+    for (const auto& a : at) off[static_cast<size_t>(a.first) + 1] = static_cast<uint32_t>(a.second.second);
+    for (size_t k = 1; k < off.size(); ++k) off[k] += off[k - 1];
+    out.resize(off.back());
     for (const auto& a : at)
-      std::memcpy(spell_bytes_.data() + spell_off_[a.first], bytes.data() + a.second.first, static_cast<size_t>(a.second.second));
+      std::memcpy(out.data() + off[a.first], bytes.data() + a.second.first, static_cast<size_t>(a.second.second));
   }
 
   // Each trie in preorder, decoding UTF-8 along the path as token_index._text_prefix does
@@ -1011,8 +1024,8 @@ struct Vocab {
 
   mutable std::mutex class_mu_;
   mutable std::map<ByteSet, std::vector<uint32_t>> classes_, text_classes_;
-  std::vector<uint32_t> spell_off_;
-  std::vector<uint8_t> spell_bytes_;
+  std::vector<uint32_t> spell_off_, text_spell_off_;
+  std::vector<uint8_t> spell_bytes_, text_spell_bytes_;
   CharIndex char_index_;
 };
 
@@ -1151,6 +1164,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["class_closures"] = class_closures_.load(std::memory_order_relaxed);  // masks by closure_class_walk
     d["killed_char_loops"] = killed_loops_.load(std::memory_order_relaxed);  // masks clearing killed characters
     d["text_classes"] = text_classes_.load(std::memory_order_relaxed);  // class masks taking text tokens in bulk
+    d["level_walks"] = level_walks_.load(std::memory_order_relaxed);  // bounded strings decided by their levels
     {
       std::lock_guard<std::mutex> r(runs_mu_);
       d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
@@ -1435,6 +1449,7 @@ class ConfigIndex final : public structgen::IndexView {
       for (int32_t s = 0; s < r.num_states; ++s)
         r.simple[s] = r.has_bytes[s] && co[s] == co[s + 1] && !r.final[s];
       r.bounded.reset(new std::atomic<uint64_t>[static_cast<size_t>(r.num_states)]());
+      r.levels.reset(new std::atomic<uint64_t>[static_cast<size_t>(r.num_states)]());
     } else {
       throw std::invalid_argument("unknown rule kind " + kind);
     }
@@ -2875,6 +2890,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
       return;
     }
+    if (level_walk(cid, mask)) return;
     std::array<uint8_t, kMaxPlain> good{};
     int count = 0;
     // most plain bytes lead to one configuration: ask the memo (a lock and a hash lookup) once
@@ -3364,6 +3380,171 @@ class ConfigIndex final : public structgen::IndexView {
     return true;
   }
 
+  // The mask of `cid` (all zero on entry), a frame alone in a simple state of a DFA rule,
+  // where the plain bytes lead apart but no string read from it gets long: a string whose
+  // length is bounded beside a pattern that does not bound it ("pattern": "[0-9a-f]+" with
+  // "minLength" and "maxLength" 12, where before the first hex digit a digit and any other
+  // character lead to different states). The levels of the state (levels_of) tell that every
+  // plain string of at most `sure` bytes is live and none of `end` bytes or more: the plain
+  // tokens up to `sure` bytes are set from Plain::by_len, those of sure + 1 to end - 1 bytes
+  // are stepped through the DFA one by one, and the longer ones are left out; the text tokens
+  // likewise by their characters where every character from U+0080 up takes each state to one
+  // state; the other tokens are walked. The trie's walk went down every path to a token longer
+  // than the room left (bounded_takes() takes only the subtrees that fit): 0.5-0.7 ms at 49K
+  // tokens and 1.5-1.9 ms at 128K at such a string's first character. False, nothing
+  // written, where the levels do not serve.
+  bool level_walk(int32_t cid, uint32_t* mask) {
+    const int64_t v = virt_.load(cid);
+    if (v < 0) return false;
+    const auto r = static_cast<int32_t>(v >> 32);
+    const auto s0 = static_cast<int32_t>(v & 0xFFFFFFFF);
+    const Levels L = levels_of(r, s0);
+    if (!L.ok) return false;
+    const Rule& R = rules_[r];
+    const Plain& P = *V.plain;
+    auto live = [&](const uint8_t* data, size_t n) {  // (every state on the way is simple: levels_of)
+      int32_t st = s0;
+      for (size_t j = 0; j < n && st >= 0; ++j) st = R.trans[static_cast<int64_t>(st) * 256 + data[j]];
+      return st >= 0;
+    };
+    const int64_t* bl = P.by_len.offsets;
+    set_first_ids(mask, P.tokens.data(), P.by_len.ids, bl[std::min(L.sure, P.longest) + 1], bl[P.longest + 1]);
+    for (int64_t k = bl[std::min(L.sure + 1, P.longest + 1)], e = bl[std::min(L.end, P.longest + 1)]; k < e; ++k) {
+      const auto t = static_cast<int32_t>(P.by_len.ids[k]);
+      const auto [data, n] = V.plain_spelling(t);
+      if (live(data, n)) mask[t >> 5] |= 1u << (t & 31);
+    }
+    if (!L.text) {
+      walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
+    } else {
+      const int64_t* tc = P.text_chars_off.data();
+      const int64_t most = P.text_longest;
+      set_first_ids(mask, P.text.data(), P.text_by_chars.data(), tc[std::min(L.text_sure, most) + 1], tc[most + 1]);
+      for (int64_t k = tc[std::min(L.text_sure + 1, most + 1)], e = tc[std::min(L.text_end, most + 1)]; k < e; ++k) {
+        const auto t = static_cast<int32_t>(P.text_by_chars[static_cast<size_t>(k)]);
+        const auto [data, n] = V.text_spelling(t);
+        if (live(data, n)) mask[t >> 5] |= 1u << (t & 31);
+      }
+      walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+    }
+    level_walks_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // What level_walk() needs of simple state `s` of rule `r`: `ok` where every plain string of
+  // at most `sure` bytes read from it is live and none of `end` bytes or more, with few plain
+  // tokens in between; `text` where every string of plain bytes and whole characters from
+  // U+0080 up is live up to `text_sure` characters and none from `text_end`, the same way.
+  // Memoised per state (Rule::levels), by any thread: the many configurations of one state
+  // (its frame's parents) ask once, and most states that do not serve are found so again.
+  struct Levels {
+    bool ok = false, text = false;
+    int64_t sure = 0, end = 0, text_sure = 0, text_end = 0;
+  };
+  Levels levels_of(int32_t r, int32_t s) {
+    std::atomic<uint64_t>& slot = rules_[r].levels[s];
+    uint64_t k = slot.load(std::memory_order_relaxed);
+    if (k == 0) {
+      const Plain& P = *V.plain;
+      Levels l;
+      l.ok = P.longest < 1000 && P.text_longest < 1000 &&
+             find_levels(r, s, false, P.by_len.offsets, P.longest, l.sure, l.end);
+      l.text = l.ok && P.text_longest >= 0 &&
+               find_levels(r, s, true, P.text_chars_off.data(), P.text_longest, l.text_sure, l.text_end);
+      // (10 bits a length: no level goes past the longest token, at most 255 bytes; the
+      // lengths of a search that failed are left out)
+      k = uint64_t(1) << 63;
+      if (l.ok) k |= uint64_t(1) << 62 | static_cast<uint64_t>(l.sure) | static_cast<uint64_t>(l.end) << 10;
+      if (l.text)
+        k |= uint64_t(1) << 61 | static_cast<uint64_t>(l.text_sure) << 20 | static_cast<uint64_t>(l.text_end) << 30;
+      slot.store(k, std::memory_order_relaxed);
+    }
+    Levels l;
+    l.ok = k >> 62 & 1;
+    l.text = k >> 61 & 1;
+    l.sure = static_cast<int64_t>(k & 1023);
+    l.end = static_cast<int64_t>(k >> 10 & 1023);
+    l.text_sure = static_cast<int64_t>(k >> 20 & 1023);
+    l.text_end = static_cast<int64_t>(k >> 30 & 1023);
+    return l;
+  }
+
+  // The levels of simple state `s` of rule `r`: the states that strings of n plain bytes
+  // (`chars`: or whole characters from U+0080 up, each one step) reach, n = 0, 1, ...; `sure`
+  // the largest n up to which every such string is live, `end` the first n none is. False
+  // where a level holds more than a few states or one that is not simple, the levels come
+  // round (no end), every first byte is not live, a character from U+0080 up is rejected
+  // where another is not or the characters lead apart in bytes (`chars`), or the tokens
+  // between `sure` and `end` (by their lengths: off, longest) are too many to step.
+  bool find_levels(int32_t r, int32_t s, bool chars, const int64_t* off, int64_t longest, int64_t& sure,
+                   int64_t& end) {
+    const Rule& R = rules_[r];
+    const auto& plain = plain_bytes();
+    constexpr int kWide = 16;
+    // (stepping a token costs about a row lookup per byte: ten thousand tokens of a few
+    // bytes are a tenth of the walk they replace)
+    constexpr int64_t kMaxStepped = 16384;
+    auto between = [&](int64_t from, int64_t to) {  // tokens of lengths in (from, to)
+      const int64_t lo = std::min(from + 1, longest + 1), hi = std::min(to, longest + 1);
+      return hi > lo ? off[hi] - off[lo] : int64_t(0);
+    };
+    int32_t cur[kWide], nxt[kWide];
+    int nc = 1;
+    cur[0] = s;
+    sure = -1;
+    for (int64_t n = 0;; ++n) {
+      if (nc == 0 || n > longest) {  // (past the longest token: no token is longer)
+        end = n;
+        if (sure < 0) sure = longest;
+        return true;
+      }
+      int nn = 0;
+      bool dead = false;
+      auto add = [&](int32_t u) {
+        for (int q = 0; q < nn; ++q)
+          if (nxt[q] == u) return true;
+        if (nn == kWide || !R.simple[static_cast<size_t>(u)]) return false;
+        nxt[nn++] = u;
+        return true;
+      };
+      for (int k = 0; k < nc; ++k) {
+        const int32_t* tr = R.trans + static_cast<int64_t>(cur[k]) * 256;
+        for (uint8_t b : plain) {
+          if (tr[b] < 0)
+            dead = true;
+          else if (tr[b] == cur[k] || !add(tr[b]))  // (a loop: no end, found before the levels come round)
+            return false;
+        }
+        if (!chars) continue;
+        int32_t m;
+        {
+          std::lock_guard<std::recursive_mutex> g(mu_);
+          m = multibyte_state(r, cur[k]);
+        }
+        if (m >= 0) {
+          if (!add(m)) return false;
+        } else if (m == kNone) {  // some character is rejected: every one, or not
+          for (int b = 0x80; b < 0x100; ++b)
+            if (tr[b] >= 0) return false;
+          dead = true;
+        } else if (m != kNoChars) {
+          return false;
+        }
+      }
+      if (dead && sure < 0) {
+        if (n == 0) return false;  // (every token would be stepped)
+        sure = n;
+      }
+      bool same = nn == nc;  // a level equal to the one before: so are all after it
+      for (int q = 0; q < nn && same; ++q) same = std::find(cur, cur + nc, nxt[q]) != cur + nc;
+      if (same) return false;
+      // (the lengths up to n + 1 are stepped where strings that long live: too many already)
+      if (sure >= 0 && between(sure, nn > 0 ? n + 2 : n + 1) > kMaxStepped) return false;
+      std::copy(nxt, nxt + nn, cur);
+      nc = nn;
+    }
+  }
+
   // How many plain bytes may follow `cid` when, step after step, the plain bytes taken are
   // one set (`taken`: every plain byte in a string body, a pattern's class such as [0-9a-f]),
   // all leading to one configuration, until none is taken (a string body or a class repeat,
@@ -3728,7 +3909,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<std::vector<int32_t>, const StoredMask*, VecHash> mask_by_canon_;
   std::unordered_map<int32_t, int32_t> mb_targets_;
   std::unordered_map<int32_t, CharKill> char_kills_;  // (char_kill; under mu_)
-  std::atomic<int64_t> class_closures_{0}, killed_loops_{0}, text_classes_{0};  // (stats: how often each shortcut served)
+  std::atomic<int64_t> class_closures_{0}, killed_loops_{0}, text_classes_{0}, level_walks_{0};  // (stats: how often each shortcut served)
   std::unordered_map<int32_t, bool> plain_loop_;
   std::vector<int8_t> plain_total_cfg_;  // plain_total per configuration (-1: not known yet)
   std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
