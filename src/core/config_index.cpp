@@ -889,11 +889,15 @@ struct Vocab {
     return {spell_bytes_.data() + spell_off_[t], spell_off_[t + 1] - spell_off_[t]};
   }
 
-  // The bytes of text token `t` (a token of Plain::text_trie): a bounded string's tokens of a
-  // few characters past its sure length are stepped one by one (ConfigIndex::level_walk).
-  std::pair<const uint8_t*, size_t> text_spelling(int32_t t) const {
-    if (t < 0 || static_cast<size_t>(t) + 1 >= text_spell_off_.size()) return {nullptr, 0};
-    return {text_spell_bytes_.data() + text_spell_off_[t], text_spell_off_[t + 1] - text_spell_off_[t]};
+  // The bytes of the plain tokens of `n` bytes, one after the other in Plain::by_len order
+  // (the k-th at k * n), and of text token k of Plain::text_by_chars: a bounded string's
+  // tokens of a few lengths past its sure one are stepped one by one (ConfigIndex::level_walk).
+  // whether every token of those tables has its bytes there (else level_walk is not used)
+  bool steppable() const { return steppable_; }
+  const uint8_t* by_len_bytes(int64_t n) const { return by_len_bytes_.data() + by_len_at_[static_cast<size_t>(n)]; }
+  std::pair<const uint8_t*, size_t> by_chars_spelling(int64_t k) const {
+    return {by_chars_bytes_.data() + by_chars_off_[static_cast<size_t>(k)],
+            by_chars_off_[static_cast<size_t>(k) + 1] - by_chars_off_[static_cast<size_t>(k)]};
   }
 
   // The characters from U+0080 up that the text tokens hold and the text prefixes of the
@@ -913,7 +917,47 @@ struct Vocab {
 
   void build_spellings() {
     build_spellings(plain->only, spell_off_, spell_bytes_);
-    build_spellings(plain->text_trie, text_spell_off_, text_spell_bytes_);
+    // (the text tokens' bytes are laid out below in the order of their count of characters,
+    // the order level_walk steps them in; by id they are read nowhere)
+    std::vector<uint32_t> text_off;
+    std::vector<uint8_t> text_bytes;
+    build_spellings(plain->text_trie, text_off, text_bytes);
+    auto text_spelling = [&](int64_t t) -> std::pair<const uint8_t*, size_t> {
+      if (t < 0 || static_cast<size_t>(t) + 1 >= text_off.size()) return {nullptr, 0};
+      return {text_bytes.data() + text_off[t], text_off[t + 1] - text_off[t]};
+    };
+    // The plain tokens' bytes in Plain::by_len order, and the text tokens' in text_by_chars
+    // order: the tokens a bounded string steps one by one are runs of those orders, read
+    // from one block, where reading each by its id missed the cache twice a token.
+    const Plain& P = *plain;
+    // (a token spelled like another, phi-3's byte tokens, is in the tables by id but in the
+    // tries once: it is spelled as its twin)
+    std::unordered_map<int64_t, int64_t> twin;
+    for (size_t k = 0; k + 1 < dups.size(); k += 2) twin.emplace(dups[k + 1], dups[k]);
+    auto spelled = [&](int64_t t, auto&& spelling) {
+      auto got = spelling(t);
+      if (got.second == 0)
+        if (auto it = twin.find(t); it != twin.end()) got = spelling(it->second);
+      return got;
+    };
+    auto plain_of = [&](int64_t t) { return plain_spelling(static_cast<int32_t>(t)); };
+    by_len_at_.assign(static_cast<size_t>(P.longest) + 2, 0);
+    for (int64_t n = 0; n <= P.longest; ++n) {
+      by_len_at_[static_cast<size_t>(n)] = static_cast<int64_t>(by_len_bytes_.size());
+      for (int64_t k = P.by_len.offsets[n]; k < P.by_len.offsets[n + 1]; ++k) {
+        const auto [data, len] = spelled(P.by_len.ids[k], plain_of);
+        if (static_cast<int64_t>(len) != n) steppable_ = false;  // (not met: every id has its bytes)
+        by_len_bytes_.insert(by_len_bytes_.end(), data, data + len);
+      }
+    }
+    by_len_at_.back() = static_cast<int64_t>(by_len_bytes_.size());
+    by_chars_off_.assign(1, 0);
+    for (int64_t t : P.text_by_chars) {
+      const auto [data, len] = spelled(t, text_spelling);
+      if (len == 0) steppable_ = false;
+      by_chars_bytes_.insert(by_chars_bytes_.end(), data, data + len);
+      by_chars_off_.push_back(static_cast<uint32_t>(by_chars_bytes_.size()));
+    }
   }
   // the bytes of every token of `t`, laid out by token id (off: per id, where they start)
   static void build_spellings(const Trie& t, std::vector<uint32_t>& off, std::vector<uint8_t>& out) {
@@ -1024,8 +1068,10 @@ struct Vocab {
 
   mutable std::mutex class_mu_;
   mutable std::map<ByteSet, std::vector<uint32_t>> classes_, text_classes_;
-  std::vector<uint32_t> spell_off_, text_spell_off_;
-  std::vector<uint8_t> spell_bytes_, text_spell_bytes_;
+  std::vector<uint32_t> spell_off_, by_chars_off_;
+  std::vector<uint8_t> spell_bytes_, by_len_bytes_, by_chars_bytes_;
+  std::vector<int64_t> by_len_at_;
+  bool steppable_ = true;
   CharIndex char_index_;
 };
 
@@ -3402,17 +3448,40 @@ class ConfigIndex final : public structgen::IndexView {
     if (!L.ok) return false;
     const Rule& R = rules_[r];
     const Plain& P = *V.plain;
+    const int32_t* const trans = R.trans;
     auto live = [&](const uint8_t* data, size_t n) {  // (every state on the way is simple: levels_of)
       int32_t st = s0;
-      for (size_t j = 0; j < n && st >= 0; ++j) st = R.trans[static_cast<int64_t>(st) * 256 + data[j]];
+      for (size_t j = 0; j < n && st >= 0; ++j) st = trans[static_cast<int64_t>(st) * 256 + data[j]];
       return st >= 0;
     };
     const int64_t* bl = P.by_len.offsets;
     set_first_ids(mask, P.tokens.data(), P.by_len.ids, bl[std::min(L.sure, P.longest) + 1], bl[P.longest + 1]);
-    for (int64_t k = bl[std::min(L.sure + 1, P.longest + 1)], e = bl[std::min(L.end, P.longest + 1)]; k < e; ++k) {
-      const auto t = static_cast<int32_t>(P.by_len.ids[k]);
-      const auto [data, n] = V.plain_spelling(t);
-      if (live(data, n)) mask[t >> 5] |= 1u << (t & 31);
+    for (int64_t n = L.sure + 1; n < std::min(L.end, P.longest + 1); ++n) {
+      // the tokens of n bytes, four at a time: each step waits on the row the step before
+      // chose, and four chains in turn keep the loads going
+      const uint8_t* d = V.by_len_bytes(n);
+      const int64_t first = bl[n], count = bl[n + 1] - bl[n];
+      int64_t k = 0;
+      for (; k + 4 <= count; k += 4, d += 4 * n) {
+        int32_t a = s0, b = s0, c = s0, e = s0;  // (a chain that died stays dead)
+        for (int64_t j = 0; j < n; ++j) {
+          a = a < 0 ? a : trans[static_cast<int64_t>(a) * 256 + d[j]];
+          b = b < 0 ? b : trans[static_cast<int64_t>(b) * 256 + d[n + j]];
+          c = c < 0 ? c : trans[static_cast<int64_t>(c) * 256 + d[2 * n + j]];
+          e = e < 0 ? e : trans[static_cast<int64_t>(e) * 256 + d[3 * n + j]];
+        }
+        const int32_t st[4] = {a, b, c, e};
+        for (int q = 0; q < 4; ++q)
+          if (st[q] >= 0) {
+            const int64_t t = P.by_len.ids[first + k + q];
+            mask[t >> 5] |= 1u << (t & 31);
+          }
+      }
+      for (; k < count; ++k, d += n)
+        if (live(d, static_cast<size_t>(n))) {
+          const int64_t t = P.by_len.ids[first + k];
+          mask[t >> 5] |= 1u << (t & 31);
+        }
     }
     if (!L.text) {
       walk(cid, P.rest, nullptr, mask, nullptr, nullptr);
@@ -3422,7 +3491,7 @@ class ConfigIndex final : public structgen::IndexView {
       set_first_ids(mask, P.text.data(), P.text_by_chars.data(), tc[std::min(L.text_sure, most) + 1], tc[most + 1]);
       for (int64_t k = tc[std::min(L.text_sure + 1, most + 1)], e = tc[std::min(L.text_end, most + 1)]; k < e; ++k) {
         const auto t = static_cast<int32_t>(P.text_by_chars[static_cast<size_t>(k)]);
-        const auto [data, n] = V.text_spelling(t);
+        const auto [data, n] = V.by_chars_spelling(k);
         if (live(data, n)) mask[t >> 5] |= 1u << (t & 31);
       }
       walk(cid, P.other, nullptr, mask, nullptr, nullptr);
@@ -3447,7 +3516,7 @@ class ConfigIndex final : public structgen::IndexView {
     if (k == 0) {
       const Plain& P = *V.plain;
       Levels l;
-      l.ok = P.longest < 1000 && P.text_longest < 1000 &&
+      l.ok = V.steppable() && P.longest < 1000 && P.text_longest < 1000 &&
              find_levels(r, s, false, P.by_len.offsets, P.longest, l.sure, l.end);
       l.text = l.ok && P.text_longest >= 0 &&
                find_levels(r, s, true, P.text_chars_off.data(), P.text_longest, l.text_sure, l.text_end);
