@@ -892,13 +892,13 @@ struct Vocab {
   // The bytes of the plain tokens of `n` bytes, one after the other in Plain::by_len order
   // (the k-th at k * n), and of text token k of Plain::text_by_chars: a bounded string's
   // tokens of a few lengths past its sure one are stepped one by one (ConfigIndex::level_walk).
-  // whether every token of those tables has its bytes there (else level_walk is not used)
-  bool steppable() const { return steppable_; }
   const uint8_t* by_len_bytes(int64_t n) const { return by_len_bytes_.data() + by_len_at_[static_cast<size_t>(n)]; }
   std::pair<const uint8_t*, size_t> by_chars_spelling(int64_t k) const {
     return {by_chars_bytes_.data() + by_chars_off_[static_cast<size_t>(k)],
             by_chars_off_[static_cast<size_t>(k) + 1] - by_chars_off_[static_cast<size_t>(k)]};
   }
+  // whether every token of those tables has its bytes there (else level_walk is not used)
+  bool steppable() const { return steppable_; }
 
   // The characters from U+0080 up that the text tokens hold and the text prefixes of the
   // `other` tokens (Plain::other: whole characters before the first byte that is no text)
@@ -946,7 +946,7 @@ struct Vocab {
       by_len_at_[static_cast<size_t>(n)] = static_cast<int64_t>(by_len_bytes_.size());
       for (int64_t k = P.by_len.offsets[n]; k < P.by_len.offsets[n + 1]; ++k) {
         const auto [data, len] = spelled(P.by_len.ids[k], plain_of);
-        if (static_cast<int64_t>(len) != n) steppable_ = false;  // (not met: every id has its bytes)
+        if (static_cast<int64_t>(len) != n) steppable_ = false;  // (not met on the real vocabularies)
         by_len_bytes_.insert(by_len_bytes_.end(), data, data + len);
       }
     }
