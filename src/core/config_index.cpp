@@ -3816,6 +3816,41 @@ class ConfigIndex final : public structgen::IndexView {
     __builtin_prefetch(hi - 1);
   }
 
+  // Whether state `q` of `R` rejects some plain byte (its bit set of rejected bytes, not its row).
+  static bool rejects_plain(const Rule& R, int32_t q) {
+    const uint64_t* no = R.none[static_cast<size_t>(q)].data();
+    const PlainBits& P = plain_bits();
+    return (no[0] & P.none[0]) != 0 || (no[1] & P.none[1]) != 0;
+  }
+
+  // go(t) for the targets of a row that rejects no plain byte on the plain bytes, each
+  // distinct target at least once and in the order of its first byte, until go returns
+  // false (then false). Most plain bytes of a name's row go to one state (the declared
+  // names' next letters apart): the row is compared with its first plain target four
+  // entries at a time and only the bytes that differ are looked at one by one.
+  template <class Go>
+  static bool each_plain_target(const int32_t* row, Go&& go) {
+    const PlainBits& P = plain_bits();
+    const int32_t first = row[0x20];
+    if (!go(first)) return false;
+    for (int w = 0; w < 3; ++w) {
+      uint32_t bits = 0;  // bit k: byte 0x20 + 32w + k goes elsewhere
+#if defined(__SSE2__)
+      const __m128i want = _mm_set1_epi32(first);
+      for (int k = 0; k < 32; k += 4) {
+        const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 0x20 + 32 * w + k));
+        const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)));
+        bits |= static_cast<uint32_t>(~same & 0xF) << k;
+      }
+#else
+      for (int k = 0; k < 32; ++k) bits |= static_cast<uint32_t>(row[0x20 + 32 * w + k] != first) << k;
+#endif
+      for (bits &= P.differ[w]; bits != 0; bits &= bits - 1)
+        if (!go(row[0x20 + 32 * w + __builtin_ctz(bits)])) return false;
+    }
+    return true;
+  }
+
   // Whether from state `s` of DFA rule `r` every plain byte goes on inside the rule, and so
   // from every state that plain bytes lead to: the states of "any name but the declared
   // ones", say. Found over the states plain bytes reach from `s` (a greatest fixed point:
@@ -3823,16 +3858,6 @@ class ConfigIndex final : public structgen::IndexView {
   // memoised per state of the rule. Under mu_.
   bool total_state(int32_t r, int32_t s) {
     static constexpr size_t kMaxReached = 4096;  // more: taken as not total (walked instead)
-    // plain_bytes() as ranges [lo, end) of consecutive bytes
-    static const std::vector<std::pair<int, int>> kPlainRuns = [] {
-      std::vector<std::pair<int, int>> runs;
-      for (uint8_t b : plain_bytes())
-        if (!runs.empty() && runs.back().second == b)
-          ++runs.back().second;
-        else
-          runs.emplace_back(b, b + 1);
-      return runs;
-    }();
     const Rule& R = rules_[r];
     std::vector<int8_t>& memo = total_memo_[static_cast<size_t>(r)];
     if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), -1);
@@ -3856,7 +3881,6 @@ class ConfigIndex final : public structgen::IndexView {
     order.assign(1, s);
     at[s] = 0;
     bool any_bad = false, too_many = false;
-    const PlainBits& P = plain_bits();
     // a target of a reached state: false once the search is decided (a state known not
     // total, or too many reached)
     auto reach = [&](int32_t t) {
@@ -3870,38 +3894,11 @@ class ConfigIndex final : public structgen::IndexView {
     };
     for (size_t i = 0; i < order.size(); ++i) {
       const int32_t q = order[i];
-      // a plain byte rejected here: the rule's bit set of rejected bytes, not the row
-      const uint64_t* no = R.none[static_cast<size_t>(q)].data();
-      if ((no[0] & P.none[0]) != 0 || (no[1] & P.none[1]) != 0) {
+      if (rejects_plain(R, q)) {
         any_bad = true;
         break;
       }
-      // The targets: most plain bytes of a name's row go to one state (the declared names'
-      // next letters apart), so the row is compared with its first plain target four
-      // entries at a time and only the bytes that differ are looked at one by one.
-      const int32_t* row = R.trans + static_cast<int64_t>(q) * 256;
-      const int32_t first = row[0x20];
-      if (!reach(first)) break;
-      uint32_t differ[3];  // bit k of word w: byte 0x20 + 32w + k goes elsewhere
-      for (int w = 0; w < 3; ++w) {
-        uint32_t bits = 0;
-#if defined(__SSE2__)
-        const __m128i want = _mm_set1_epi32(first);
-        for (int k = 0; k < 32; k += 4) {
-          const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 0x20 + 32 * w + k));
-          const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)));
-          bits |= static_cast<uint32_t>(~same & 0xF) << k;
-        }
-#else
-        for (int k = 0; k < 32; ++k) bits |= static_cast<uint32_t>(row[0x20 + 32 * w + k] != first) << k;
-#endif
-        differ[w] = bits & P.differ[w];
-      }
-      bool go = true;
-      for (int w = 0; w < 3 && go; ++w)
-        for (uint32_t bits = differ[w]; bits != 0 && go; bits &= bits - 1)
-          go = reach(row[0x20 + 32 * w + __builtin_ctz(bits)]);
-      if (!go) break;
+      if (!each_plain_target(R.trans + static_cast<int64_t>(q) * 256, reach)) break;
     }
     for (int32_t q : order) at[q] = -1;
     if (too_many) {
@@ -3918,30 +3915,23 @@ class ConfigIndex final : public structgen::IndexView {
     edges.clear();
     at[s] = 0;
     for (size_t i = 0; i < order.size() && !too_many; ++i) {
-      const int32_t* row = R.trans + static_cast<int64_t>(order[i]) * 256;
-      // runs of bytes to one state (most of a name's row: the declared names' next letters
-      // apart) skipped four bytes per compare
-      for (const auto& [lo, end] : kPlainRuns) {
-        for (int b = lo; b < end; b = std::min(run_end(row, b), end)) {
-          const int32_t t = row[b];
-          if (t < 0 || memo[t] == 0) {
-            bad[i] = 1;
-            break;
-          }
-          if (memo[t] == 1) continue;
-          if (at[t] < 0) {
-            if (order.size() >= kMaxReached) {
-              too_many = true;
-              break;
-            }
-            at[t] = static_cast<int32_t>(order.size());
-            order.push_back(t);
-            bad.push_back(0);
-          }
-          edges.emplace_back(at[t], static_cast<int32_t>(i));
-        }
-        if (bad[i] || too_many) break;
+      const int32_t q = order[i];
+      if (rejects_plain(R, q)) {
+        bad[i] = 1;
+        continue;
       }
+      each_plain_target(R.trans + static_cast<int64_t>(q) * 256, [&](int32_t t) {
+        if (memo[t] == 0) return !(bad[i] = 1);
+        if (memo[t] == 1) return true;
+        if (at[t] < 0) {
+          if (order.size() >= kMaxReached) return !(too_many = true);
+          at[t] = static_cast<int32_t>(order.size());
+          order.push_back(t);
+          bad.push_back(0);
+        }
+        edges.emplace_back(at[t], static_cast<int32_t>(i));
+        return true;
+      });
     }
     for (int32_t q : order) at[q] = -1;
     if (too_many) {
