@@ -249,6 +249,33 @@ def test_bounded_strings_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["level_walks"] >= 1
 
 
+# Unanchored patterns: the states of "abc" count how much of it was seen, none rejects a
+# character, and none loops on every byte. From any of them every plain and text token is
+# allowed and only the tokens with quotes, escapes, controls or partial characters are walked
+# (ConfigIndex::text_total). "café" is met through a character from U+0080 up; `^[^x]*abc`
+# rejects x until abc is seen and only then is total; `^[ -~]*ab` takes every plain byte but
+# no character from U+0080 up before ab, and is total only after it; beside a bounded member the shortcut
+# must leave the bounded string's states to their own walks.
+UNANCHORED_CASES = [
+    ({"type": "string", "pattern": "abc"}, b'"x ab\\"abd\\u00e9 \xc3\xa9abc \\n x"'),
+    ({"type": "string", "pattern": "caf\u00e9"}, b'"cafe caf\xc3\xa9\\"\xe6\x97\xa5 z"'),
+    ({"type": "object", "properties": {"p": {"type": "string", "pattern": "^[^x]*abc"},
+                                       "q": {"type": "string", "pattern": "[0-9]", "maxLength": 6},
+                                       "r": {"type": "array", "items": {"type": "string", "pattern": "[a-z]"}},
+                                       "a": {"type": "string", "pattern": "^[ -~]*ab"}},
+      "required": ["p", "r"]},
+     b'{"p":"yy abc x \\t\xc3\xa9","q":"a1b","r":["0 a","\\"b"],"a":"x ab \xc3\xa9"}'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(UNANCHORED_CASES)))
+def test_unanchored_patterns_equal_reference(case, smollm2_info, real_info):
+    schema, text = UNANCHORED_CASES[case]
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, schema, text, 40 + case, walks=3, max_steps=12)
+        assert compiled.index.stats()["text_totals"] >= 1
+
+
 def test_class_loops_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT, 5, walks=2,

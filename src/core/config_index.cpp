@@ -1084,6 +1084,7 @@ class ConfigIndex final : public structgen::IndexView {
         slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     total_memo_.resize(rules_.size());
+    text_total_memo_.resize(rules_.size());
     mb_state_.resize(rules_.size());
     for (const Rule& r : rules_) {
       if (r.counter) {
@@ -1211,6 +1212,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["killed_char_loops"] = killed_loops_.load(std::memory_order_relaxed);  // masks clearing killed characters
     d["text_classes"] = text_classes_.load(std::memory_order_relaxed);  // class masks taking text tokens in bulk
     d["level_walks"] = level_walks_.load(std::memory_order_relaxed);  // bounded strings decided by their levels
+    d["text_totals"] = text_totals_.load(std::memory_order_relaxed);  // masks of states no character kills
     {
       std::lock_guard<std::mutex> r(runs_mu_);
       d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
@@ -2936,6 +2938,18 @@ class ConfigIndex final : public structgen::IndexView {
       }
       return;
     }
+    // Every string of whole characters keeps some stack alive (an unanchored pattern's body:
+    // "pattern": "abc", whose states count how much of abc was seen and never reject a
+    // character): every plain and text token is allowed, and only `other` (quotes, escapes,
+    // controls, partial characters) is walked. No state there loops on every byte, and the
+    // walk of the whole vocabulary it had took about 1 ms at 128K tokens.
+    if (text_total(cid)) {
+      text_totals_.fetch_add(1, std::memory_order_relaxed);
+      const uint32_t* all = P.tokens_and_text.data();
+      for (int64_t w = 0; w < words_; ++w) mask[w] |= all[w];
+      walk(cid, P.other, nullptr, mask, nullptr, nullptr);
+      return;
+    }
     if (level_walk(cid, mask)) return;
     std::array<uint8_t, kMaxPlain> good{};
     int count = 0;
@@ -3789,6 +3803,88 @@ class ConfigIndex final : public structgen::IndexView {
     return hit;
   }
 
+  // Whether some stack of `cid` stays alive inside its top rule on every string of whole
+  // characters (text_total_state of its top frame): then every plain and text token is
+  // allowed from `cid`. Memoised per configuration; under mu_.
+  bool text_total(int32_t cid) {
+    if (cid == kDead || V.plain == nullptr) return false;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    if (static_cast<size_t>(cid) >= text_total_cfg_.size())
+      text_total_cfg_.resize(std::max<size_t>(static_cast<size_t>(cid) + 1, 2 * text_total_cfg_.size()), -1);
+    if (text_total_cfg_[cid] >= 0) return text_total_cfg_[cid] != 0;
+    bool hit = false;
+    for (int32_t sid : config_of(cid)) {
+      const Frame f = stacks_[sid];
+      if (!rules_[f.r].counter && text_total_state(f.r, static_cast<int32_t>(f.s))) {
+        hit = true;
+        break;
+      }
+    }
+    text_total_cfg_[cid] = hit ? 1 : 0;
+    return hit;
+  }
+
+  // Whether from state `s` of DFA rule `r` every string of whole characters goes on inside
+  // the rule: plain bytes, and the characters from U+0080 up that the vocabulary's bytes can
+  // spell (Vocab::mb_seqs, a superset of those its tokens hold). The body of an unanchored
+  // pattern ("pattern": "abc" is a string holding abc) is such a set of states: they tell
+  // apart how much of the pattern was seen, and none rejects a character. A forward search
+  // over the states whole characters reach from `s` (the states inside a character are
+  // stepped through, not kept); total when none of them rejects a character. Memoised per
+  // state; a search past kMaxReached states is taken as not total. Under mu_.
+  bool text_total_state(int32_t r, int32_t s) {
+    static constexpr size_t kMaxReached = 1024;
+    const Rule& R = rules_[r];
+    std::vector<int8_t>& memo = text_total_memo_[static_cast<size_t>(r)];
+    if (memo.empty()) memo.assign(static_cast<size_t>(R.num_states), -1);
+    if (memo[s] >= 0) return memo[s] != 0;
+    if (rejects_plain(R, s)) return (memo[s] = 0) != 0;  // (most states: at once, from the bit set)
+    std::vector<int32_t> order(1, s), states, after;
+    std::unordered_set<int32_t> seen{s};
+    bool ok = true;
+    auto reach = [&](int32_t t) {  // false once the search is decided
+      if (t < 0 || memo[t] == 0) return ok = false;
+      if (memo[t] == 1 || seen.count(t) != 0) return true;
+      if (seen.size() >= kMaxReached) return ok = false;
+      seen.insert(t);
+      order.push_back(t);
+      return true;
+    };
+    for (size_t i = 0; i < order.size() && ok; ++i) {
+      const int32_t q = order[i];
+      if (rejects_plain(R, q)) {
+        ok = false;
+        break;
+      }
+      if (!each_plain_target(R.trans + static_cast<int64_t>(q) * 256, reach)) break;
+      for (const auto& seq : V.mb_seqs) {
+        states.assign(1, q);
+        for (const auto& runs : seq) {
+          after.clear();
+          for (int32_t st : states) {
+            const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
+            for (const auto& [lo, end] : runs)
+              for (int b = lo; b < end && ok; b = std::min(run_end(row, b), end)) {
+                if (row[b] < 0) ok = false;
+                else if (after.empty() || after.back() != row[b]) after.push_back(row[b]);
+              }
+          }
+          if (!ok) break;
+          std::sort(after.begin(), after.end());
+          after.erase(std::unique(after.begin(), after.end()), after.end());
+          states.swap(after);
+        }
+        if (!ok) break;
+        for (int32_t t : states)
+          if (!reach(t)) break;
+        if (!ok) break;
+      }
+    }
+    if (!ok) return (memo[s] = 0) != 0;
+    for (int32_t q : order) memo[static_cast<size_t>(q)] = 1;
+    return true;
+  }
+
   // plain_bytes() as bits of bytes 0..127 (the first two words of a Rule::none set), and as
   // bits of bytes 0x20..0x7F in three words (the 96 row entries total_state compares)
   struct PlainBits {
@@ -4066,6 +4162,9 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<int8_t> plain_total_cfg_;  // plain_total per configuration (-1: not known yet)
   std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
+  std::vector<std::vector<int8_t>> text_total_memo_;    // text_total_state per rule and state (-1: not yet)
+  std::vector<int8_t> text_total_cfg_;                  // text_total per configuration (-1: not known yet)
+  std::atomic<int64_t> text_totals_{0};                 // (stats: masks split_walks took by text_total)
   std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
   std::vector<int32_t> one_stack_;                      // close_one's (under mu_)
   struct TotalScratch {                                 // total_state's lists (under mu_)
