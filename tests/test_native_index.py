@@ -276,6 +276,39 @@ def test_unanchored_patterns_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["text_totals"] >= 1
 
 
+# Long bounded strings are counters: each position is a configuration of its own. Far from
+# the upper bound (farther than the longest token) a step along the string repeats from
+# every position, so the search for the room left and the walk of the tokens holding quotes
+# or escapes read one step instead of each position (ConfigIndex::shifted). The texts run
+# from far to near the bound (and one past the lower bound), where the room left is below
+# a long token's length: masks there must refuse the tokens that overshoot.
+_LONG = "the quick brown fox, \u00e9t\u00e9 \u65e5\u672c ... " * 6
+
+
+def _counted_text(n: int) -> bytes:
+    return ('"' + (_LONG * 4)[:n] + '"').encode()
+
+
+COUNTED_STRING_CASES = [
+    ({"type": "string", "maxLength": 180}, _counted_text(170)),
+    ({"type": "object", "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 300},
+                                       "b": {"type": "array", "items": {"type": "string", "maxLength": 150},
+                                             "maxItems": 200}}},
+     b'{"a":' + _counted_text(40) + b',"b":[' + _counted_text(145) + b',"x\\"\\\\y"]}'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(COUNTED_STRING_CASES)))
+def test_counted_strings_equal_reference(case, smollm2_info, real_info):
+    schema, text = COUNTED_STRING_CASES[case]
+    for info in (smollm2_info, real_info):
+        compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+        pair = Pair(compiled, successors=False)
+        pair.walk_text(text, every=3)
+        pair.walk_tokens(compiled, info, np.random.default_rng(50 + case), walks=2, max_steps=12)
+        assert compiled.index.stats()["counter_shifts"] >= 1
+
+
 def test_class_loops_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT, 5, walks=2,

@@ -1213,6 +1213,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["text_classes"] = text_classes_.load(std::memory_order_relaxed);  // class masks taking text tokens in bulk
     d["level_walks"] = level_walks_.load(std::memory_order_relaxed);  // bounded strings decided by their levels
     d["text_totals"] = text_totals_.load(std::memory_order_relaxed);  // masks of states no character kills
+    d["counter_shifts"] = shifts_.load(std::memory_order_relaxed);  // bounded strings' steps found to repeat
     {
       std::lock_guard<std::mutex> r(runs_mu_);
       d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
@@ -2927,7 +2928,10 @@ class ConfigIndex final : public structgen::IndexView {
       }
       // the mask is empty so far: a copy, not an OR
       const int32_t body = char_target(cid);
-      if (text_loop(body)) {
+      // (or `body` is `cid` one character further along a bounded string whose end no token
+      // reaches: a text prefix of j characters leads j steps along, and from there the rest
+      // of the token acts as from `body`)
+      if (text_loop(body) || (body > kDead && shifted(cid, body, V.trie.max_depth + 1))) {
         std::memcpy(mask, P.tokens_and_text.data(), static_cast<size_t>(words_) * 4);
         // a token's text prefix leads to `body` and stays there (see walk_other)
         walk(cid, P.head, nullptr, mask, nullptr, nullptr);
@@ -3083,9 +3087,57 @@ class ConfigIndex final : public structgen::IndexView {
       const int32_t nxt = char_target(cur);
       if (nxt == kNone) return -1;
       if (nxt == cur) return limit;
+      if (shifted(cur, nxt, limit - n)) return limit;
       cur = nxt;
     }
     return limit;
+  }
+
+  // Whether `nxt` is `cur` one item further along bounded counters and at least `need` items
+  // short of their upper bounds: the same stacks frame for frame and the same acceptance,
+  // but for counter frames one higher, each at or past its lower bound. A counter's frame
+  // acts alike at every value from lo to hi - 1 (the steps test s >= lo and s < hi alone),
+  // so the step that led from `cur` to `nxt` repeats from `nxt` for `need` more steps:
+  // plain_room and text_fit, which step a bounded string's positions one by one to find its
+  // room, stop there. A string of maxLength 255 made a configuration and a byte row for each
+  // of the longest token's positions, and about ten more for the partial characters and
+  // escapes of each: about 1,200 at the first fill of the string (0.45 ms at 128K tokens).
+  bool shifted(int32_t cur, int32_t nxt, int64_t need) {
+    if (!counted_ || cur < 0 || nxt < 0) return false;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    if (accepting_[cur] != accepting_[nxt]) return false;
+    const ConfigStacks a = config_of(cur), b = config_of(nxt);
+    if (a.size() != b.size()) return false;
+    bool moved = false;
+    // one frame chain of `b` for each of `a`'s (and so, the sizes equal and each of a's chains
+    // matching one of b's distinct ones, the reverse)
+    std::vector<uint8_t> used(b.size(), 0);
+    for (int32_t sa : a) {
+      bool found = false;
+      for (size_t k = 0; k < b.size() && !found; ++k)
+        if (!used[k] && shifted_stack(sa, b[k], need, moved)) found = used[k] = 1;
+      if (!found) return false;
+    }
+    if (moved) shifts_.fetch_add(1, std::memory_order_relaxed);
+    return moved;
+  }
+  // shifted() for one stack: frame for frame equal, or a counter one higher as shifted() says
+  bool shifted_stack(int32_t sa, int32_t sb, int64_t need, bool& moved) const {
+    bool any = false;
+    while (sa != sb) {
+      if (sa < 0 || sb < 0) return false;
+      const Frame fa = stacks_[sa], fb = stacks_[sb];
+      if (fa.r != fb.r) return false;
+      if (fa.s != fb.s) {
+        const Rule& R = rules_[fa.r];
+        if (!R.counter || R.hi < 0 || fb.s != fa.s + 1 || fa.s < R.lo || R.hi - fb.s < need) return false;
+        any = true;
+      }
+      sa = fa.p;
+      sb = fb.p;
+    }
+    moved = moved || any;
+    return true;
   }
 
   // plain_room's bytes as a ByteSet when they are every plain byte
@@ -3648,6 +3700,7 @@ class ConfigIndex final : public structgen::IndexView {
     while (n < longest) {
       if (nxt == kDead) return n;
       if (nxt == cur) return longest;  // a loop: any length
+      if (shifted(cur, nxt, longest - n)) return longest;  // a bounded string far from its end
       cur = nxt;
       ++n;
       const int32_t* r = row(cur);
@@ -4165,6 +4218,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<std::vector<int8_t>> text_total_memo_;    // text_total_state per rule and state (-1: not yet)
   std::vector<int8_t> text_total_cfg_;                  // text_total per configuration (-1: not known yet)
   std::atomic<int64_t> text_totals_{0};                 // (stats: masks split_walks took by text_total)
+  std::atomic<int64_t> shifts_{0};                      // (stats: shifted() found a step that repeats)
   std::vector<int32_t> total_at_;                       // total_state's scratch (all -1 between calls)
   std::vector<int32_t> one_stack_;                      // close_one's (under mu_)
   struct TotalScratch {                                 // total_state's lists (under mu_)
