@@ -3076,6 +3076,11 @@ class ConfigIndex final : public structgen::IndexView {
     const auto& plain = plain_bytes();
     int32_t cur = cid;
     for (int64_t n = 0; n < limit; ++n) {
+      if (trimmed_ && virt_.load(cur) >= 0) {
+        const int64_t out = text_fit_dfa(cur, n, limit);
+        if (out != kUndecided) return out;
+        if (n >= limit) return limit;
+      }
       const int32_t* r = row(cur);
       if (r[plain[0]] == kDead) {  // the end, if nothing at all goes on
         for (uint8_t b : plain)
@@ -3089,6 +3094,82 @@ class ConfigIndex final : public structgen::IndexView {
       if (nxt == cur) return limit;
       if (shifted(cur, nxt, limit - n)) return limit;
       cur = nxt;
+    }
+    return limit;
+  }
+
+  // plain_room and text_fit from a frame alone in a simple state (an unrolled bounded string:
+  // its positions are states of one rule, maxLength 64 and less), stepped on the rule's DFA
+  // while every byte they test leads to one simple state or to none: no configuration and
+  // no byte row is made for the positions passed (a maxLength 64 string made about 580 at
+  // its first fill). Where the DFA does not decide (targets that differ as states, a state
+  // that is not simple: configurations may still agree there), `cur` becomes the
+  // configuration of the state reached, `n` its step, and kUndecided is returned for the
+  // configurations' own loop to go on from there. The rule is trimmed: a live transition is
+  // a live configuration.
+  static constexpr int64_t kUndecided = -100;
+  int64_t plain_room_dfa(int32_t& cur, int64_t& n, int64_t longest, const ByteSet& taken) {
+    const int64_t v = virt_.load(cur);
+    const auto r = static_cast<int32_t>(v >> 32);
+    const int32_t p = virt_p_.load(cur);
+    int32_t s = static_cast<int32_t>(v & 0xFFFFFFFF);
+    const Rule& R = rules_[r];
+    const int32_t start = s;
+    for (;;) {
+      // (plain_room's step at the configuration of state s, step n)
+      const int32_t* row = R.trans + static_cast<int64_t>(s) * 256;
+      int32_t t = -1;
+      bool decided = true, all = true;
+      for (uint8_t b : plain_bytes()) {
+        const int32_t x = row[b];
+        const bool in = taken[b >> 6] >> (b & 63) & 1u;
+        if (x < 0) {
+          all = all && !in;
+          continue;
+        }
+        if (!in || (t >= 0 && x != t)) {
+          decided = false;
+          break;
+        }
+        t = x;
+      }
+      if (!decided || (t >= 0 && (!all || !R.simple[static_cast<size_t>(t)]))) {
+        if (s != start) cur = frame_config(r, s, p);
+        return kUndecided;
+      }
+      // (plain_room's loop test, then its next step)
+      if (n >= longest) return longest;
+      if (t < 0) return n;
+      if (t == s) return longest;
+      s = t;
+      ++n;
+    }
+  }
+  int64_t text_fit_dfa(int32_t& cur, int64_t& n, int64_t limit) {
+    const auto& plain = plain_bytes();
+    const int64_t v = virt_.load(cur);
+    const auto r = static_cast<int32_t>(v >> 32);
+    const int32_t p = virt_p_.load(cur);
+    int32_t s = static_cast<int32_t>(v & 0xFFFFFFFF);
+    const Rule& R = rules_[r];
+    const int32_t start = s;
+    for (; n < limit; ++n) {
+      // (text_fit's step at the configuration of state s, step n)
+      const int32_t* row = R.trans + static_cast<int64_t>(s) * 256;
+      const int32_t t = row[plain[0]];
+      bool decided = t >= 0;
+      for (size_t k = 1; k < plain.size() && decided; ++k) decided = row[plain[k]] == t;
+      int32_t multi = kMbByConfigs;
+      if (decided) {
+        std::lock_guard<std::recursive_mutex> g(mu_);
+        multi = multibyte_state(r, s);
+      }
+      if (!decided || (multi != t && multi != kNoChars) || !R.simple[static_cast<size_t>(t)]) {
+        if (s != start) cur = frame_config(r, s, p);
+        return kUndecided;
+      }
+      if (t == s) return limit;
+      s = t;
     }
     return limit;
   }
@@ -3703,6 +3784,10 @@ class ConfigIndex final : public structgen::IndexView {
       if (shifted(cur, nxt, longest - n)) return longest;  // a bounded string far from its end
       cur = nxt;
       ++n;
+      if (trimmed_ && virt_.load(cur) >= 0) {
+        const int64_t out = plain_room_dfa(cur, n, longest, taken);
+        if (out != kUndecided) return out;
+      }
       const int32_t* r = row(cur);
       nxt = kDead;
       bool all = true;  // every byte of `taken`
