@@ -309,6 +309,26 @@ def test_counted_strings_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["counter_shifts"] >= 1
 
 
+# Loops on every character but a few, which end them: `.` takes no U+2028 or U+2029, and
+# patternProperties keep names to the characters where the regex engines agree. Every plain
+# and text token is taken in bulk, the tokens holding a quote, an escape or a control are
+# walked, and the tokens holding one of those characters are cleared.
+KILLED_LOOP_CASES = [
+    ({"type": "string", "pattern": "^.*$"}, '"ab \u00e9\\" \u65e5\\n"'.encode()),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "string", "pattern": "^.*$"}},
+      "additionalProperties": False},
+     '{"x-a\u00e9b":"c\u2027d","x-":"","x-\u65e5":"e"}'.encode()),
+]
+
+
+@pytest.mark.parametrize("case", range(len(KILLED_LOOP_CASES)))
+def test_killed_loops_equal_reference(case, smollm2_info, real_info):
+    schema, text = KILLED_LOOP_CASES[case]
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, schema, text, 60 + case, walks=3, max_steps=12)
+        assert compiled.index.stats()["killed_char_loops"] >= 1
+
+
 def test_class_loops_equal_reference(smollm2_info, real_info):
     for info in (smollm2_info, real_info):
         compiled, pair = _walked_pair(info, CLASS_LOOP_SCHEMA, CLASS_LOOP_TEXT, 5, walks=2,
