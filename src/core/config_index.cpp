@@ -3132,13 +3132,20 @@ class ConfigIndex final : public structgen::IndexView {
   // configurations' own loop to go on from there. The rule is trimmed: a live transition is
   // a live configuration.
   static constexpr int64_t kUndecided = -100;
+  // The frame of `cid`, a frame alone in a simple state (virt_ set), whether or not its byte
+  // row exists yet (simple_frame() answers only before it does)
+  SimpleFrame lone_frame(int32_t cid) const {
+    const int64_t v = virt_.load(cid);
+    SimpleFrame f;
+    f.r = static_cast<int32_t>(v >> 32);
+    f.s = static_cast<int32_t>(v & 0xFFFFFFFF);
+    f.p = virt_p_.load(cid);
+    return f;
+  }
   int64_t plain_room_dfa(int32_t& cur, int64_t& n, int64_t longest, const ByteSet& taken) {
-    const int64_t v = virt_.load(cur);
-    const auto r = static_cast<int32_t>(v >> 32);
-    const int32_t p = virt_p_.load(cur);
-    int32_t s = static_cast<int32_t>(v & 0xFFFFFFFF);
+    const auto [r, start, p] = lone_frame(cur);
     const Rule& R = rules_[r];
-    const int32_t start = s;
+    int32_t s = start;
     for (;;) {
       // (plain_room's step at the configuration of state s, step n)
       const int32_t* row = R.trans + static_cast<int64_t>(s) * 256;
@@ -3171,12 +3178,9 @@ class ConfigIndex final : public structgen::IndexView {
   }
   int64_t text_fit_dfa(int32_t& cur, int64_t& n, int64_t limit) {
     const auto& plain = plain_bytes();
-    const int64_t v = virt_.load(cur);
-    const auto r = static_cast<int32_t>(v >> 32);
-    const int32_t p = virt_p_.load(cur);
-    int32_t s = static_cast<int32_t>(v & 0xFFFFFFFF);
+    const auto [r, start, p] = lone_frame(cur);
     const Rule& R = rules_[r];
-    const int32_t start = s;
+    int32_t s = start;
     for (; n < limit; ++n) {
       // (text_fit's step at the configuration of state s, step n)
       const int32_t* row = R.trans + static_cast<int64_t>(s) * 256;
@@ -3947,42 +3951,36 @@ class ConfigIndex final : public structgen::IndexView {
   // bytes (its top state is total_state): then every plain token is allowed from `cid`.
   bool plain_total(int32_t cid) override {
     if (cid == kDead) return false;
-    std::lock_guard<std::recursive_mutex> g(mu_);
-    // (by configuration id, not hashed: the name clears ask it for nearly every token they
-    // check, a hash lookup each was a twentieth of a large object's first fills)
-    if (static_cast<size_t>(cid) >= plain_total_cfg_.size())
-      plain_total_cfg_.resize(std::max<size_t>(static_cast<size_t>(cid) + 1, 2 * plain_total_cfg_.size()), -1);
-    if (plain_total_cfg_[cid] >= 0) return plain_total_cfg_[cid] != 0;
-    bool hit = false;
-    for (int32_t sid : config_of(cid)) {
-      const Frame f = stacks_[sid];
-      if (!rules_[f.r].counter && total_state(f.r, static_cast<int32_t>(f.s))) {
-        hit = true;
-        break;
-      }
-    }
-    plain_total_cfg_[cid] = hit ? 1 : 0;
-    return hit;
+    return some_top(cid, plain_total_cfg_, [this](int32_t r, int32_t s) { return total_state(r, s); });
   }
 
   // Whether some stack of `cid` stays alive inside its top rule on every string of whole
   // characters (text_total_state of its top frame): then every plain and text token is
-  // allowed from `cid`. Memoised per configuration; under mu_.
+  // allowed from `cid`.
   bool text_total(int32_t cid) {
     if (cid == kDead || V.plain == nullptr) return false;
+    return some_top(cid, text_total_cfg_, [this](int32_t r, int32_t s) { return text_total_state(r, s); });
+  }
+
+  // Whether some stack of `cid` has its top frame in a DFA rule's state `s` with state_ok(r,
+  // s), memoised per configuration in `memo` (-1: not known yet). By configuration id, not
+  // hashed: the name clears ask plain_total for nearly every token they check, and a hash
+  // lookup each was a twentieth of a large object's first fills. Takes mu_.
+  template <class StateOk>
+  bool some_top(int32_t cid, std::vector<int8_t>& memo, StateOk&& state_ok) {
     std::lock_guard<std::recursive_mutex> g(mu_);
-    if (static_cast<size_t>(cid) >= text_total_cfg_.size())
-      text_total_cfg_.resize(std::max<size_t>(static_cast<size_t>(cid) + 1, 2 * text_total_cfg_.size()), -1);
-    if (text_total_cfg_[cid] >= 0) return text_total_cfg_[cid] != 0;
+    if (static_cast<size_t>(cid) >= memo.size())
+      memo.resize(std::max<size_t>(static_cast<size_t>(cid) + 1, 2 * memo.size()), -1);
+    if (memo[cid] >= 0) return memo[cid] != 0;
     bool hit = false;
     for (int32_t sid : config_of(cid)) {
       const Frame f = stacks_[sid];
-      if (!rules_[f.r].counter && text_total_state(f.r, static_cast<int32_t>(f.s))) {
+      if (!rules_[f.r].counter && state_ok(f.r, static_cast<int32_t>(f.s))) {
         hit = true;
         break;
       }
     }
-    text_total_cfg_[cid] = hit ? 1 : 0;
+    memo[cid] = hit ? 1 : 0;
     return hit;
   }
 
