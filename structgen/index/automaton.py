@@ -326,6 +326,10 @@ class RulePlan:
         can counters be lifted."""
         return self.ser.largest_bound() > threshold
 
+    def rule_bounds(self) -> dict[str, int]:
+        """Per rule, the largest repeat bound in its body (-1: none; for :func:`lift_counters`)."""
+        return dict(zip(self.names, self.ser.rule_bounds()))
+
     def plan(self, inline_limit: int = INLINE_LIMIT, split_limit: int = SPLIT_LIMIT) -> None:
         """Fill ``recursive`` and ``shared`` (before :meth:`resolve`)."""
         names = self.names
@@ -383,7 +387,7 @@ def build_automaton(
     """
     plan = RulePlan(grammar.rules)
     if plan.large_repeats():
-        rules, counters = lift_counters(grammar.rules)
+        rules, counters = lift_counters(grammar.rules, bounds=plan.rule_bounds())
         if counters:  # for the plan a counter is a rule that refers to its item
             plan = RulePlan({**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}})
     else:

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..grammar import Alt, CharSet, Dfa, Expr, Lit, Ref, Regex, Repeat, Seq
 from ..errors import LimitError
+from ..regex.expr_arrays import serializer
 from ..regex.parser import parse_regex
 
 __all__ = ["COUNT_THRESHOLD", "MAX_CONFIG_STACKS", "CounterRule", "check_config_stacks", "lift_counters"]
@@ -163,13 +164,15 @@ def nullable(e: Expr, null_rules: set[str]) -> bool:
 
 
 def lift_counters(
-    rules: Mapping[str, Expr], threshold: int | None = None
+    rules: Mapping[str, Expr], threshold: int | None = None, *, bounds: Mapping[str, int] | None = None
 ) -> tuple[dict[str, Expr], dict[str, tuple[str, int, int | None]]]:
     """Replace large bounded repeats of non-nullable items by references to counter rules.
 
     Returns the rewritten rules (the items added as rules of their own) and, per counter
     rule name, ``(item rule name, lo, hi)``. Repeats inside regex terminals are lifted too.
-    Identical repeats share one counter.
+    Identical repeats share one counter. ``bounds``: per rule, the largest repeat bound in
+    its body (``ExprSerializer.rule_bounds``, serialized by the caller already); only the
+    rules past ``threshold`` are rewritten.
     """
     threshold = COUNT_THRESHOLD if threshold is None else threshold
     counters: dict[str, tuple[str, int, int | None]] = {}
@@ -179,29 +182,6 @@ def lift_counters(
     def countable(e: Repeat) -> bool:
         bound = e.max if e.max is not None else e.min
         return bound > threshold and not nullable(e.item, null)
-
-    large_at: dict[int, bool] = {}  # by node id: the converter shares subtrees between rules
-
-    def has_large(e: Expr) -> bool:
-        t = type(e)
-        if t is not Seq and t is not Alt and t is not Repeat:  # leaves: no memo entry
-            return t is Regex and "{" in e.pattern
-        found = large_at.get(id(e))
-        if found is None:
-            found = large_at[id(e)] = _has_large(e)
-        return found
-
-    def _has_large(e: Expr) -> bool:
-        t = type(e)  # (exact types: no node class is subclassed; one call per distinct node)
-        if t is Seq:
-            return any(has_large(x) for x in e.items)
-        if t is Alt:
-            return any(has_large(x) for x in e.options)
-        if t is Repeat:
-            return (e.max if e.max is not None else e.min) > threshold or has_large(e.item)
-        if t is Regex:
-            return "{" in e.pattern  # a counted quantifier: parse it (rare) to find out
-        return False
 
     def rewrite(e: Expr) -> Expr:
         if isinstance(e, Seq):
@@ -228,8 +208,11 @@ def lift_counters(
             return Ref(name)
         return e
 
-    large = {name for name, body in rules.items() if has_large(body)}
-    del has_large, _has_large  # (recursive closures are reference cycles, left to the collector)
+    if bounds is None:
+        ser = serializer({n: i for i, n in enumerate(rules)})
+        ser.add_rules(rules.values())
+        bounds = dict(zip(rules, ser.rule_bounds()))
+    large = {name for name in rules if bounds[name] > threshold}
     if not large:  # the common case: nothing to lift, no nullability analysis needed
         return dict(rules), counters
     null = nullable_rules(rules)
