@@ -278,12 +278,16 @@ def test_unanchored_patterns_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["text_totals"] >= (case < 2)
 
 
-# Long bounded strings are counters: each position is a configuration of its own. Far from
-# the upper bound (farther than the longest token) a step along the string repeats from
-# every position, so the search for the room left and the walk of the tokens holding quotes
-# or escapes read one step instead of each position (ConfigIndex::shifted). The texts run
-# from far to near the bound (and one past the lower bound), where the room left is below
-# a long token's length: masks there must refuse the tokens that overshoot.
+# Long bounded strings are counters: each position is a configuration of its own. A string
+# body alone in its configuration, whose item is one character, takes its unbounded twin's
+# mask less the tokens that start more characters than are left, or leave the string before
+# the lower bound (ConfigIndex::bounded_walk). Elsewhere (two bounded strings side by side in
+# an anyOf), far from the upper bound (farther than the longest token) a step along the
+# string repeats from every position, so the search for the room left and the walk of the
+# tokens holding quotes or escapes read one step instead of each position
+# (ConfigIndex::shifted). The texts run from far to near the bound (and one past the lower
+# bound), where the room left is below a long token's length: masks there must refuse the
+# tokens that overshoot.
 _LONG = "the quick brown fox, \u00e9t\u00e9 \u65e5\u672c ... " * 6
 
 
@@ -292,23 +296,40 @@ def _counted_text(n: int) -> bytes:
 
 
 COUNTED_STRING_CASES = [
-    ({"type": "string", "maxLength": 180}, _counted_text(170)),
+    ({"type": "string", "maxLength": 180}, _counted_text(170), "bounded_walks"),
     ({"type": "object", "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 300},
                                        "b": {"type": "array", "items": {"type": "string", "maxLength": 150},
                                              "maxItems": 200}}},
-     b'{"a":' + _counted_text(40) + b',"b":[' + _counted_text(145) + b',"x\\"\\\\y"]}'),
+     b'{"a":' + _counted_text(40) + b',"b":[' + _counted_text(145) + b',"x\\"\\\\y"]}', "bounded_walks"),
+    # the lower bound far in: tokens that close the string early are refused, by their characters
+    ({"type": "array", "items": {"type": "string", "minLength": 90, "maxLength": 100}},
+     b'[' + _counted_text(95) + b',"a\\u00e9\\n' + _counted_text(92)[1:] + b']', "bounded_walks"),
+    ({"anyOf": [{"type": "string", "maxLength": 180}, {"type": "string", "minLength": 3, "maxLength": 190}]},
+     _counted_text(185), "counter_shifts"),
 ]
 
 
 @pytest.mark.parametrize("case", range(len(COUNTED_STRING_CASES)))
 def test_counted_strings_equal_reference(case, smollm2_info, real_info):
-    schema, text = COUNTED_STRING_CASES[case]
+    schema, text, path = COUNTED_STRING_CASES[case]
     for info in (smollm2_info, real_info):
         compiled = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
         pair = Pair(compiled, successors=False)
         pair.walk_text(text, every=3)
         pair.walk_tokens(compiled, info, np.random.default_rng(50 + case), walks=2, max_steps=12)
-        assert compiled.index.stats()["counter_shifts"] >= 1
+        assert compiled.index.stats()[path] >= 1
+
+
+def test_counter_beside_an_item_byte_equals_reference(smollm2_info, real_info):
+    """What follows the counter starts with a byte that also starts an item: a token's items
+    are not its own to count there, so its masks are walked (no twin's mask)."""
+    text = (_LONG * 4)[:95].encode() + b"x"
+    for info in (smollm2_info, real_info):
+        compiled = GrammarCompiler(info, cache_size=0).compile_grammar('start: /[^"\\\\\\x00-\\x1f]{0,100}/ "x"\n')
+        pair = Pair(compiled, successors=False)
+        pair.walk_text(text, every=3)
+        pair.walk_tokens(compiled, info, np.random.default_rng(57), walks=2, max_steps=12)
+        assert compiled.index.stats()["bounded_walks"] == 0
 
 
 # Loops on every character but a few, which end them: `.` takes no U+2028 or U+2029, and

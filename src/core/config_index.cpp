@@ -646,6 +646,15 @@ using ByteSet = std::array<uint64_t, 4>;
 
 // Everything per vocabulary (token_index.TokenTrie with its PlainSplit): built once per trie
 // and shared by the index of every grammar compiled for it.
+// ConfigIndex::bounded_walk's table of one item automaton (a bounded string's character):
+// the tokens of Plain::other it takes (bytes and characters read as items until one it cannot
+// start: there the string ends), as ids grouped by the items they start (`by_items`, offsets
+// per count); `leave`: those that end the string, the same way. A token the item rejects
+// midway is in neither. Built once per vocabulary and item automaton (Vocab::item_table).
+struct ItemTable {
+  std::vector<int32_t> by_items, by_items_off, leave, leave_off;
+};
+
 struct Vocab {
   Trie trie;
   std::vector<int64_t> dups;  // (canonical, duplicate) pairs, flat
@@ -1073,6 +1082,12 @@ struct Vocab {
   std::vector<int64_t> by_len_at_;
   bool steppable_ = true;
   CharIndex char_index_;
+
+ public:
+  // ItemTables by item automaton (its rows and final flags: grammars share the JSON string
+  // character's), made once each: about 0.2 ms at 128K tokens. Any thread.
+  mutable std::mutex item_mu;
+  mutable std::map<std::string, std::unique_ptr<const ItemTable>> item_tables;
 };
 
 class ConfigIndex final : public structgen::IndexView {
@@ -1083,6 +1098,21 @@ class ConfigIndex final : public structgen::IndexView {
         trimmed_(trimmed),
         slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
+    loaded_rules_ = rules_.size();
+    // Each bounded counter gets an unbounded twin (same item, same lower bound), unreachable
+    // from the root: a bounded string's masks are its twin's less the tokens that overrun the
+    // bound (bounded_walk).
+    twin_.assign(loaded_rules_, -1);
+    for (size_t r = 0; r < loaded_rules_; ++r) {
+      if (!rules_[r].counter || rules_[r].hi < 0) continue;
+      Rule t;
+      t.counter = true;
+      t.body = rules_[r].body;
+      t.lo = rules_[r].lo;
+      t.hi = -1;
+      twin_[r] = static_cast<int32_t>(rules_.size());
+      rules_.push_back(std::move(t));
+    }
     total_memo_.resize(rules_.size());
     text_total_memo_.resize(rules_.size());
     mb_state_.resize(rules_.size());
@@ -1179,7 +1209,8 @@ class ConfigIndex final : public structgen::IndexView {
     std::lock_guard<std::recursive_mutex> g(mu_);
     ensure_dists();
     py::list out;
-    for (const Rule& R : rules_) {
+    for (size_t r = 0; r < loaded_rules_; ++r) {  // (not the twins: internal)
+      const Rule& R = rules_[r];
       if (R.counter) {
         out.append(py::make_tuple(R.lo, R.item_min));
       } else {
@@ -1213,7 +1244,8 @@ class ConfigIndex final : public structgen::IndexView {
     d["text_classes"] = text_classes_.load(std::memory_order_relaxed);  // class masks taking text tokens in bulk
     d["level_walks"] = level_walks_.load(std::memory_order_relaxed);  // bounded strings decided by their levels
     d["text_totals"] = text_totals_.load(std::memory_order_relaxed);  // masks of states no character kills
-    d["counter_shifts"] = shifts_.load(std::memory_order_relaxed);  // bounded strings' steps found to repeat
+    d["counter_shifts"] = shifts_.load(std::memory_order_relaxed);
+    d["bounded_walks"] = bounded_walks_.load(std::memory_order_relaxed);  // bounded strings' masks from their twins'  // bounded strings' steps found to repeat
     {
       std::lock_guard<std::mutex> r(runs_mu_);
       d["run_masks"] = runs_memo_.size();  // set_runs' memoised masks (as large as a mask each)
@@ -2887,8 +2919,182 @@ class ConfigIndex final : public structgen::IndexView {
     return live;
   }
 
+  // -- bounded strings: the twin's mask less what overruns ------------------------------
+
+  // A bounded string body is a counter over one character: its configurations are a
+  // position each (k items matched), and close to the end of the bound (closer than the
+  // longest token) each had a mask of its own, walked anew. Where the item reads one whole
+  // character at a time, token t started at position k is allowed exactly when it is
+  // allowed by the unbounded twin at the same place (same item, same lower bound, same
+  // continuation) and the items it starts, r(t), fit: r(t) <= hi - k, and, for a token that
+  // leaves the string, k + r(t) >= lo. Plain tokens start one item per byte, text tokens one
+  // per character, the others are counted once per item rule (ItemTable). Llama-3's first
+  // fill inside a string of maxLength 100 walked and made about 900 configurations (0.27 ms);
+  // here it is the twin's mask (one text-loop walk, then lookups) and a few ids cleared.
+
+  // ItemTable of item rule `b`, or nullptr where its items are not one character each: no
+  // calls, a non-final start, final states that read nothing more, every plain byte and every
+  // whole character from U+0080 up an item of its own. Under mu_.
+  const ItemTable* item_table(int32_t b) {
+    auto hit = item_tables_.find(b);
+    if (hit != item_tables_.end()) return hit->second;
+    const Rule& B = rules_[b];
+    bool ok = !B.counter && B.num_states > 0 && !B.final[0];
+    for (int32_t s = 0; s < B.num_states && ok; ++s)
+      ok = B.call_off[s] == B.call_off[s + 1] && (!B.final[s] || !B.has_bytes[s]);
+    for (uint8_t c : plain_bytes()) {
+      if (!ok) break;
+      const int32_t t = B.trans[c];
+      ok = t >= 0 && B.final[t];
+    }
+    if (ok) {
+      const int32_t m = multibyte_state(b, 0);
+      ok = m == kNoChars || (m >= 0 && B.final[m]);
+    }
+    const ItemTable* out = nullptr;
+    if (ok) {
+      std::string key(reinterpret_cast<const char*>(B.trans), static_cast<size_t>(B.num_states) * 256 * 4);
+      key.append(reinterpret_cast<const char*>(B.final.data()), B.final.size());
+      std::lock_guard<std::mutex> g(V.item_mu);
+      auto& slot = V.item_tables[key];
+      if (slot == nullptr) slot = make_item_table(B);
+      out = slot.get();
+    }
+    item_tables_.emplace(b, out);
+    return out;
+  }
+  std::unique_ptr<const ItemTable> make_item_table(const Rule& B) const {
+    const Trie& T = V.plain->other;
+    struct At {
+      int32_t s, items;
+      bool left, dead;
+    };
+    std::vector<At> st(static_cast<size_t>(T.max_depth) + 1);
+    st[0] = {0, 0, false, false};
+    std::vector<std::pair<int32_t, int32_t>> found;  // (items, id), `left` as ~items
+    for (int64_t i = 1; i < T.nodes; ++i) {
+      const Trie::Node& nd = T.packed[static_cast<size_t>(i)];
+      At a = st[nd.depth - 1];
+      if (!a.left && !a.dead) {
+        const int32_t t = B.trans[static_cast<int64_t>(a.s) * 256 + nd.byte];
+        if (a.s == 0 && t < 0) {
+          a.left = true;  // the byte is not an item: the string ends before it
+        } else if (t < 0) {
+          a.dead = true;  // a character or an escape left unfinished
+        } else {
+          a.items += a.s == 0;
+          a.s = B.final[t] ? 0 : t;
+        }
+      }
+      st[nd.depth] = a;
+      if (nd.tok >= 0 && !a.dead) found.push_back({a.left ? ~a.items : a.items, nd.tok});
+    }
+    // grouped by count (a counting sort: a comparison sort of these pairs was most of it)
+    std::unique_ptr<ItemTable> t(new ItemTable);
+    const size_t n = static_cast<size_t>(T.max_depth) + 2;
+    t->by_items_off.assign(n + 1, 0);
+    t->leave_off.assign(n + 1, 0);
+    for (const auto& [c, id] : found) {
+      ++t->by_items_off[static_cast<size_t>(c < 0 ? ~c : c) + 1];
+      if (c < 0) ++t->leave_off[static_cast<size_t>(~c) + 1];
+    }
+    for (size_t j = 0; j < n; ++j) {
+      t->by_items_off[j + 1] += t->by_items_off[j];
+      t->leave_off[j + 1] += t->leave_off[j];
+    }
+    t->by_items.resize(found.size());
+    t->leave.resize(static_cast<size_t>(t->leave_off[n]));
+    std::vector<int32_t> at(t->by_items_off.begin(), t->by_items_off.end() - 1), lat(t->leave_off.begin(), t->leave_off.end() - 1);
+    for (const auto& [c, id] : found) {
+      const size_t k = static_cast<size_t>(c < 0 ? ~c : c);
+      t->by_items[static_cast<size_t>(at[k]++)] = id;
+      if (c < 0) t->leave[static_cast<size_t>(lat[k]++)] = id;
+    }
+    return t;
+  }
+
+  // The twin's configuration in place of counter frame (r, ., p), as it is at or past its
+  // lower bound, or kNone where what follows the counter takes a byte that starts an item
+  // (then a token's items are not its own to count). Under mu_.
+  int32_t twin_config(int32_t r, int32_t p) {
+    const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(r)) << 32 | static_cast<uint32_t>(p);
+    auto hit = twin_config_.find(key);
+    if (hit != twin_config_.end()) return hit->second;
+    const Rule& R = rules_[r];
+    int32_t out = close({{twin_[static_cast<size_t>(r)], R.lo, p}});
+    if (p >= 0) {
+      const int32_t after = close({stacks_[p]});  // the counter ended
+      const int32_t* row_after = row(after);
+      const int32_t* item = rules_[R.body].trans;
+      for (int b = 0; b < 256 && out != kNone; ++b)
+        if (item[b] >= 0 && row_after[b] != kDead) out = kNone;
+    }
+    twin_config_.emplace(key, out);
+    return out;
+  }
+
+  // Set `mask` (all zero on entry) for `cid` when it is a bounded counter's position at a
+  // character's start, alone in its configuration (see ItemTable); false, nothing written,
+  // elsewhere.
+  bool bounded_walk(int32_t cid, uint32_t* mask) {
+    const Plain& P = *V.plain;
+    if (P.text_longest < 0) return false;
+    int32_t r = -1, p = -1, twin = kNone;
+    int64_t k = 0;
+    const ItemTable* table = nullptr;
+    {
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      for (int32_t sid : config_of(cid)) {
+        const Frame f = stacks_[sid];
+        if (f.s != 0 || f.p < 0 || rules_[f.r].counter) continue;
+        const Frame c = stacks_[f.p];  // (the counter's value once this item is matched)
+        if (static_cast<size_t>(c.r) >= loaded_rules_ || twin_[static_cast<size_t>(c.r)] < 0 || rules_[c.r].body != f.r)
+          continue;
+        r = c.r;
+        k = c.s - 1;
+        p = c.p;
+        break;
+      }
+      if (r < 0 || close({{r, k, p}}) != cid) return false;  // (other stacks beside the counter's)
+      table = item_table(rules_[r].body);
+      if (table == nullptr) return false;
+      twin = twin_config(r, p);
+      if (twin == kNone) return false;
+    }
+    const StoredMask* stored = masks_.load(twin);
+    if (stored == nullptr) {
+      // (not mask(): its per-thread buffer may be the one this mask is computed in)
+      std::vector<uint32_t> buf(static_cast<size_t>(words_));
+      stored = compute_into(twin, buf.data());
+    }
+    stored->copy_to(mask, words_);
+    chunk_marks.few = false;  // (the twin's computation used them)
+    const Rule& R = rules_[r];
+    const int64_t room = R.hi - k;  // items left
+    auto clear = [mask](int64_t t) { mask[t >> 5] &= ~(1u << (t & 31)); };
+    if (room < P.longest)  // plain tokens: one item a byte
+      for (int64_t j = P.by_len.offsets[room + 1]; j < P.by_len.offsets[P.longest + 1]; ++j) clear(P.by_len.ids[j]);
+    if (room < P.text_longest) {  // text tokens: one a character
+      const auto& off = P.text_chars_off;
+      for (int64_t j = off[static_cast<size_t>(room) + 1]; j < off[static_cast<size_t>(P.text_longest) + 1]; ++j)
+        clear(P.text_by_chars[static_cast<size_t>(j)]);
+    }
+    // the others: by the items they start, then those leaving the string before lo
+    const auto& off = table->by_items_off;
+    const int64_t most = static_cast<int64_t>(off.size()) - 2;
+    for (int64_t j = off[static_cast<size_t>(std::min(room, most)) + 1]; j < off.back(); ++j) clear(table->by_items[static_cast<size_t>(j)]);
+    if (k < R.lo) {
+      const auto& loff = table->leave_off;
+      for (int64_t j = 0; j < loff[static_cast<size_t>(std::min(R.lo - k, most + 1))]; ++j) clear(table->leave[static_cast<size_t>(j)]);
+    }
+    for (int64_t t : stop_) clear(t);  // (the twin may end where this cannot: compute_mask sets them back)
+    bounded_walks_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
   // Set in `mask` (all zero on entry) the tokens a string body decides in whole and walk the rest.
   void split_walks(int32_t cid, uint32_t* mask) {
+    if (counted_ && bounded_walk(cid, mask)) return;
     const Plain& P = *V.plain;
     const auto& plain = plain_bytes();
     // A frame alone in a simple state with no byte row yet (inside a name or a literal, most
@@ -4255,6 +4461,13 @@ class ConfigIndex final : public structgen::IndexView {
   // -- state ----------------------------------------------------------------------------
 
   std::vector<Rule> rules_;
+  size_t loaded_rules_ = 0;    // rules_[loaded_rules_ ..]: the bounded counters' twins
+  std::vector<int32_t> twin_;  // per loaded rule: its twin (-1: none)
+  // bounded_walk's tables, under mu_: per item rule (ItemTable), and per (counter, parent
+  // stack) the twin's configuration (kNone: the item and what follows the counter overlap)
+  std::unordered_map<int32_t, const ItemTable*> item_tables_;  // (nullptr: not one character an item)
+  std::unordered_map<uint64_t, int32_t> twin_config_;
+  std::atomic<int64_t> bounded_walks_{0};  // (stats: masks made from the twin's)
   bool counted_ = false;
   std::shared_ptr<const Vocab> vocab_;
   const Vocab& V;
