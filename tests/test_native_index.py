@@ -249,6 +249,28 @@ def test_bounded_strings_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["level_walks"] >= 1
 
 
+# Host names and e-mail domains: labels of up to 63 characters, each position a state of
+# its own where a letter or digit and a hyphen lead apart. The search for the subtrees taken
+# whole steps one byte of each group of bytes that the rule takes alike within their class
+# (ConfigIndex::ascii_reps): all letters and digits here, but only a-c and 0-4 of their
+# classes under "[a-c0-4]", and g-m apart from n-z below.
+LABEL_CASES = [
+    ({"type": "object", "properties": {"h": {"type": "string", "format": "hostname"},
+                                       "e": {"type": "string", "format": "email"}}},
+     b'{"h":"api.example-host.com","e":"john.doe@mail.example.com"}'),
+    ({"type": "string", "pattern": "^[a-c0-4]+(-[a-c0-4]+)*$", "maxLength": 40}, b'"ab1-c0-4ccc-ba"'),
+    # g-m and n-z lead apart: after n-z only a 0 goes on
+    ({"type": "string", "pattern": "^([a-mA-Z][a-zA-Z]{10}|[n-z]0)+$", "maxLength": 60}, b'"aBCDEFGHIJKn0gabcdefghijz0"'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(LABEL_CASES)))
+def test_labels_equal_reference(case, smollm2_info, real_info):
+    schema, text = LABEL_CASES[case]
+    for info in (smollm2_info, real_info):
+        _walked_pair(info, schema, text, 70 + case, walks=3, max_steps=12)
+
+
 # Unanchored patterns: the states of "abc" count how much of it was seen, none rejects a
 # character, and none loops on every byte. From any of them every plain and text token is
 # allowed and only the tokens with quotes, escapes, controls or partial characters are walked

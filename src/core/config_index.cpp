@@ -487,6 +487,9 @@ struct Rule {
   std::unique_ptr<std::atomic<uint64_t>[]> bounded;
   // per simple state: ConfigIndex::levels_of() once known (0: not yet); any thread
   std::unique_ptr<std::atomic<uint64_t>[]> levels;
+  // ConfigIndex::ascii_reps(), made once by any thread
+  std::unique_ptr<std::once_flag> reps_once;
+  mutable std::unique_ptr<uint8_t[]> reps;
   std::vector<int32_t> call_off;  // calls of state s: call_data[2 * call_off[s] ..]
   std::vector<int32_t> call_data;
   std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end (ensure_dists)
@@ -1531,6 +1534,7 @@ class ConfigIndex final : public structgen::IndexView {
         r.simple[s] = r.has_bytes[s] && co[s] == co[s + 1] && !r.final[s];
       r.bounded.reset(new std::atomic<uint64_t>[static_cast<size_t>(r.num_states)]());
       r.levels.reset(new std::atomic<uint64_t>[static_cast<size_t>(r.num_states)]());
+      r.reps_once.reset(new std::once_flag);
     } else {
       throw std::invalid_argument("unknown rule kind " + kind);
     }
@@ -2254,14 +2258,18 @@ class ConfigIndex final : public structgen::IndexView {
     // escape states.
     uint64_t best_c = 0;
     int best_l = 0;
+    const uint8_t* byte_cls = byte_class();
     int64_t budget = 1 << 12;  // (byte steps over all searches: a bound, not a tuning)
     for (int round = 0; round < 4 && C != 0; ++round) {
       uint8_t bytes[128];
       int nb = 0;
+      const uint8_t* rep = ascii_reps(R);  // (a byte the rule takes as another of its class goes where that one does)
       for (uint64_t cs = C; cs != 0; cs &= cs - 1)
         for (int w = 0; w < 2; ++w)
-          for (uint64_t bits = cm[__builtin_ctzll(cs)][w]; bits != 0; bits &= bits - 1)
-            bytes[nb++] = static_cast<uint8_t>(w * 64 + __builtin_ctzll(bits));
+          for (uint64_t bits = cm[__builtin_ctzll(cs)][w]; bits != 0; bits &= bits - 1) {
+            const int b = w * 64 + __builtin_ctzll(bits);
+            if (rep[b] == b) bytes[nb++] = static_cast<uint8_t>(b);
+          }
       constexpr int kWide = 16;  // (a level of more states ends the search)
       int32_t cur[kWide], nxt[kWide];
       uint64_t cur_lead[kWide], nxt_lead[kWide];  // classes on the paths to each state
@@ -2278,7 +2286,7 @@ class ConfigIndex final : public structgen::IndexView {
           budget -= nb;
           for (int j = 0; j < nb; ++j) {
             const int32_t u = tr[bytes[j]];
-            const uint64_t cls = uint64_t(1) << byte_class()[bytes[j]];
+            const uint64_t cls = uint64_t(1) << byte_cls[bytes[j]];
             if (u < 0 || !R.simple[u]) {
               bad_lead |= cur_lead[k];
               bad_fail |= cls;
@@ -2324,6 +2332,36 @@ class ConfigIndex final : public structgen::IndexView {
     slot.store(known, std::memory_order_relaxed);
     return known;
   }
+  // Per ASCII byte, the first byte of its byte class (byte_class()) when every state of DFA
+  // rule R takes the two to the same state, else the byte itself: bounded_classes() steps
+  // one byte of each group. A host name's labels take 62 letters and digits alike, and
+  // stepping each made that search most of a fill inside the name (0.4-0.7 ms). Once per
+  // rule, by any thread.
+  const uint8_t* ascii_reps(const Rule& R) const {
+    std::call_once(*R.reps_once, [&R] {
+      const uint8_t* cls = byte_class();
+      std::unique_ptr<uint8_t[]> rep(new uint8_t[128]);
+      int first[64];
+      std::fill(std::begin(first), std::end(first), -1);
+      uint8_t grouped[128];
+      int ng = 0;
+      for (int b = 0; b < 128; ++b) {
+        if (first[cls[b]] < 0) first[cls[b]] = b;
+        rep[b] = static_cast<uint8_t>(first[cls[b]]);
+        if (rep[b] != b) grouped[ng++] = static_cast<uint8_t>(b);
+      }
+      for (int32_t st = 0; st < R.num_states; ++st) {
+        const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
+        for (int k = 0; k < ng; ++k) {
+          const uint8_t b = grouped[k];
+          if (row[b] != row[rep[b]]) rep[b] = b;  // (a first byte stays first: none is left for it)
+        }
+      }
+      R.reps = std::move(rep);
+    });
+    return R.reps.get();
+  }
+
   // whether bounded_classes(r, s) takes a subtree with classes `below` and height `h` whole
   bool bounded_takes(int32_t r, int32_t s, uint64_t below, int h) const {
     const uint64_t b = bounded_classes(r, s);
