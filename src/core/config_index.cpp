@@ -487,9 +487,9 @@ struct Rule {
   std::unique_ptr<std::atomic<uint64_t>[]> bounded;
   // per simple state: ConfigIndex::levels_of() once known (0: not yet); any thread
   std::unique_ptr<std::atomic<uint64_t>[]> levels;
-  // ConfigIndex::ascii_reps(), made once by any thread
-  std::unique_ptr<std::once_flag> reps_once;
-  mutable std::unique_ptr<uint8_t[]> reps;
+  // per state: whether its row takes every ASCII byte as the first of its byte class (1) or
+  // not (2), once known (0: not yet; bounded_classes); any thread
+  std::unique_ptr<std::atomic<uint8_t>[]> alike;
   std::vector<int32_t> call_off;  // calls of state s: call_data[2 * call_off[s] ..]
   std::vector<int32_t> call_data;
   std::vector<int64_t> dist;  // per state: fewest bytes to the rule's end (ensure_dists)
@@ -1534,7 +1534,7 @@ class ConfigIndex final : public structgen::IndexView {
         r.simple[s] = r.has_bytes[s] && co[s] == co[s + 1] && !r.final[s];
       r.bounded.reset(new std::atomic<uint64_t>[static_cast<size_t>(r.num_states)]());
       r.levels.reset(new std::atomic<uint64_t>[static_cast<size_t>(r.num_states)]());
-      r.reps_once.reset(new std::once_flag);
+      r.alike.reset(new std::atomic<uint8_t>[static_cast<size_t>(r.num_states)]());
     } else {
       throw std::invalid_argument("unknown rule kind " + kind);
     }
@@ -2260,15 +2260,53 @@ class ConfigIndex final : public structgen::IndexView {
     int best_l = 0;
     const uint8_t* byte_cls = byte_class();
     int64_t budget = 1 << 12;  // (byte steps over all searches: a bound, not a tuning)
+    // One byte of each group that the states met take alike within its class is stepped (a
+    // host name's labels take 62 letters and digits alike: stepping each made this search
+    // most of a fill inside the name, 0.4-0.7 ms). A group is the class's first byte and the
+    // others; each state met checks its row for them, and a byte it takes apart leaves its
+    // group, the round then searched again.
+    static const std::array<uint8_t, 128> first_of_class = [] {
+      std::array<uint8_t, 128> f{};
+      int first[64];
+      std::fill(std::begin(first), std::end(first), -1);
+      for (int b = 0; b < 128; ++b) {
+        if (first[byte_class()[b]] < 0) first[byte_class()[b]] = b;
+        f[static_cast<size_t>(b)] = static_cast<uint8_t>(first[byte_class()[b]]);
+      }
+      return f;
+    }();
+    static const std::vector<uint8_t> not_first = [] {
+      std::vector<uint8_t> v;
+      for (int b = 0; b < 128; ++b)
+        if (first_of_class[static_cast<size_t>(b)] != b) v.push_back(static_cast<uint8_t>(b));
+      return v;
+    }();
+    // whether state u takes every byte as the first of its class (memoised per state)
+    auto alike = [&R](int32_t u) {
+      std::atomic<uint8_t>& slot = R.alike[static_cast<size_t>(u)];
+      uint8_t known = slot.load(std::memory_order_relaxed);
+      if (known == 0) {
+        const int32_t* tr = R.trans + static_cast<int64_t>(u) * 256;
+        known = 1;
+        for (uint8_t g : not_first)
+          if (tr[g] != tr[first_of_class[g]]) known = 2;
+        slot.store(known, std::memory_order_relaxed);
+      }
+      return known == 1;
+    };
+    std::array<uint8_t, 128> rep = first_of_class;
     for (int round = 0; round < 4 && C != 0; ++round) {
-      uint8_t bytes[128];
-      int nb = 0;
-      const uint8_t* rep = ascii_reps(R);  // (a byte the rule takes as another of its class goes where that one does)
+     search:
+      uint8_t bytes[128], grouped[128];
+      int nb = 0, ng = 0;
       for (uint64_t cs = C; cs != 0; cs &= cs - 1)
         for (int w = 0; w < 2; ++w)
           for (uint64_t bits = cm[__builtin_ctzll(cs)][w]; bits != 0; bits &= bits - 1) {
             const int b = w * 64 + __builtin_ctzll(bits);
-            if (rep[b] == b) bytes[nb++] = static_cast<uint8_t>(b);
+            if (rep[static_cast<size_t>(b)] == b)
+              bytes[nb++] = static_cast<uint8_t>(b);
+            else
+              grouped[ng++] = static_cast<uint8_t>(b);
           }
       constexpr int kWide = 16;  // (a level of more states ends the search)
       int32_t cur[kWide], nxt[kWide];
@@ -2281,8 +2319,17 @@ class ConfigIndex final : public structgen::IndexView {
       while (depth < 63 && budget > 0) {
         int nn = 0;
         bool wide = false;
+        bool split = false;
         for (int k = 0; k < nc; ++k) {
           const int32_t* tr = R.trans + static_cast<int64_t>(cur[k]) * 256;
+          for (int j = 0; j < ng && !alike(cur[k]); ++j) {
+            const uint8_t g = grouped[j];
+            if (tr[g] != tr[rep[g]]) {
+              rep[g] = g;
+              split = true;
+            }
+          }
+          if (split) break;
           budget -= nb;
           for (int j = 0; j < nb; ++j) {
             const int32_t u = tr[bytes[j]];
@@ -2303,6 +2350,10 @@ class ConfigIndex final : public structgen::IndexView {
               wide = true;
             }
           }
+        }
+        if (split) {
+          if (budget <= 0) break;
+          goto search;  // (this round again, the split bytes stepped on their own)
         }
         if (bad_fail != 0 || wide) break;
         ++depth;
@@ -2332,36 +2383,6 @@ class ConfigIndex final : public structgen::IndexView {
     slot.store(known, std::memory_order_relaxed);
     return known;
   }
-  // Per ASCII byte, the first byte of its byte class (byte_class()) when every state of DFA
-  // rule R takes the two to the same state, else the byte itself: bounded_classes() steps
-  // one byte of each group. A host name's labels take 62 letters and digits alike, and
-  // stepping each made that search most of a fill inside the name (0.4-0.7 ms). Once per
-  // rule, by any thread.
-  const uint8_t* ascii_reps(const Rule& R) const {
-    std::call_once(*R.reps_once, [&R] {
-      const uint8_t* cls = byte_class();
-      std::unique_ptr<uint8_t[]> rep(new uint8_t[128]);
-      int first[64];
-      std::fill(std::begin(first), std::end(first), -1);
-      uint8_t grouped[128];
-      int ng = 0;
-      for (int b = 0; b < 128; ++b) {
-        if (first[cls[b]] < 0) first[cls[b]] = b;
-        rep[b] = static_cast<uint8_t>(first[cls[b]]);
-        if (rep[b] != b) grouped[ng++] = static_cast<uint8_t>(b);
-      }
-      for (int32_t st = 0; st < R.num_states; ++st) {
-        const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
-        for (int k = 0; k < ng; ++k) {
-          const uint8_t b = grouped[k];
-          if (row[b] != row[rep[b]]) rep[b] = b;  // (a first byte stays first: none is left for it)
-        }
-      }
-      R.reps = std::move(rep);
-    });
-    return R.reps.get();
-  }
-
   // whether bounded_classes(r, s) takes a subtree with classes `below` and height `h` whole
   bool bounded_takes(int32_t r, int32_t s, uint64_t below, int h) const {
     const uint64_t b = bounded_classes(r, s);
