@@ -264,6 +264,25 @@ LABEL_CASES = [
 ]
 
 
+# A first class of plain bytes, then a loop on a class holding it: the plain tokens of the
+# loop's class that start in the first class are set in bulk, those holding a byte that
+# leaves the loop (a quote, an escape, a hyphen below) are stepped, the rest is walked.
+FIRST_CLASS_CASES = [
+    ({"type": "object", "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9_][^<>*#.%&:\\\\+?/]*$"},
+                                       "id": {"type": "string", "pattern": "^[a-z][a-z0-9_]*(-[a-z0-9_]+)*$"}}},
+     b'{"name":"Copy_01 (\xc3\xa9t\xc3\xa9) \\t \\" x","id":"ab_9-c-d0"}'),
+    ({"type": "array", "items": {"type": "string", "pattern": "^[A-Z][A-Za-z ]*$"}}, b'["Hello World","X"]'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FIRST_CLASS_CASES)))
+def test_first_classes_equal_reference(case, smollm2_info, real_info):
+    schema, text = FIRST_CLASS_CASES[case]
+    for info in (smollm2_info, real_info):
+        compiled, _ = _walked_pair(info, schema, text, 80 + case, walks=3, max_steps=12)
+        assert compiled.index.stats()["first_classes"] >= 1
+
+
 @pytest.mark.parametrize("case", range(len(LABEL_CASES)))
 def test_labels_equal_reference(case, smollm2_info, real_info):
     schema, text = LABEL_CASES[case]
@@ -313,6 +332,13 @@ def test_unanchored_patterns_equal_reference(case, smollm2_info, real_info):
 _LONG = "the quick brown fox, \u00e9t\u00e9 \u65e5\u672c ... " * 6
 
 
+_NAME = "Copy_Pipeline-01 (\u00e9t\u00e9) \u65e5\u672c, [x] $y ! " * 12
+
+
+def _name(n: int) -> bytes:
+    return _NAME[:n].encode()
+
+
 def _counted_text(n: int) -> bytes:
     return ('"' + (_LONG * 4)[:n] + '"').encode()
 
@@ -328,6 +354,15 @@ COUNTED_STRING_CASES = [
      b'[' + _counted_text(95) + b',"a\\u00e9\\n' + _counted_text(92)[1:] + b']', "bounded_walks"),
     ({"anyOf": [{"type": "string", "maxLength": 180}, {"type": "string", "minLength": 3, "maxLength": 190}]},
      _counted_text(185), "counter_shifts"),
+    # a first character, then a bounded class (items: a character or a JSON escape): the
+    # walks below the first character step into the unbounded twin, up to where a token may
+    # reach the bound
+    ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 260,
+                                                "pattern": "^[A-Za-z0-9_][^<>*#.%&:\\\\+?/]*$"}}},
+     b'{"name":"' + _name(120) + b'\\t' + _name(133) + b'"}', "walk_twins"),
+    # a lower bound far in: no twin before it
+    ({"type": "array", "items": {"type": "string", "minLength": 60, "maxLength": 300, "pattern": "^[A-Z][^<>]*$"}},
+     b'["' + _name(100) + b'","' + _name(61) + b'"]', "walk_twins"),
 ]
 
 

@@ -1099,7 +1099,7 @@ class ConfigIndex final : public structgen::IndexView {
               int64_t words, int64_t table_cells, int64_t stack_limit, bool trimmed)
       : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
         trimmed_(trimmed),
-        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr) {
+        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr), equiv_(-1) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     loaded_rules_ = rules_.size();
     // Each bounded counter gets an unbounded twin (same item, same lower bound), unreachable
@@ -1248,6 +1248,8 @@ class ConfigIndex final : public structgen::IndexView {
     d["level_walks"] = level_walks_.load(std::memory_order_relaxed);  // bounded strings decided by their levels
     d["text_totals"] = text_totals_.load(std::memory_order_relaxed);  // masks of states no character kills
     d["counter_shifts"] = shifts_.load(std::memory_order_relaxed);
+    d["walk_twins"] = walk_twins_;
+    d["first_classes"] = first_classes_.load(std::memory_order_relaxed);  // a first class, then a loop's
     d["bounded_walks"] = bounded_walks_.load(std::memory_order_relaxed);  // bounded strings' masks from their twins'  // bounded strings' steps found to repeat
     {
       std::lock_guard<std::mutex> r(runs_mu_);
@@ -2106,6 +2108,11 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t fkey[kVSlots][3];
     int32_t fcid[kVSlots];
     VirtAt* virt_at = nullptr;  // the walk's (virt_at_buffer(), read once per walk)
+    // walk_equiv's answers, direct-mapped by id like the rows (filled when first asked: only
+    // walks of grammars with bounded counters ask)
+    bool equiv_ready = false;
+    int32_t eq_id[kSlots];
+    int32_t eq_to[kSlots];
     // Rejected nodes are passed by next_sibling() (Trie::sib), not by their subtree's end: in
     // walks from a configuration that takes a few first bytes (inside a name or a literal),
     // where each row takes one byte or two of a node's few dozen children. In walks taking
@@ -2118,6 +2125,18 @@ class ConfigIndex final : public structgen::IndexView {
       for (auto& k : fkey) k[0] = -1;
     }
   };
+  int32_t cached_equiv(RowCache& c, int32_t cid) {
+    if (!c.equiv_ready) {
+      std::fill(c.eq_id, c.eq_id + RowCache::kSlots, kDead);  // (DEAD is never asked)
+      c.equiv_ready = true;
+    }
+    const int h = cid & (RowCache::kSlots - 1);
+    if (c.eq_id[h] != cid) {
+      c.eq_id[h] = cid;
+      c.eq_to[h] = walk_equiv(cid);
+    }
+    return c.eq_to[h];
+  }
   const int32_t* cached_row(RowCache& c, int32_t cid) {
     const int h = cid & (RowCache::kSlots - 1);
     if (c.id[h] == cid) return c.row[h];
@@ -2713,6 +2732,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (n.end > i + 1) {  // children below
         if constexpr (kVirtual) {
+          if (counted_ && !virt) next = cached_equiv(cache, next);  // (the tokens below: see walk_equiv)
           VirtAt va{nullptr, nullptr, -1, -1};
           int32_t st = next;
           if (virt) {
@@ -2806,6 +2826,7 @@ class ConfigIndex final : public structgen::IndexView {
       chunk_marks.tok(c.tok);
     }
     if (c.kids < 0) return;
+    if (counted_ && !virt) next = cached_equiv(cache, next);
     const Trie& t = V.trie;
     VirtAt va{nullptr, nullptr, -1, -1};
     int32_t st = next;
@@ -3092,6 +3113,39 @@ class ConfigIndex final : public structgen::IndexView {
     return out;
   }
 
+  // A configuration that allows the same strings as `cid` up to the longest token's length:
+  // the unbounded twin at its lower bound in place of a bounded counter's position alone in
+  // its configuration, at or past the lower bound and with more items left than a token has
+  // bytes (no token can reach the bound from there), else `cid` itself. A mask's walk steps
+  // into the twin there: each position of a bounded string is a configuration of its own,
+  // and a walk that entered one at a string's first character (a pattern's first class,
+  // then a bounded class: `^[A-Za-z0-9_][^<>]*$` with maxLength 260) made one per trie level
+  // and walked every token below it byte by byte (about 0.6 ms at 49K tokens), where the
+  // twin loops and its tokens are taken in whole. Walks of masks only: the configurations
+  // a token leads to (successor lists, the matcher's steps) stay exact.
+  int32_t walk_equiv(int32_t cid) {
+    const int32_t hit = equiv_.load(cid);
+    if (hit >= 0) return hit;
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    int32_t out = cid;
+    for (int32_t sid : config_of(cid)) {
+      const Frame f = stacks_[sid];
+      if (f.s != 0 || f.p < 0 || rules_[f.r].counter) continue;
+      const Frame c = stacks_[f.p];  // (the counter's value once this item is matched)
+      if (static_cast<size_t>(c.r) >= loaded_rules_ || twin_[static_cast<size_t>(c.r)] < 0 || rules_[c.r].body != f.r)
+        continue;
+      const Rule& R = rules_[c.r];
+      const int64_t k = c.s - 1;
+      // (an item of no bytes would count without reading: never lifted, refused here anyway)
+      if (k >= R.lo && R.hi - k > V.trie.max_depth && R.item_min >= 1 && close({{c.r, k, c.p}}) == cid)
+        out = close({{twin_[static_cast<size_t>(c.r)], R.lo, c.p}});
+      break;
+    }
+    if (out != cid) ++walk_twins_;
+    equiv_.store(cid, out);
+    return out;
+  }
+
   // Set `mask` (all zero on entry) for `cid` when it is a bounded counter's position at a
   // character's start, alone in its configuration (see ItemTable); false, nothing written,
   // elsewhere.
@@ -3179,6 +3233,8 @@ class ConfigIndex final : public structgen::IndexView {
     // threads filling one batch contend on)
     std::array<int32_t, kMaxPlain> into;
     for (size_t k = 0; k < plain.size(); ++k) into[k] = r[plain[k]];
+    if (counted_)  // (what each first byte leads to, for the tokens' rest: see walk_equiv)
+      for (size_t k = 0; k < plain.size(); ++k) into[k] = k > 0 && r[plain[k]] == r[plain[k - 1]] ? into[k - 1] : walk_equiv(into[k]);
     ByteSet taken;
     int64_t room = plain_room(cid, into, P.longest, taken);
     if (room > 0 && taken != all_plain()) {
@@ -3251,7 +3307,7 @@ class ConfigIndex final : public structgen::IndexView {
       return;
     }
     if (count < kMinLoopingFirstBytes) {
-      if (closure_class_walk(cid, into, mask)) return;
+      if (first_class_walk(cid, into, mask) || closure_class_walk(cid, into, mask)) return;
       walk(cid, V.trie, nullptr, mask, nullptr, nullptr);
       return;
     }
@@ -3286,6 +3342,7 @@ class ConfigIndex final : public structgen::IndexView {
         whole[b] = flags[b];
       }
       int32_t multi = multibyte_target(cid);
+      if (counted_ && multi > kDead) multi = walk_equiv(multi);
       bool multi_whole = multi == kNoChars || (multi != kNone && text_loop_killing(multi, killed));
       if (!multi_whole && multi == kNone && killed != nullptr) {
         // the first character from U+0080 up: to one such configuration, or killed alike
@@ -3762,7 +3819,8 @@ class ConfigIndex final : public structgen::IndexView {
       for (size_t i = 0; i < n; ++i)
         for (size_t k = 0; k < plain.size(); ++k) {
           if (!in_l[k]) continue;
-          const int32_t t = rows[i][plain[k]];
+          int32_t t = rows[i][plain[k]];
+          if (counted_ && t != kDead) t = walk_equiv(t);  // (strings of a token's length: see walk_equiv)
           if (t == kDead || std::find(reached, reached + n, t) != reached + n) continue;
           if (n == kMaxStates) return false;
           reached[n] = t;
@@ -3863,6 +3921,87 @@ class ConfigIndex final : public structgen::IndexView {
       }
     walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
     class_closures_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // The mask of `cid` (all zero on entry) where a class F of plain bytes leads from `cid` to
+  // one configuration A, no other plain byte is taken, and A loops on a class L of plain
+  // bytes holding F (a name's first character, then its body: `^[A-Za-z0-9_][^<>*#.%&:]*$`,
+  // `^[a-z][a-z0-9-]*$`), the other plain bytes A takes, E, being few: a plain token is
+  // allowed when its first byte is in F and every byte in L (Vocab::class_tokens, less or
+  // only the first bytes), the plain tokens holding a byte of E are stepped one by one, and
+  // the other tokens are walked. The trie's walk went below every first byte of F down to
+  // each token holding a byte outside L: 0.27 ms at such a string's first character with
+  // Llama-3. False, nothing written, where the shape differs or E's tokens are many.
+  bool first_class_walk(int32_t cid, const std::array<int32_t, kMaxPlain>& into, uint32_t* mask) {
+    const auto& plain = plain_bytes();
+    int32_t a = kDead;
+    for (size_t k = 0; k < plain.size(); ++k) {
+      if (into[k] == kDead) continue;
+      if (a != kDead && into[k] != a) return false;
+      a = into[k];
+    }
+    if (a == kDead || a == cid) return false;
+    const int32_t* ra = row(a);
+    ByteSet loop{0, 0, 0, 0};
+    uint8_t first[256] = {0}, exits[kMaxPlain];
+    int nexit = 0, nloop = 0;
+    int64_t exit_count = 0;
+    for (size_t k = 0; k < plain.size(); ++k) {
+      const uint8_t b = plain[k];
+      if (into[k] != kDead) {
+        if (ra[b] != a) return false;  // (F within L)
+        first[b] = 1;
+      }
+      if (ra[b] == a) {
+        loop[b >> 6] |= uint64_t(1) << (b & 63);
+        ++nloop;
+      } else if (ra[b] != kDead) {
+        if (nexit == kMaxExitBytes) return false;
+        exits[nexit++] = static_cast<uint8_t>(k);
+        exit_count += V.with_byte_count[k];
+      }
+    }
+    if (nloop < kMinLoopingFirstBytes || exit_count > kMaxExitTokens) return false;
+    const uint32_t* bits = V.class_tokens(loop);
+    if (bits == nullptr) return false;
+    // the class's tokens less those whose first byte is in L but not in F, or (fewer ids)
+    // those whose first byte is in F within the class
+    const IdRuns& by_first = V.plain->by_first;
+    int64_t in_first = 0, not_first = 0;
+    for (uint8_t b : plain)
+      if (loop[b >> 6] >> (b & 63) & 1u)
+        (first[b] ? in_first : not_first) += by_first.offsets[b + 1] - by_first.offsets[b];
+    if (not_first <= in_first + words_) {
+      std::memcpy(mask, bits, static_cast<size_t>(words_) * 4);
+      for (uint8_t b : plain)
+        if (!first[b] && (loop[b >> 6] >> (b & 63) & 1u))
+          for (int64_t j = by_first.offsets[b]; j < by_first.offsets[b + 1]; ++j)
+            mask[by_first.ids[j] >> 5] &= ~(1u << (by_first.ids[j] & 31));
+    } else {
+      for (uint8_t b : plain)
+        if (first[b])
+          for (int64_t j = by_first.offsets[b]; j < by_first.offsets[b + 1]; ++j) {
+            const int64_t t = by_first.ids[j];
+            mask[t >> 5] |= bits[t >> 5] & (1u << (t & 31));
+          }
+    }
+    // the plain tokens holding an exit byte (and starting in F), stepped one by one
+    const auto pw = static_cast<size_t>(V.plain_words);
+    for (int e = 0; e < nexit; ++e) {
+      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
+      for (size_t i = 0; i < pw; ++i)
+        for (uint32_t hits = w[i]; hits != 0; hits &= hits - 1) {
+          const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
+          if (!first[V.first_byte[static_cast<size_t>(t)]] || (mask[t >> 5] >> (t & 31) & 1u)) continue;
+          const auto [data, n] = V.plain_spelling(t);
+          int32_t c = cid;
+          for (size_t j = 0; j < n && c != kDead; ++j) c = row(c)[data[j]];
+          if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
+        }
+    }
+    walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
+    first_classes_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
@@ -4526,7 +4665,8 @@ class ConfigIndex final : public structgen::IndexView {
   // stack) the twin's configuration (kNone: the item and what follows the counter overlap)
   std::unordered_map<int32_t, const ItemTable*> item_tables_;  // (nullptr: not one character an item)
   std::unordered_map<uint64_t, int32_t> twin_config_;
-  std::atomic<int64_t> bounded_walks_{0};  // (stats: masks made from the twin's)
+  std::atomic<int64_t> bounded_walks_{0};
+  std::atomic<int64_t> first_classes_{0};  // (stats: masks by first_class_walk)  // (stats: masks made from the twin's)
   bool counted_ = false;
   std::shared_ptr<const Vocab> vocab_;
   const Vocab& V;
@@ -4638,6 +4778,8 @@ class ConfigIndex final : public structgen::IndexView {
   AtomicTable<int64_t> virt_;
   AtomicTable<int32_t> virt_p_;
   AtomicTable<const StoredMask*> masks_;
+  AtomicTable<int32_t> equiv_;  // walk_equiv's answers (-1: not asked yet)
+  int64_t walk_twins_ = 0;      // (stats: configurations walked as their twin's, under mu_)
   int32_t initial_ = kDead;
 };
 
