@@ -37,6 +37,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1099,7 +1100,7 @@ class ConfigIndex final : public structgen::IndexView {
               int64_t words, int64_t table_cells, int64_t stack_limit, bool trimmed)
       : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
         trimmed_(trimmed),
-        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr), equiv_(-1) {
+        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr), equiv_(-1), equiv_slack_(-1) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     loaded_rules_ = rules_.size();
     // Each bounded counter gets an unbounded twin (same item, same lower bound), unreachable
@@ -2113,6 +2114,7 @@ class ConfigIndex final : public structgen::IndexView {
     bool equiv_ready = false;
     int32_t eq_id[kSlots];
     int32_t eq_to[kSlots];
+    int32_t eq_slack[kSlots];
     // Rejected nodes are passed by next_sibling() (Trie::sib), not by their subtree's end: in
     // walks from a configuration that takes a few first bytes (inside a name or a literal),
     // where each row takes one byte or two of a node's few dozen children. In walks taking
@@ -2125,17 +2127,25 @@ class ConfigIndex final : public structgen::IndexView {
       for (auto& k : fkey) k[0] = -1;
     }
   };
-  int32_t cached_equiv(RowCache& c, int32_t cid) {
+  // walk_equiv(cid, bytes) through the walk's cache
+  int32_t cached_equiv(RowCache& c, int32_t cid, int64_t bytes) {
     if (!c.equiv_ready) {
       std::fill(c.eq_id, c.eq_id + RowCache::kSlots, kDead);  // (DEAD is never asked)
       c.equiv_ready = true;
     }
     const int h = cid & (RowCache::kSlots - 1);
     if (c.eq_id[h] != cid) {
+      walk_equiv(cid, 0);  // (memoised: the twin and its slack below)
       c.eq_id[h] = cid;
-      c.eq_to[h] = walk_equiv(cid);
+      c.eq_to[h] = equiv_.load(cid);
+      c.eq_slack[h] = equiv_slack_.load(cid);
     }
-    return c.eq_to[h];
+    return c.eq_slack[h] > bytes ? c.eq_to[h] : cid;
+  }
+  // the bytes of the longest token below node `i` of `t` at depth `depth` (past its byte)
+  int64_t bytes_below(const Trie& t, int64_t i, int depth) const {
+    if (&t == &V.trie && V.height[static_cast<size_t>(i)] < 255) return V.height[static_cast<size_t>(i)];
+    return t.max_depth - depth;
   }
   const int32_t* cached_row(RowCache& c, int32_t cid) {
     const int h = cid & (RowCache::kSlots - 1);
@@ -2155,6 +2165,11 @@ class ConfigIndex final : public structgen::IndexView {
   // nearly every subtree of more than a few nodes holds a token longer than the bound, and
   // the subtrees beside the paths to those tokens are small
   static constexpr int64_t kMinBoundedSkip = 3;
+  // ... nor on subtrees higher than this (walked: bounded_classes searches no deeper), nor on
+  // a subtree of hardly more nodes than its height: a chain (a run of dashes or digits, one
+  // token every few bytes) whose every level is a state new to the walk, each asked anew.
+  static constexpr int kMaxBoundedHeight = 32;
+  static bool bounded_worth(int64_t nodes, int h) { return nodes > kMinBoundedSkip && nodes > 2 * h; }
   // The byte classes all of whose bytes lead row `r` (of `cid`) back to `cid`. Asked of every
   // configuration a trie walk goes through, and most loop on no byte at all: the bytes that
   // loop are found first as a 256-bit set (four lanes per SSE2 compare).
@@ -2243,7 +2258,10 @@ class ConfigIndex final : public structgen::IndexView {
   // than L, read from `s`, goes through live simple states only. A subtree whose bytes below
   // are all in C and whose longest path below is at most L bytes then has every token
   // allowed, as the walk through it would find. Packed: bit 63 (known), L in bits 56..61, C
-  // in the low 48 bits; memoised per state, by any thread (the value is the same).
+  // in the low 48 bits; memoised per state, by any thread (the value is the same). L is
+  // searched up to kMaxBoundedHeight: a string of bounded length moves to another state at
+  // every character (an e-mail domain's labels, {0,61}), so a fill meets a dozen states new
+  // to it, and searching each 63 levels deep was half of such a fill.
   uint64_t bounded_classes(int32_t r, int32_t s) const {
     const Rule& R = rules_[r];
     std::atomic<uint64_t>& slot = R.bounded[s];
@@ -2335,7 +2353,7 @@ class ConfigIndex final : public structgen::IndexView {
       cur_lead[0] = 0;
       int depth = 0;  // every string of C's bytes of at most `depth` bytes is live
       uint64_t bad_lead = 0, bad_fail = 0;
-      while (depth < 63 && budget > 0) {
+      while (depth < kMaxBoundedHeight && budget > 0) {
         int nn = 0;
         bool wide = false;
         bool split = false;
@@ -2404,6 +2422,7 @@ class ConfigIndex final : public structgen::IndexView {
   }
   // whether bounded_classes(r, s) takes a subtree with classes `below` and height `h` whole
   bool bounded_takes(int32_t r, int32_t s, uint64_t below, int h) const {
+    if (h > kMaxBoundedHeight) return false;
     const uint64_t b = bounded_classes(r, s);
     return static_cast<int>(b >> 56 & 63) >= h && (below & ~(b & ((uint64_t(1) << 48) - 1))) == 0;
   }
@@ -2732,7 +2751,7 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (n.end > i + 1) {  // children below
         if constexpr (kVirtual) {
-          if (counted_ && !virt) next = cached_equiv(cache, next);  // (the tokens below: see walk_equiv)
+          if (counted_ && !virt) next = cached_equiv(cache, next, bytes_below(t, i, n.depth));  // (see walk_equiv)
           VirtAt va{nullptr, nullptr, -1, -1};
           int32_t st = next;
           if (virt) {
@@ -2761,7 +2780,7 @@ class ConfigIndex final : public structgen::IndexView {
             }
             if constexpr (kClassLoops) {
               if ((n.end - i > kMinClassSkip && (V.below[i] & ~cached_vclasses(cache, r, st, drow)) == 0) ||
-                  (n.end - i > kMinBoundedSkip && bounded_takes(r, st, V.below[i], V.height[i]))) {
+                  (bounded_worth(n.end - i, V.height[i]) && bounded_takes(r, st, V.below[i], V.height[i]))) {
                 set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
                 i = n.end;
                 continue;
@@ -2788,7 +2807,7 @@ class ConfigIndex final : public structgen::IndexView {
         }
         if constexpr (kClassLoops) {
           if ((n.end - i > kMinClassSkip && (V.below[i] & ~cached_classes(cache, next)) == 0) ||
-              (n.end - i > kMinBoundedSkip && config_bounded_takes(next, V.below[i], V.height[i]))) {
+              (bounded_worth(n.end - i, V.height[i]) && config_bounded_takes(next, V.below[i], V.height[i]))) {
             set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
             i = n.end;
             continue;
@@ -2826,7 +2845,7 @@ class ConfigIndex final : public structgen::IndexView {
       chunk_marks.tok(c.tok);
     }
     if (c.kids < 0) return;
-    if (counted_ && !virt) next = cached_equiv(cache, next);
+    if (counted_ && !virt) next = cached_equiv(cache, next, bytes_below(V.trie, c.node, d));
     const Trie& t = V.trie;
     VirtAt va{nullptr, nullptr, -1, -1};
     int32_t st = next;
@@ -3113,21 +3132,23 @@ class ConfigIndex final : public structgen::IndexView {
     return out;
   }
 
-  // A configuration that allows the same strings as `cid` up to the longest token's length:
-  // the unbounded twin at its lower bound in place of a bounded counter's position alone in
-  // its configuration, at or past the lower bound and with more items left than a token has
-  // bytes (no token can reach the bound from there), else `cid` itself. A mask's walk steps
-  // into the twin there: each position of a bounded string is a configuration of its own,
-  // and a walk that entered one at a string's first character (a pattern's first class,
-  // then a bounded class: `^[A-Za-z0-9_][^<>]*$` with maxLength 260) made one per trie level
-  // and walked every token below it byte by byte (about 0.6 ms at 49K tokens), where the
-  // twin loops and its tokens are taken in whole. Walks of masks only: the configurations
-  // a token leads to (successor lists, the matcher's steps) stay exact.
-  int32_t walk_equiv(int32_t cid) {
-    const int32_t hit = equiv_.load(cid);
-    if (hit >= 0) return hit;
+  // A configuration that allows the same strings as `cid` up to `bytes` bytes: the
+  // unbounded twin at its lower bound in place of a bounded counter's position alone in its
+  // configuration, at or past the lower bound and with more bytes to go than `bytes` before an
+  // item past the bound could start, else `cid` itself. A mask's walk steps into the twin
+  // there (with the bytes on the longest path below the trie node, or the longest token's
+  // length): each position of a bounded string is a configuration of its own, and a walk that
+  // entered one at a string's first character (a pattern's first class, then a bounded class:
+  // `^[A-Za-z0-9_][^<>]*$` with maxLength 260; an e-mail's domain labels, {0,61}) made one per
+  // trie level and walked every token below it byte by byte (about 0.6 ms at 49K tokens),
+  // where the twin loops and its tokens are taken in whole. Walks of masks only: the
+  // configurations a token leads to (successor lists, the matcher's steps) stay exact.
+  int32_t walk_equiv(int32_t cid, int64_t bytes) {
+    const int32_t twin = equiv_.load(cid);
+    if (twin >= 0) return equiv_slack_.load(cid) > bytes ? twin : cid;
     std::lock_guard<std::recursive_mutex> g(mu_);
     int32_t out = cid;
+    int64_t slack = -1;  // the bytes read before an item past the bound can start
     for (int32_t sid : config_of(cid)) {
       const Frame f = stacks_[sid];
       if (f.s != 0 || f.p < 0 || rules_[f.r].counter) continue;
@@ -3137,14 +3158,30 @@ class ConfigIndex final : public structgen::IndexView {
       const Rule& R = rules_[c.r];
       const int64_t k = c.s - 1;
       // (an item of no bytes would count without reading: never lifted, refused here anyway)
-      if (k >= R.lo && R.hi - k > V.trie.max_depth && R.item_min >= 1 && close({{c.r, k, c.p}}) == cid)
-        out = close({{twin_[static_cast<size_t>(c.r)], R.lo, c.p}});
+      if (k < R.lo || R.item_min < 1 || R.item_min >= kUnreachable) break;
+      // the counter's stacks, and the others beside them (after a label's last character
+      // that the counter's item also takes: an e-mail's domain, `[a-z]([a-z-]{0,61}[a-z])?`)
+      const int32_t alone = close({{c.r, k, c.p}});
+      std::vector<Frame> raw{{twin_[static_cast<size_t>(c.r)], R.lo, c.p}};
+      if (alone != cid) {
+        const ConfigStacks own = config_of(cid), counter = config_of(alone);
+        std::vector<int32_t> mine(own.begin(), own.end()), its(counter.begin(), counter.end());
+        if (!std::includes(mine.begin(), mine.end(), its.begin(), its.end())) break;
+        std::vector<int32_t> rest;
+        std::set_difference(mine.begin(), mine.end(), its.begin(), its.end(), std::back_inserter(rest));
+        for (int32_t other : rest) raw.push_back(stacks_[other]);
+      }
+      out = close(raw);
+      slack = std::min<int64_t>((R.hi - k) * R.item_min, INT32_MAX);
       break;
     }
     if (out != cid) ++walk_twins_;
-    equiv_.store(cid, out);
-    return out;
+    equiv_slack_.store(cid, static_cast<int32_t>(slack));
+    equiv_.store(cid, out);  // (published last: a reader finding it finds the slack)
+    return slack > bytes ? out : cid;
   }
+  // walk_equiv() for strings of up to a whole token
+  int32_t walk_equiv(int32_t cid) { return walk_equiv(cid, V.trie.max_depth); }
 
   // Set `mask` (all zero on entry) for `cid` when it is a bounded counter's position at a
   // character's start, alone in its configuration (see ItemTable); false, nothing written,
@@ -4778,7 +4815,8 @@ class ConfigIndex final : public structgen::IndexView {
   AtomicTable<int64_t> virt_;
   AtomicTable<int32_t> virt_p_;
   AtomicTable<const StoredMask*> masks_;
-  AtomicTable<int32_t> equiv_;  // walk_equiv's answers (-1: not asked yet)
+  AtomicTable<int32_t> equiv_;  // walk_equiv's twin, or the configuration itself (-1: not asked yet)
+  AtomicTable<int32_t> equiv_slack_;  // and the bytes it holds for (-1: none)
   int64_t walk_twins_ = 0;      // (stats: configurations walked as their twin's, under mu_)
   int32_t initial_ = kDead;
 };
