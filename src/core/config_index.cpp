@@ -3898,6 +3898,43 @@ class ConfigIndex final : public structgen::IndexView {
     return out.ok;
   }
 
+  // Set in `mask` the plain tokens holding a byte of `exits` (nexit plain-byte indexes) that
+  // `cid` allows, each stepped through its bytes; with `first` (256 flags), only those whose
+  // first byte is flagged. The class walks' tokens that leave the class.
+  void step_exit_tokens(int32_t cid, const uint8_t* exits, int nexit, const uint8_t* first, uint32_t* mask) {
+    static thread_local std::vector<uint32_t> held_tl;
+    structgen::Scratch<std::vector<uint32_t>> held_s(held_tl);
+    std::vector<uint32_t>& held = held_s.value;
+    const auto pw = static_cast<size_t>(V.plain_words);
+    held.assign(pw, 0);
+    for (int e = 0; e < nexit; ++e) {
+      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
+      for (size_t i = 0; i < pw; ++i) held[i] |= w[i];
+    }
+    // The tokens step through a few configurations (the loop's, the exits'): their rows are
+    // kept here, where row() per byte (two chunk lookups) was most of such a mask.
+    int32_t seen[16];
+    const int32_t* seen_row[16];
+    std::fill(std::begin(seen), std::end(seen), kDead);
+    auto row_of = [&](int32_t c) {
+      const int h = c & 15;
+      if (seen[h] != c) {
+        seen[h] = c;
+        seen_row[h] = row(c);
+      }
+      return seen_row[h];
+    };
+    for (size_t i = 0; i < pw; ++i)
+      for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
+        const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
+        if (first != nullptr && !first[V.first_byte[static_cast<size_t>(t)]]) continue;
+        const auto [data, n] = V.plain_spelling(t);
+        int32_t c = cid;
+        for (size_t j = 0; j < n && c != kDead; ++j) c = row_of(c)[data[j]];
+        if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
+      }
+  }
+
   // The mask of `cid` (all zero on entry) where a class L of plain bytes keeps `cid` among a
   // few configurations that all take every byte of L (an email's `[a-z0-9._+-]+` before its
   // `@`, a host name's labels and dots, a name's `[A-Za-z](?:[A-Za-z0-9]+-?)+`), and the other
@@ -3925,37 +3962,8 @@ class ConfigIndex final : public structgen::IndexView {
     const uint8_t* exits = best.exits;
     const uint32_t* bits = V.class_tokens(loop);
     if (bits == nullptr) return false;
-    static thread_local std::vector<uint32_t> held_tl;
-    structgen::Scratch<std::vector<uint32_t>> held_s(held_tl);
-    std::vector<uint32_t>& held = held_s.value;
-    const auto pw = static_cast<size_t>(V.plain_words);
-    held.assign(pw, 0);
-    for (int e = 0; e < nexit; ++e) {
-      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
-      for (size_t i = 0; i < pw; ++i) held[i] |= w[i];
-    }
     std::memcpy(mask, bits, static_cast<size_t>(words_) * 4);
-    // The tokens step through a few configurations (the loop's, the exits'): their rows are
-    // kept here, where row() per byte (two chunk lookups) was most of this mask.
-    int32_t seen[16];
-    const int32_t* seen_row[16];
-    std::fill(std::begin(seen), std::end(seen), kDead);
-    auto row_of = [&](int32_t c) {
-      const int h = c & 15;
-      if (seen[h] != c) {
-        seen[h] = c;
-        seen_row[h] = row(c);
-      }
-      return seen_row[h];
-    };
-    for (size_t i = 0; i < pw; ++i)
-      for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
-        const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
-        const auto [data, n] = V.plain_spelling(t);
-        int32_t c = cid;
-        for (size_t j = 0; j < n && c != kDead; ++j) c = row_of(c)[data[j]];
-        if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
-      }
+    step_exit_tokens(cid, exits, nexit, nullptr, mask);
     walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
     class_closures_.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -4023,20 +4031,7 @@ class ConfigIndex final : public structgen::IndexView {
             mask[t >> 5] |= bits[t >> 5] & (1u << (t & 31));
           }
     }
-    // the plain tokens holding an exit byte (and starting in F), stepped one by one
-    const auto pw = static_cast<size_t>(V.plain_words);
-    for (int e = 0; e < nexit; ++e) {
-      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
-      for (size_t i = 0; i < pw; ++i)
-        for (uint32_t hits = w[i]; hits != 0; hits &= hits - 1) {
-          const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
-          if (!first[V.first_byte[static_cast<size_t>(t)]] || (mask[t >> 5] >> (t & 31) & 1u)) continue;
-          const auto [data, n] = V.plain_spelling(t);
-          int32_t c = cid;
-          for (size_t j = 0; j < n && c != kDead; ++j) c = row(c)[data[j]];
-          if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
-        }
-    }
+    step_exit_tokens(cid, exits, nexit, first, mask);  // (those starting in F)
     walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
     first_classes_.fetch_add(1, std::memory_order_relaxed);
     return true;
