@@ -2109,18 +2109,18 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t fkey[kVSlots][3];
     int32_t fcid[kVSlots];
     VirtAt* virt_at = nullptr;  // the walk's (virt_at_buffer(), read once per walk)
-    // walk_equiv's answers, direct-mapped by id like the rows (filled when first asked: only
-    // walks of grammars with bounded counters ask)
-    bool equiv_ready = false;
-    int32_t eq_id[kSlots];
-    int32_t eq_to[kSlots];
-    int32_t eq_slack[kSlots];
     // Rejected nodes are passed by next_sibling() (Trie::sib), not by their subtree's end: in
     // walks from a configuration that takes a few first bytes (inside a name or a literal),
     // where each row takes one byte or two of a node's few dozen children. In walks taking
     // most bytes most siblings are taken, and the lookup was a cache miss more per rejection
     // (a pattern's fixed-length string at 128K tokens: about a sixth slower).
     bool siblings = false;
+    // walk_equiv's answers, direct-mapped by id like the rows (filled when first asked: only
+    // walks of grammars with bounded counters ask)
+    bool equiv_ready = false;
+    int32_t eq_id[kSlots];
+    int32_t eq_to[kSlots];
+    int32_t eq_slack[kSlots];
     RowCache() {
       std::fill(id, id + kSlots, kDead);  // DEAD is never looked up
       std::fill(vkey, vkey + kVSlots, int64_t(-1));
@@ -2165,11 +2165,12 @@ class ConfigIndex final : public structgen::IndexView {
   // nearly every subtree of more than a few nodes holds a token longer than the bound, and
   // the subtrees beside the paths to those tokens are small
   static constexpr int64_t kMinBoundedSkip = 3;
-  // ... nor on subtrees higher than this (walked: bounded_classes searches no deeper), nor on
-  // a subtree of hardly more nodes than its height: a chain (a run of dashes or digits, one
-  // token every few bytes) whose every level is a state new to the walk, each asked anew.
-  static constexpr int kMaxBoundedHeight = 32;
-  static bool bounded_worth(int64_t nodes, int h) { return nodes > kMinBoundedSkip && nodes > 2 * h; }
+  // ... nor on subtrees higher than this (walked: bounded_classes searches no deeper), and no
+  // state is searched for a subtree of hardly more nodes than its height: a chain (a run of
+  // hyphens or digits, one token every few bytes) whose every level is a state new to the
+  // walk (each position of a host name's label), each searched anew for a few nodes.
+  static constexpr int kMaxBoundedHeight = 63;
+  static bool bounded_worth(int64_t nodes, int h) { return nodes > 2 * h; }
   // The byte classes all of whose bytes lead row `r` (of `cid`) back to `cid`. Asked of every
   // configuration a trie walk goes through, and most loop on no byte at all: the bytes that
   // loop are found first as a 256-bit set (four lanes per SSE2 compare).
@@ -2258,10 +2259,7 @@ class ConfigIndex final : public structgen::IndexView {
   // than L, read from `s`, goes through live simple states only. A subtree whose bytes below
   // are all in C and whose longest path below is at most L bytes then has every token
   // allowed, as the walk through it would find. Packed: bit 63 (known), L in bits 56..61, C
-  // in the low 48 bits; memoised per state, by any thread (the value is the same). L is
-  // searched up to kMaxBoundedHeight: a string of bounded length moves to another state at
-  // every character (an e-mail domain's labels, {0,61}), so a fill meets a dozen states new
-  // to it, and searching each 63 levels deep was half of such a fill.
+  // in the low 48 bits; memoised per state, by any thread (the value is the same).
   uint64_t bounded_classes(int32_t r, int32_t s) const {
     const Rule& R = rules_[r];
     std::atomic<uint64_t>& slot = R.bounded[s];
@@ -2421,17 +2419,19 @@ class ConfigIndex final : public structgen::IndexView {
     return known;
   }
   // whether bounded_classes(r, s) takes a subtree with classes `below` and height `h` whole
-  bool bounded_takes(int32_t r, int32_t s, uint64_t below, int h) const {
+  bool bounded_takes(int32_t r, int32_t s, uint64_t below, int h, int64_t nodes) const {
     if (h > kMaxBoundedHeight) return false;
-    const uint64_t b = bounded_classes(r, s);
+    const uint64_t known = rules_[r].bounded[s].load(std::memory_order_relaxed);
+    if (known == 0 && !bounded_worth(nodes, h)) return false;  // (a chain: not worth a search)
+    const uint64_t b = known != 0 ? known : bounded_classes(r, s);
     return static_cast<int>(b >> 56 & 63) >= h && (below & ~(b & ((uint64_t(1) << 48) - 1))) == 0;
   }
 
   // bounded_takes() of configuration `cid` when it is one frame in a simple state (whose row,
   // if computed, is that state's DFA row mapped to the frames' configurations)
-  bool config_bounded_takes(int32_t cid, uint64_t below, int h) const {
+  bool config_bounded_takes(int32_t cid, uint64_t below, int h, int64_t nodes) const {
     const int64_t v = virt_.load(cid);
-    return v >= 0 && bounded_takes(static_cast<int32_t>(v >> 32), static_cast<int32_t>(v & 0xFFFFFFFF), below, h);
+    return v >= 0 && bounded_takes(static_cast<int32_t>(v >> 32), static_cast<int32_t>(v & 0xFFFFFFFF), below, h, nodes);
   }
 
   // whether every plain byte leads from `cid` back to itself (cid is not DEAD)
@@ -2684,6 +2684,17 @@ class ConfigIndex final : public structgen::IndexView {
   template <bool kMask, bool kCollect, bool kPlainLoops, bool kGroups, bool kClassLoops, bool kSubtract = false>
   int64_t walk_range(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
                   uint32_t* mask, std::vector<int32_t>* toks, std::vector<int32_t>* cfgs, const uint8_t* keep) {
+    // (compiled apart for grammars with bounded counters: the twin's test in the loop, never
+    // taken elsewhere, slowed the other walks by about a tenth)
+    if (counted_)
+      return walk_range_of<kMask, kCollect, kPlainLoops, kGroups, kClassLoops, kSubtract, true>(t, i, stop, row_at, cache,
+                                                                                             mask, toks, cfgs, keep);
+    return walk_range_of<kMask, kCollect, kPlainLoops, kGroups, kClassLoops, kSubtract, false>(t, i, stop, row_at, cache,
+                                                                                            mask, toks, cfgs, keep);
+  }
+  template <bool kMask, bool kCollect, bool kPlainLoops, bool kGroups, bool kClassLoops, bool kSubtract, bool kCounted>
+  int64_t walk_range_of(const Trie& t, int64_t i, const int64_t stop, const int32_t** const row_at, RowCache& cache,
+                        uint32_t* mask, std::vector<int32_t>* toks, std::vector<int32_t>* cfgs, const uint8_t* keep) {
     static_assert(!kSubtract || (kPlainLoops && kMask && !kCollect && !kGroups && !kClassLoops));
     // Frames stepped by their DFA: below a configuration of one stack in a simple state (no
     // calls, no end: inside a name, a literal, a string), the row of every configuration the
@@ -2751,7 +2762,9 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (n.end > i + 1) {  // children below
         if constexpr (kVirtual) {
-          if (counted_ && !virt) next = cached_equiv(cache, next, bytes_below(t, i, n.depth));  // (see walk_equiv)
+          if constexpr (kCounted) {
+            if (!virt) next = cached_equiv(cache, next, bytes_below(t, i, n.depth));  // (see walk_equiv)
+          }
           VirtAt va{nullptr, nullptr, -1, -1};
           int32_t st = next;
           if (virt) {
@@ -2780,7 +2793,7 @@ class ConfigIndex final : public structgen::IndexView {
             }
             if constexpr (kClassLoops) {
               if ((n.end - i > kMinClassSkip && (V.below[i] & ~cached_vclasses(cache, r, st, drow)) == 0) ||
-                  (bounded_worth(n.end - i, V.height[i]) && bounded_takes(r, st, V.below[i], V.height[i]))) {
+                  (n.end - i > kMinBoundedSkip && bounded_takes(r, st, V.below[i], V.height[i], n.end - i))) {
                 set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
                 i = n.end;
                 continue;
@@ -2807,7 +2820,7 @@ class ConfigIndex final : public structgen::IndexView {
         }
         if constexpr (kClassLoops) {
           if ((n.end - i > kMinClassSkip && (V.below[i] & ~cached_classes(cache, next)) == 0) ||
-              (bounded_worth(n.end - i, V.height[i]) && config_bounded_takes(next, V.below[i], V.height[i]))) {
+              (n.end - i > kMinBoundedSkip && config_bounded_takes(next, V.below[i], V.height[i], n.end - i))) {
             set_ids(mask, t.toks.data() + t.tok_before[i + 1], t.tok_before[n.end] - t.tok_before[i + 1]);
             i = n.end;
             continue;
