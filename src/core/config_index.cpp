@@ -3145,6 +3145,21 @@ class ConfigIndex final : public structgen::IndexView {
     return out;
   }
 
+  // The first bounded counter (with a twin) of `cid` at an item's start: frame (r, k, p),
+  // k items matched; false where no stack is one. Under mu_.
+  bool counter_position(int32_t cid, Frame& out) {
+    for (int32_t sid : config_of(cid)) {
+      const Frame f = stacks_[sid];
+      if (f.s != 0 || f.p < 0 || rules_[f.r].counter) continue;
+      const Frame c = stacks_[f.p];  // (the counter's value once this item is matched)
+      if (static_cast<size_t>(c.r) >= loaded_rules_ || twin_[static_cast<size_t>(c.r)] < 0 || rules_[c.r].body != f.r)
+        continue;
+      out = {c.r, c.s - 1, c.p};
+      return true;
+    }
+    return false;
+  }
+
   // A configuration that allows the same strings as `cid` up to `bytes` bytes: the
   // unbounded twin at its lower bound in place of a bounded counter's position alone in its
   // configuration, at or past the lower bound and with more bytes to go than `bytes` before an
@@ -3160,34 +3175,8 @@ class ConfigIndex final : public structgen::IndexView {
     const int32_t twin = equiv_.load(cid);
     if (twin >= 0) return equiv_slack_.load(cid) > bytes ? twin : cid;
     std::lock_guard<std::recursive_mutex> g(mu_);
-    int32_t out = cid;
     int64_t slack = -1;  // the bytes read before an item past the bound can start
-    for (int32_t sid : config_of(cid)) {
-      const Frame f = stacks_[sid];
-      if (f.s != 0 || f.p < 0 || rules_[f.r].counter) continue;
-      const Frame c = stacks_[f.p];  // (the counter's value once this item is matched)
-      if (static_cast<size_t>(c.r) >= loaded_rules_ || twin_[static_cast<size_t>(c.r)] < 0 || rules_[c.r].body != f.r)
-        continue;
-      const Rule& R = rules_[c.r];
-      const int64_t k = c.s - 1;
-      // (an item of no bytes would count without reading: never lifted, refused here anyway)
-      if (k < R.lo || R.item_min < 1 || R.item_min >= kUnreachable) break;
-      // the counter's stacks, and the others beside them (after a label's last character
-      // that the counter's item also takes: an e-mail's domain, `[a-z]([a-z-]{0,61}[a-z])?`)
-      const int32_t alone = close({{c.r, k, c.p}});
-      std::vector<Frame> raw{{twin_[static_cast<size_t>(c.r)], R.lo, c.p}};
-      if (alone != cid) {
-        const ConfigStacks own = config_of(cid), counter = config_of(alone);
-        std::vector<int32_t> mine(own.begin(), own.end()), its(counter.begin(), counter.end());
-        if (!std::includes(mine.begin(), mine.end(), its.begin(), its.end())) break;
-        std::vector<int32_t> rest;
-        std::set_difference(mine.begin(), mine.end(), its.begin(), its.end(), std::back_inserter(rest));
-        for (int32_t other : rest) raw.push_back(stacks_[other]);
-      }
-      out = close(raw);
-      slack = std::min<int64_t>((R.hi - k) * R.item_min, INT32_MAX);
-      break;
-    }
+    const int32_t out = twin_in_place(cid, slack);
     if (out != cid) ++walk_twins_;
     equiv_slack_.store(cid, static_cast<int32_t>(slack));
     equiv_.store(cid, out);  // (published last: a reader finding it finds the slack)
@@ -3195,6 +3184,30 @@ class ConfigIndex final : public structgen::IndexView {
   }
   // walk_equiv() for strings of up to a whole token
   int32_t walk_equiv(int32_t cid) { return walk_equiv(cid, V.trie.max_depth); }
+  // walk_equiv's configuration for `cid` (`cid` itself where there is none) and, in `slack`,
+  // the bytes it stands for. Under mu_.
+  int32_t twin_in_place(int32_t cid, int64_t& slack) {
+    Frame c;
+    if (!counter_position(cid, c)) return cid;
+    const Rule& R = rules_[c.r];
+    const int64_t k = c.s;
+    // (an item of no bytes would count without reading: never lifted, refused here anyway)
+    if (k < R.lo || R.item_min < 1 || R.item_min >= kUnreachable) return cid;
+    // the counter's stacks, and the others beside them (after a label's last character
+    // that the counter's item also takes: an e-mail's domain, `[a-z]([a-z-]{0,61}[a-z])?`)
+    const int32_t alone = close({{c.r, k, c.p}});
+    std::vector<Frame> raw{{twin_[static_cast<size_t>(c.r)], R.lo, c.p}};
+    if (alone != cid) {
+      const ConfigStacks own = config_of(cid), counter = config_of(alone);
+      std::vector<int32_t> mine(own.begin(), own.end()), its(counter.begin(), counter.end());
+      if (!std::includes(mine.begin(), mine.end(), its.begin(), its.end())) return cid;
+      std::vector<int32_t> rest;
+      std::set_difference(mine.begin(), mine.end(), its.begin(), its.end(), std::back_inserter(rest));
+      for (int32_t other : rest) raw.push_back(stacks_[other]);
+    }
+    slack = std::min<int64_t>((R.hi - k) * R.item_min, INT32_MAX);
+    return close(raw);
+  }
 
   // Set `mask` (all zero on entry) for `cid` when it is a bounded counter's position at a
   // character's start, alone in its configuration (see ItemTable); false, nothing written,
@@ -3207,18 +3220,12 @@ class ConfigIndex final : public structgen::IndexView {
     const ItemTable* table = nullptr;
     {
       std::lock_guard<std::recursive_mutex> g(mu_);
-      for (int32_t sid : config_of(cid)) {
-        const Frame f = stacks_[sid];
-        if (f.s != 0 || f.p < 0 || rules_[f.r].counter) continue;
-        const Frame c = stacks_[f.p];  // (the counter's value once this item is matched)
-        if (static_cast<size_t>(c.r) >= loaded_rules_ || twin_[static_cast<size_t>(c.r)] < 0 || rules_[c.r].body != f.r)
-          continue;
-        r = c.r;
-        k = c.s - 1;
-        p = c.p;
-        break;
-      }
-      if (r < 0 || close({{r, k, p}}) != cid) return false;  // (other stacks beside the counter's)
+      Frame c;
+      if (!counter_position(cid, c)) return false;
+      r = c.r;
+      k = c.s;
+      p = c.p;
+      if (close({{r, k, p}}) != cid) return false;  // (other stacks beside the counter's)
       table = item_table(rules_[r].body);
       if (table == nullptr) return false;
       twin = twin_config(r, p);
