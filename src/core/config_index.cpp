@@ -3161,9 +3161,9 @@ class ConfigIndex final : public structgen::IndexView {
   }
 
   // A configuration that allows the same strings as `cid` up to `bytes` bytes: the
-  // unbounded twin at its lower bound in place of a bounded counter's position alone in its
-  // configuration, at or past the lower bound and with more bytes to go than `bytes` before an
-  // item past the bound could start, else `cid` itself. A mask's walk steps into the twin
+  // unbounded twin at its lower bound in place of a bounded counter's position (the other
+  // stacks beside it kept), at or past the lower bound and with more bytes to go than
+  // `bytes` before an item past the bound could start, else `cid` itself. A mask's walk steps into the twin
   // there (with the bytes on the longest path below the trie node, or the longest token's
   // length): each position of a bounded string is a configuration of its own, and a walk that
   // entered one at a string's first character (a pattern's first class, then a bounded class:
@@ -3205,7 +3205,8 @@ class ConfigIndex final : public structgen::IndexView {
       std::set_difference(mine.begin(), mine.end(), its.begin(), its.end(), std::back_inserter(rest));
       for (int32_t other : rest) raw.push_back(stacks_[other]);
     }
-    slack = std::min<int64_t>((R.hi - k) * R.item_min, INT32_MAX);
+    const int64_t left = R.hi - k;  // (bounds reach 10**12 and more: no product past int32)
+    slack = left >= INT32_MAX / R.item_min ? INT32_MAX : left * R.item_min;
     return close(raw);
   }
 
