@@ -750,39 +750,64 @@ int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
   static PyObject* mn = PyUnicode_InternFromString("min");
   static PyObject* mx = PyUnicode_InternFromString("max");
   static PyObject* trans = PyUnicode_InternFromString("trans");
-  auto get = [](PyObject* o, PyObject* name) {
-    PyObject* v = PyObject_GetAttr(o, name);
+  // The fields are read from their slots, borrowed (the converter asks this of every large
+  // expression it may share, a few per schema node: a getattr and a reference per node were
+  // a twelfth of converting a median schema). The offsets are looked up once per set of classes.
+  static PyTypeObject* seen_classes[4] = {nullptr, nullptr, nullptr, nullptr};
+  static Py_ssize_t off[6] = {-1, -1, -1, -1, -1, -1};  // items, options, item, min, max, trans
+  if (!std::equal(T, T + 4, seen_classes)) {
+    PyObject* C[4];
+    for (int i = 0; i < 4; ++i) C[i] = classes[i].ptr();
+    off[0] = structgen::slot_offset(C[0], "items");
+    off[1] = structgen::slot_offset(C[1], "options");
+    off[2] = structgen::slot_offset(C[2], "item");
+    off[3] = structgen::slot_offset(C[2], "min");
+    off[4] = structgen::slot_offset(C[2], "max");
+    off[5] = structgen::slot_offset(C[3], "trans");
+    std::copy(T, T + 4, seen_classes);
+  }
+  auto get = [](PyObject* o, Py_ssize_t at, PyObject* name) {
+    PyObject* v = structgen::slot_or_attr(o, at, name);
     if (v == nullptr) throw py::error_already_set();
-    return py::reinterpret_steal<py::object>(v);
+    return v;  // borrowed: the tree holds it while this walk runs (no Python code runs)
   };
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   auto add = [&](int64_t a, int64_t b) { return a > kMax - b ? kMax : a + b; };
   int64_t n = 0;
-  std::vector<py::object> stack{py::reinterpret_borrow<py::object>(e)};
+  std::vector<PyObject*> stack;
+  stack.reserve(64);
+  stack.push_back(e.ptr());
   while (!stack.empty()) {
     if (cap >= 0 && n >= cap) break;
-    py::object x = std::move(stack.back());
+    PyObject* x = stack.back();
     stack.pop_back();
-    PyTypeObject* t = Py_TYPE(x.ptr());
+    PyTypeObject* t = Py_TYPE(x);
     int64_t extra = 0;
     if (t == T[0] || t == T[1]) {
-      py::object kids = get(x.ptr(), t == T[0] ? items : options);
-      for (py::handle k : kids) stack.push_back(py::reinterpret_borrow<py::object>(k));
+      PyObject* kids = t == T[0] ? get(x, off[0], items) : get(x, off[1], options);
+      if (PyTuple_Check(kids)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kids); ++k) stack.push_back(PyTuple_GET_ITEM(kids, k));
+      } else {  // (not made by this package: a list, say)
+        for (py::handle k : py::reinterpret_borrow<py::object>(kids)) stack.push_back(k.ptr());
+      }
     } else if (t == T[2]) {
-      stack.push_back(get(x.ptr(), item));
-      py::object hi = get(x.ptr(), mx);
-      PyObject* v = hi.ptr();
-      py::object lo;
-      if (v == Py_None || PyObject_Not(v) == 1) {
-        lo = get(x.ptr(), mn);
-        v = lo.ptr();
+      stack.push_back(get(x, off[2], item));
+      PyObject* v = get(x, off[4], mx);
+      if (v == Py_None) {
+        v = get(x, off[3], mn);
+      } else {
+        const int no = PyObject_Not(v);
+        if (no < 0) throw py::error_already_set();
+        if (no == 1) v = get(x, off[3], mn);
       }
       int overflow = 0;
       const long long k = PyLong_AsLongLongAndOverflow(v, &overflow);
       if (k == -1 && PyErr_Occurred()) throw py::error_already_set();
       extra = overflow > 0 ? kMax : std::max<long long>(k, 0);
     } else if (t == T[3]) {
-      extra = static_cast<int64_t>(py::len(get(x.ptr(), trans)));
+      const Py_ssize_t len = PyObject_Length(get(x, off[5], trans));
+      if (len < 0) throw py::error_already_set();
+      extra = static_cast<int64_t>(len);
     }
     n = add(n, add(1, extra));
   }

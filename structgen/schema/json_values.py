@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = ["dumps_compact", "json_equal"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# json.dumps with these arguments builds an encoder per call: one, kept, and a string (every
+# property name of every object the converter writes) straight through the C string encoder
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def dumps_compact(value: Any) -> str:
     """Compact JSON, non-ASCII written raw except lone surrogates (no UTF-8 form): ``\\uXXXX``."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = encode_basestring(value) if type(value) is str else _ENCODER.encode(value)
+    if _SURROGATE.search(text) is None:
+        return text
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

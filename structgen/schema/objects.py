@@ -77,6 +77,9 @@ class ObjectsMixin(ConverterBase):
             return seq(Lit(dumps_compact(name)), ws, Lit(":"), ws, value)
 
         sep = seq(ws, Lit(","), ws)
+        # each declared member once, and once preceded by its comma (opt if not required):
+        # the alternatives below start at each leading optional member and share these
+        members = [member(name, value) for name, value, _ in entries]
         extra_member = self.extra_members(ptr, declared, additional, patterns, names_schema)
         if extra_member is not None:
             extra_member = alt(*(seq(k, ws, Lit(":"), ws, v) for k, v in extra_member)) or None
@@ -85,15 +88,16 @@ class ObjectsMixin(ConverterBase):
             else:  # it recurs after every declared member: one rule, not a copy per gap
                 extra_member = self.share(extra_member)
 
+        tails: list[Expr] | None = None
+
         def tail_after(i: int) -> Expr:
             # members i.. each preceded by a comma, then additional members
-            parts: list[Expr] = []
-            for name, value, req in entries[i:]:
-                m = seq(sep, member(name, value))
-                parts.append(m if req else opt(m))
-            if extra_member is not None:
-                parts.append(Repeat(seq(sep, extra_member), 0, None))
-            return seq(*parts)
+            nonlocal tails
+            if tails is None:
+                tails = [seq(sep, m) if req else opt(seq(sep, m)) for m, (_, _, req) in zip(members, entries)]
+                if extra_member is not None:
+                    tails.append(Repeat(seq(sep, extra_member), 0, None))
+            return seq(*tails[i:])
 
         leading_optional = next((k for k, e in enumerate(entries) if e[2]), len(entries))
         min_props, max_props = schema.get("minProperties", 0), schema.get("maxProperties")
@@ -104,14 +108,14 @@ class ObjectsMixin(ConverterBase):
         # no required member (and no minimum): "{}" is valid
         nullable = leading_optional == len(entries) and min_props == 0
         if counted:
-            body = self._object_body_rules(entries, member, sep, extra_member, (min_props, max_props))
+            body = self._object_body_rules(entries, members, sep, extra_member, (min_props, max_props))
             return self.container("{", body, nullable, "}")
         if leading_optional > 2:
-            body = self._object_body_rules(entries, member, sep, extra_member)
+            body = self._object_body_rules(entries, members, sep, extra_member)
             return self.container("{", body, nullable, "}")
         options: list[Expr] = []
         for k, (name, value, req) in enumerate(entries):
-            options.append(seq(member(name, value), tail_after(k + 1)))
+            options.append(seq(members[k], tail_after(k + 1)))
             if req:
                 break
         else:  # every declared member optional: they may all be absent
@@ -256,7 +260,7 @@ class ObjectsMixin(ConverterBase):
             return None
         return lang
 
-    def _object_body_rules(self, entries, member, sep, extra_member, counts: tuple[int, int | None] | None = None) -> Expr:
+    def _object_body_rules(self, entries, members, sep, extra_member, counts: tuple[int, int | None] | None = None) -> Expr:
         """Members in order, optional ones skippable, commas only between present ones.
 
         Written with one helper rule per position so that its size stays linear in the
@@ -298,8 +302,7 @@ class ObjectsMixin(ConverterBase):
         else:  # non-empty bodies only: the empty object is the container's own alternative
             self.rules[f"{base}_first{n}"] = NOTHING
         for k in reversed(range(n)):
-            name, value, req = entries[k]
-            m = member(name, value)
+            req, m = entries[k][2], members[k]
             for c in range(min(k, cap) + 1):
                 emitted = seq(sep, m, rest(k + 1, c + 1))
                 self.rules[f"{base}_rest{k}_{c}"] = emitted if req else alt(emitted, rest(k + 1, c))
