@@ -317,8 +317,9 @@ def test_no_dead_end_after_a_comma_when_only_written_names_are_left(compiler, in
     """MaskBench Handwritten---dep4: members come in schema order, undeclared ones after the
     names the dependencies track; with "c", "d" and then "e" written, the grammar's next
     name can only be "e", a repeat. The comma must be cleared (the object can close), or
-    the walk after it meets an empty mask."""
-    schema = {"type": "object", "patternProperties": {"^[a-e]$": True}, "additionalProperties": False,
+    the walk after it meets an empty mask. (``dependencies`` is a draft-07 keyword: named.)"""
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#",
+              "type": "object", "patternProperties": {"^[a-e]$": True}, "additionalProperties": False,
               "allOf": [{"dependencies": {"a": {"anyOf": [{"required": ["b"]}, {"required": ["c"]}]},
                                           "b": {"not": {"required": ["a"]}}, "c": {"not": {"required": ["a"]}}}},
                         {"required": ["d"]}], "minProperties": 2}

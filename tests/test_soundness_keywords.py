@@ -469,14 +469,17 @@ def test_openapi_formats(compiler, fmt):
 _LITERALS = [1.0, 2.5, -3, "1", "a", True, False, None, [], [1], {}, {"a": 1}, 10**20]  # (draft-04: unique)
 
 
-@pytest.mark.parametrize("dialect", ["https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-04/schema#"])
+@pytest.mark.parametrize("keyword,dialect", [
+    ("enum", "https://json-schema.org/draft/2020-12/schema"), ("enum", "http://json-schema.org/draft-04/schema#"),
+    # const is no draft-04 keyword (tests/test_dialect_keywords.py): draft-06, its first draft
+    ("const", "https://json-schema.org/draft/2020-12/schema"), ("const", "http://json-schema.org/draft-06/schema#"),
+])
 @pytest.mark.parametrize("siblings", [
     {"type": "integer"}, {"type": "number"}, {"type": ["string", "null"]}, {"type": "boolean"},
     {"type": ["array", "object"], "title": "t", "x-vendor": {"type": "string"}},
     {"title": "annotations only", "description": "d", "x-weight": 3},
     {"type": "integer", "minimum": 0},
 ])
-@pytest.mark.parametrize("keyword", ["enum", "const"])
 def test_literals_beside_a_type_keep_exactly_the_valid_values(compiler, dialect, siblings, keyword):
     # every literal is offered; the grammar must accept exactly those jsonschema accepts under
     # the dialect (draft-04 reads 1.0 as no integer, 2020-12 as one)

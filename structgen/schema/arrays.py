@@ -121,9 +121,7 @@ class ArraysMixin(ConverterBase):
         ws = self.ws
         if schema.get("uniqueItems") is True:
             return self.unique_array(schema, ptr)
-        if "prefixItems" in schema and self.legacy_ref:
-            self.unsupported("prefixItems", _ptr(ptr, "prefixItems"), "prefixItems is not a keyword of this draft")
-        prefix = schema.get("prefixItems") if not self.legacy_ref else None
+        prefix = schema.get("prefixItems")  # (before 2020-12 not a keyword: left out by _normalise)
         items = schema.get("items", True)
         rest_ptr = _ptr(ptr, "items")
         if isinstance(items, list):  # draft-07 tuple form

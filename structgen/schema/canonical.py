@@ -17,16 +17,20 @@ from typing import Any
 import jsonschema
 
 from .json_values import dumps_compact, json_equal
-from .document import SchemaDocument
+from .document import SchemaDocument, foreign_keywords
 from .merge import MergeConflict, merge
-from .to_grammar import dependency_alternatives
+from .to_grammar import _normalise, dependency_alternatives
 from .unevaluated import expand_unevaluated
 
 __all__ = ["canonical_json", "json_equal", "dumps_compact"]
 
 def canonical_json(value: Any, schema: Any, *, root: Any = None) -> str:
-    """Serialise ``value`` the way the grammar compiled from ``schema`` writes it."""
-    return _Canon(schema if root is None else root).dump(value, schema)
+    """Serialise ``value`` the way the grammar compiled from ``schema`` writes it (``root``: the
+    document ``schema`` is part of, taken as it is; by default ``schema`` is the document, read
+    as the compiler reads it: keywords of other drafts left out, type aliases resolved)."""
+    if root is None:
+        root = schema = _normalise(schema, foreign_keywords(schema))
+    return _Canon(root).dump(value, schema)
 
 
 class _Canon:

@@ -16,14 +16,17 @@ It also answers what ``$dynamicRef`` needs (draft 2020-12): which resources decl
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable
 from urllib.parse import unquote, urldefrag, urljoin
+
+import jsonschema
 
 from ..errors import SchemaError, UnsupportedSchemaError
 from .pointer import child, unescape
 
 __all__ = ["SchemaDocument", "ANNOTATION_KEYWORDS", "DEFAULT_BASE", "LEGACY_DIALECTS", "MISSING", "legacy_dialect", "existing_prefix", "child_at",
-           "subschemas"]
+           "subschemas", "dialect_of", "foreign_keywords"]
 
 DEFAULT_BASE = "https://structgen.invalid/root.json"
 """Base URI of a document whose root declares no ``$id``."""
@@ -50,6 +53,43 @@ ANNOTATION_KEYWORDS = frozenset({
     "contentEncoding", "contentMediaType", "contentSchema",  # annotations only since 2019-09
 })
 """Keywords that never reject an instance (a ``$ref`` beside only these is a plain reference)."""
+
+
+_DRAFTS: tuple[tuple[type, str], ...] = (
+    (jsonschema.Draft3Validator, "draft-03"), (jsonschema.Draft4Validator, "draft-04"),
+    (jsonschema.Draft6Validator, "draft-06"), (jsonschema.Draft7Validator, "draft-07"),
+    (jsonschema.Draft201909Validator, "2019-09"), (jsonschema.Draft202012Validator, "2020-12"),
+)
+# every keyword some draft's validator checks (minContains and maxContains are read by
+# "contains" from 2019-09 on; exclusiveMaximum and exclusiveMinimum are draft-04's flags read
+# by maximum and minimum, kept for every draft: the converter reads both forms)
+_ALL_CHECKED = frozenset().union(*(cls.VALIDATORS for cls, _ in _DRAFTS)) | {"minContains", "maxContains"}
+
+
+def dialect_of(root: Any) -> tuple[type, str]:
+    """The jsonschema validator class of a document (by its root's ``$schema``; 2020-12 without
+    one or for a URI it does not know, as jsonschema) and the draft's name."""
+    try:
+        cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator) \
+            if isinstance(root, dict) else jsonschema.Draft202012Validator
+    except TypeError:  # an unhashable $schema (the metaschema check refuses it, located)
+        cls = jsonschema.Draft202012Validator
+    return cls, next((name for c, name in _DRAFTS if c is cls), "2020-12")
+
+
+@lru_cache(maxsize=None)
+def _foreign(cls: type) -> frozenset[str]:
+    known = set(cls.VALIDATORS) | {"exclusiveMaximum", "exclusiveMinimum"}
+    if "dependentRequired" in known:  # 2019-09 and later: "contains" counts
+        known |= {"minContains", "maxContains"}
+    return frozenset(_ALL_CHECKED - known)
+
+
+def foreign_keywords(root: Any) -> frozenset[str]:
+    """The keywords of other drafts that the document's own draft does not have: its validators
+    ignore them (``unevaluatedProperties`` in a draft-07 schema, ``dependencies`` in a 2020-12
+    one, ``const`` in a draft-04 one), and so must the grammar, or it refuses valid instances."""
+    return _foreign(dialect_of(root)[0])
 
 
 def legacy_dialect(schema: Any) -> bool:

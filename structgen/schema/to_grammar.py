@@ -40,6 +40,7 @@ from .base import (
 )
 from .combinators import CombinatorsMixin, _negate
 from .document import SCHEMA_LISTS as _SCHEMA_LISTS
+from .document import dialect_of, foreign_keywords
 from .document import SCHEMA_MAPS as _SCHEMA_MAPS
 from .document import SCHEMA_VALUES as _SCHEMA_VALUES
 from .literals import LiteralsMixin
@@ -95,7 +96,16 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
     # -- entry --------------------------------------------------------------------
 
     def convert(self) -> Grammar:
-        self.root = _normalise(self.root)
+        # keywords of other drafts: validators of the schema's own draft ignore them, and so
+        # does the grammar (on the record), before anything reads them
+        dropped: list[tuple[str, str]] = []
+        self.root = _normalise(self.root, foreign_keywords(self.root), dropped)
+        if dropped:
+            draft = dialect_of(self.root)[1]
+            origin = "its $schema" if isinstance(self.root, dict) and "$schema" in self.root else \
+                "no $schema; pass draft= for another"
+            self.notes.extend(f"{p}: {kw!r} is not a keyword of {draft} ({origin}); treated as an annotation, "
+                              "as validators of that draft do" for p, kw in dropped)
         self._check_metaschema()
         self.scope = self.enter((), "")
         body = self.node(self.root, "")
@@ -559,16 +569,30 @@ for _kw in _SCHEMA_LISTS:
 """What :func:`_normalise` does with a keyword's value: integral counts, schemas below."""
 
 
-def _normalise(schema: Any) -> Any:
-    """Copy of a schema with type aliases resolved and integral floats in count keywords.
+def _normalise(schema: Any, foreign: frozenset[str] = frozenset(), dropped: list[tuple[str, str]] | None = None,
+               at: tuple | None = None) -> Any:
+    """Copy of a schema with type aliases resolved, integral floats in count keywords, and the
+    keywords in ``foreign`` (of other drafts than the document's) left out.
 
     ``{"type": "dict"}`` → ``{"type": "object"}`` (see TYPE_ALIASES; ``"any"`` drops the type),
     ``{"maxItems": 2.0}`` → ``2``. Only schema positions are visited, never ``enum``/``const``
-    values or property names.
+    values or property names. Each keyword left out is appended to ``dropped`` with its pointer
+    (``at``: the path to ``schema``, as nested ``(parent, key)`` pairs, spelled out only then).
     """
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
+    if not foreign.isdisjoint(schema):
+        for kw in [k for k in schema if k in foreign]:
+            del out[kw]
+            if dropped is not None:
+                keys = [kw]
+                node = at
+                while node is not None:
+                    node, key = node
+                    keys.append(key)
+                dropped.append((_ptr("", *reversed(keys)), kw))
+        schema = out
     t = out.get("type")
     if isinstance(t, str) and t in TYPE_ALIASES:
         if TYPE_ALIASES[t] is None:
@@ -592,11 +616,11 @@ def _normalise(schema: Any) -> Any:
                 out[kw] = int(v)
         elif isinstance(v, dict):
             if kind == _MAP:
-                out[kw] = {k: _normalise(x) for k, x in v.items()}
+                out[kw] = {k: _normalise(x, foreign, dropped, ((at, kw), k)) for k, x in v.items()}
             elif kind & _VALUE:
-                out[kw] = _normalise(v)
+                out[kw] = _normalise(v, foreign, dropped, (at, kw))
         elif isinstance(v, list) and kind & _LIST:
-            out[kw] = [_normalise(x) for x in v]
+            out[kw] = [_normalise(x, foreign, dropped, ((at, kw), i)) for i, x in enumerate(v)]
     return out
 
 
