@@ -78,3 +78,18 @@ def test_every_draft_enforces_its_own_keywords():
     for keyword, _, _ in CASES:
         assert any(keyword not in foreign_keywords({} if uri is None else {"$schema": uri}) for uri in DRAFTS.values())
         assert any(keyword in foreign_keywords({} if uri is None else {"$schema": uri}) for uri in DRAFTS.values())
+
+
+@pytest.mark.parametrize("uri", ["http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-07/schema",
+                                 "https://json-schema.org/draft-07/schema", "https://example.com/custom-metaschema"])
+def test_the_draft_is_the_one_jsonschema_validates_with(compiler, uri):
+    # keywords beside $ref hold from 2019-09 on and are ignored before; the draft is read from
+    # $schema as jsonschema reads it: a URI it does not know (draft-07's spelled with https)
+    # means 2020-12, where the maxLength beside the $ref holds (the grammar had ignored it,
+    # reading "draft-07" in the URI, and wrote "abc", which jsonschema refuses)
+    schema = {"$schema": uri, "$ref": "#/definitions/a", "maxLength": 2, "definitions": {"a": {"type": "string"}}}
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    compiled = compiler.compile_json_schema(schema)
+    for text in ('"ab"', '"abc"', "1"):
+        m = GrammarMatcher(compiled)
+        assert (m.accept_string(text) and m.is_completed()) == validator.is_valid(json.loads(text)), text

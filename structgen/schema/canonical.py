@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 
 from .json_values import dumps_compact, json_equal
-from .document import SchemaDocument, foreign_keywords
+from .document import SchemaDocument, dialect_of, foreign_keywords
 from .merge import MergeConflict, merge
 from .to_grammar import _normalise, dependency_alternatives
 from .unevaluated import expand_unevaluated
@@ -41,9 +41,8 @@ class _Canon:
         # references and the dialect's $ref rule, as the compiler reads them
         self.doc = SchemaDocument(root)
         self.legacy_ref = self.doc.legacy_ref
-        dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
         # draft-04 and older: 1.0 is not an integer, so it keeps its fraction
-        self.float_integers = not any(d in dialect for d in ("draft-04", "draft-03"))
+        self.float_integers = dialect_of(root)[1] not in ("draft-04", "draft-03")
 
     def combine(self, schema: Any) -> Any:
         """allOf, and $ref or anyOf with siblings, as the one merged schema the grammar is built from."""

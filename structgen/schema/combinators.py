@@ -11,6 +11,7 @@ from ..errors import LimitError, SchemaError, StructgenError, UnsupportedSchemaE
 from ..grammar import NOTHING, Expr
 from ..regex.regular import intersect
 from .base import ALL_TYPES, ANNOTATION_KEYWORDS, FRACTION, NOT_PATTERNS, NOT_STRINGS, ConverterBase, _existing_prefix, _ptr
+from .document import dialect_of
 from .json_values import json_equal
 from .merge import CONTAINS_ALL, MergeConflict, merge, merge_lenient
 from .unevaluated import expand_unevaluated
@@ -511,7 +512,7 @@ class CombinatorsMixin(ConverterBase):
         return expand_unevaluated(schema, ptr, resolve_ref=resolve_ref, oneof_overlap=self.oneof_overlap,
                                   negations=self.oneof_negations,
                                   unsupported=unsupported, rebase=self.rebased, legacy_items=self.legacy_ref,
-                                  contains_annotates=not self.legacy_ref and "2019-09" not in str(self.root.get("$schema", "")))
+                                  contains_annotates=dialect_of(self.root)[1] == "2020-12")
 
     def combined(self, base: dict, parts: list, ptr: str, keyword: str) -> Expr:
         """The intersection of ``base`` and every schema of ``parts`` (allOf semantics)."""

@@ -32,7 +32,7 @@ DEFAULT_BASE = "https://structgen.invalid/root.json"
 """Base URI of a document whose root declares no ``$id``."""
 
 LEGACY_DIALECTS = ("draft-07", "draft-06", "draft-04", "draft-03")
-"""``$schema`` URIs (by substring) of the drafts where ``$ref`` hides its sibling keywords."""
+"""The drafts where ``$ref`` hides its sibling keywords."""
 
 # (sets: every key of every subschema is looked up in them)
 SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
@@ -94,8 +94,10 @@ def foreign_keywords(root: Any) -> frozenset[str]:
 
 def legacy_dialect(schema: Any) -> bool:
     """Whether ``schema`` (a root) is draft-07 or older by its ``$schema``: there ``$ref``
-    overrides every keyword beside it, ``$id`` included."""
-    return isinstance(schema, dict) and any(d in str(schema.get("$schema", "")) for d in LEGACY_DIALECTS)
+    overrides every keyword beside it, ``$id`` included. The draft is the one jsonschema
+    validates with (:func:`dialect_of`): a URI it does not know, such as draft-07's spelled
+    with https, means 2020-12 there, and so here (its keywords beside a ``$ref`` hold)."""
+    return isinstance(schema, dict) and "$schema" in schema and dialect_of(schema)[1] in LEGACY_DIALECTS
 
 
 def child_at(node: Any, raw: str) -> Any:
