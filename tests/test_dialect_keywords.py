@@ -12,7 +12,7 @@ import json
 import jsonschema
 import pytest
 
-from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
+from structgen import GrammarCompiler, GrammarMatcher, SchemaError, TokenizerInfo
 from structgen.schema.document import foreign_keywords
 
 DRAFTS = {
@@ -93,3 +93,39 @@ def test_the_draft_is_the_one_jsonschema_validates_with(compiler, uri):
     for text in ('"ab"', '"abc"', "1"):
         m = GrammarMatcher(compiled)
         assert (m.accept_string(text) and m.is_completed()) == validator.is_valid(json.loads(text)), text
+
+
+# -- a schema applied to the same value again through a reference, without end -------------
+
+_D2019 = "https://json-schema.org/draft/2019-09/schema"
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    # found by the property soak: checking the const with jsonschema recursed until the C stack
+    # ran out under the compile's raised recursion limit, and the process died (SIGSEGV)
+    ({"anyOf": [{"$ref": "#"}], "const": 1}, "/anyOf/0/$ref"),
+    ({"items": {"anyOf": [{"$ref": "#/items"}], "enum": [1, 2]}}, "/items/anyOf/0/$ref"),
+    ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
+      "$ref": "#/$defs/a", "const": 1}, "/$defs/b/not/$ref"),
+    ({"anyOf": [{"type": "string"}, {"$ref": "#"}]}, "/anyOf/1/$ref"),
+    ({"$schema": _D2019, "$recursiveAnchor": True, "anyOf": [{"$recursiveRef": "#"}], "const": 1},
+     "/anyOf/0/$recursiveRef"),
+    ({"$defs": {"n": {"$dynamicAnchor": "n", "anyOf": [{"$dynamicRef": "#n"}]}}, "$ref": "#/$defs/n", "enum": [1]},
+     "/$defs/n/anyOf/0/$dynamicRef"),
+])
+def test_a_reference_cycle_in_place_is_refused_where_it_closes(compiler, schema, pointer):
+    for strict in (True, False):
+        with pytest.raises(SchemaError) as info:
+            compiler.compile_json_schema(schema, strict=strict)
+        assert info.value.pointer == pointer and "without end" in str(info.value)
+
+
+@pytest.mark.parametrize("schema,text", [
+    ({"properties": {"a": {"$ref": "#"}}, "enum": [{"a": {}}, {}, 1]}, '{"a":{}}'),  # a member: moves on
+    ({"items": {"$ref": "#"}, "maxItems": 1}, "[[[]]]"),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/definitions/a", "anyOf": [{"$ref": "#"}],
+      "definitions": {"a": {"const": 1}}}, "1"),  # (draft-07: the anyOf beside the $ref is not applied)
+])
+def test_references_that_move_into_the_value_are_not_cycles(compiler, schema, text):
+    m = GrammarMatcher(compiler.compile_json_schema(schema))
+    assert m.accept_string(text) and m.is_completed()

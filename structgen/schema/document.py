@@ -22,7 +22,7 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 import jsonschema
 
-from ..errors import SchemaError, UnsupportedSchemaError
+from ..errors import SchemaError, StructgenError, UnsupportedSchemaError
 from .pointer import child, unescape
 
 __all__ = ["SchemaDocument", "ANNOTATION_KEYWORDS", "DEFAULT_BASE", "LEGACY_DIALECTS", "MISSING", "legacy_dialect", "existing_prefix", "child_at",
@@ -153,6 +153,7 @@ class SchemaDocument:
         # pointer of a resource -> {$dynamicAnchor name declared in it (not in a nested one) -> pointer}
         self.resource_dynamic: dict[str, dict[str, str]] = {}
         self.dynamic_anchors: dict[str, list[str]] = {}  # name -> pointers of every declaration
+        self.refs: list[str] = []  # pointers of the subschemas holding a reference
         self._walk(root, "", self.root_base, "")
         # names several resources declare as $dynamicAnchor: only they depend on the dynamic scope
         self.dynamic_names = frozenset(n for n in self.dynamic_anchors if self.is_dynamic(n))
@@ -164,6 +165,8 @@ class SchemaDocument:
             return
         if not _IDENTITY_KEYWORDS.isdisjoint(node):
             base, resource = self._index_identity(node, ptr, base, resource)
+        if "$ref" in node or "$dynamicRef" in node or "$recursiveRef" in node:
+            self.refs.append(ptr)
         for sub, at in subschemas(node, ptr):
             self._walk(sub, at, base, resource)
 
@@ -204,6 +207,73 @@ class SchemaDocument:
             else base  # a relative $id under a scheme urljoin cannot resolve: keep the base
 
     # -- queries --------------------------------------------------------------------
+
+    def in_place_cycle(self) -> str | None:
+        """The pointer of a reference through which a subschema applies to the value it is
+        applied to, again (``{"anyOf": [{"$ref": "#"}], "const": 1}``), or None.
+
+        Following such a cycle never moves into a member or an item, so a validator that
+        meets it recurses without end: jsonschema, which checks literals and names for the
+        converter, exhausted the C stack under the raised recursion limit and the process
+        died. Edges are the in-place applicators (allOf, anyOf, oneOf, not, if, then, else,
+        dependentSchemas and draft-07 dependencies, $ref, $recursiveRef, $dynamicRef to any
+        declaration of its anchor's name); a cycle holds a reference, so only subschemas with
+        one start a walk."""
+        state: dict[str, int] = {}  # 1: on the walk's path, 2: done (no cycle through it)
+        for start in self.refs:
+            if start in state:
+                continue
+            state[start] = 1
+            # (subschema, its edges left, the reference the walk came in by or None)
+            path: list[tuple[str, Any, str | None]] = [(start, iter(self._in_place(start)), None)]
+            while path:
+                target, via = next(path[-1][1], (None, None))
+                if target is None:
+                    state[path.pop()[0]] = 2
+                elif target not in state:
+                    state[target] = 1
+                    path.append((target, iter(self._in_place(target)), via))
+                elif state[target] == 1:
+                    # the cycle: the path from target on, closed by this edge; its last reference
+                    if via is not None:
+                        return via
+                    at = next(k for k in range(len(path)) if path[k][0] == target)
+                    return next(p[2] for p in reversed(path[at + 1:]) if p[2] is not None)
+        return None
+
+    def _in_place(self, ptr: str) -> list[tuple[str, str | None]]:
+        """(subschema, the reference leading there or None) applied to the value ``ptr``'s
+        schema is applied to (see :meth:`in_place_cycle`). References this document cannot
+        resolve lead nowhere here (the converter refuses them, located)."""
+        try:
+            node = self.resolve_pointer(ptr, ptr)
+        except StructgenError:
+            return []
+        if not isinstance(node, dict):
+            return []
+        out: list[tuple[str, str | None]] = []
+        for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+            ref = node.get(key)
+            if key in node:
+                try:
+                    out.append((self.locate(ref, ptr)[1], child(ptr, key)))
+                except StructgenError:
+                    pass
+                if key == "$dynamicRef" and isinstance(ref, str) and not ref.startswith("#/"):
+                    name = ref.rsplit("#", 1)[-1]
+                    out.extend((p, child(ptr, key)) for p in self.dynamic_anchors.get(name, ()))
+        if self.legacy_ref and "$ref" in node:
+            return out  # (draft-07 and older: the keywords beside it are not applied)
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(node.get(key), list):
+                out.extend((child(ptr, key, i), None) for i in range(len(node[key])))
+        for key in ("not", "if", "then", "else"):
+            if key in node:
+                out.append((child(ptr, key), None))
+        for key in ("dependentSchemas", "dependencies"):
+            if isinstance(node.get(key), dict):
+                out.extend((child(ptr, key, name), None) for name, sub in node[key].items() if not isinstance(sub, list))
+        return out
 
     @property
     def single_resource(self) -> bool:

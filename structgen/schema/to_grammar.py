@@ -107,6 +107,11 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
             self.notes.extend(f"{p}: {kw!r} is not a keyword of {draft} ({origin}); treated as an annotation, "
                               "as validators of that draft do" for p, kw in dropped)
         self._check_metaschema()
+        cycle = self.doc.in_place_cycle() if self.doc.refs else None
+        if cycle is not None:  # before jsonschema meets it (checking literals, names)
+            raise SchemaError("a reference cycle: the schema applies itself to the same value again through this "
+                              "reference, without end (validators recurse forever)", pointer=cycle,
+                              keyword=cycle.rsplit("/", 1)[-1])
         self.scope = self.enter((), "")
         body = self.node(self.root, "")
         if body == NOTHING and self.empty_reasons:
