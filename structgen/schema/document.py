@@ -69,12 +69,20 @@ _ALL_CHECKED = frozenset().union(*(cls.VALIDATORS for cls, _ in _DRAFTS)) | {"mi
 def dialect_of(root: Any) -> tuple[type, str]:
     """The jsonschema validator class of a document (by its root's ``$schema``; 2020-12 without
     one or for a URI it does not know, as jsonschema) and the draft's name."""
-    try:
-        cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator) \
-            if isinstance(root, dict) else jsonschema.Draft202012Validator
-    except TypeError:  # an unhashable $schema (the metaschema check refuses it, located)
-        cls = jsonschema.Draft202012Validator
-    return cls, next((name for c, name in _DRAFTS if c is cls), "2020-12")
+    uri = root.get("$schema") if isinstance(root, dict) else None
+    if type(uri) is not str:  # (none, or not a URI: the metaschema check refuses it, located)
+        return _LATEST
+    hit = _DIALECT_OF.get(uri)
+    if hit is None:  # (asked several times per compile: once per URI)
+        cls = jsonschema.validators.validator_for({"$schema": uri}, default=jsonschema.Draft202012Validator)
+        hit = cls, next((name for c, name in _DRAFTS if c is cls), "2020-12")
+        if len(_DIALECT_OF) < 256:
+            _DIALECT_OF[uri] = hit
+    return hit
+
+
+_LATEST: tuple[type, str] = (jsonschema.Draft202012Validator, "2020-12")
+_DIALECT_OF: dict[str, tuple[type, str]] = {}
 
 
 @lru_cache(maxsize=None)
@@ -153,7 +161,7 @@ class SchemaDocument:
         # pointer of a resource -> {$dynamicAnchor name declared in it (not in a nested one) -> pointer}
         self.resource_dynamic: dict[str, dict[str, str]] = {}
         self.dynamic_anchors: dict[str, list[str]] = {}  # name -> pointers of every declaration
-        self.refs: list[str] = []  # pointers of the subschemas holding a reference
+        self.refs: list[tuple[str, dict]] = []  # the subschemas holding a reference, with their pointers
         self._walk(root, "", self.root_base, "")
         # names several resources declare as $dynamicAnchor: only they depend on the dynamic scope
         self.dynamic_names = frozenset(n for n in self.dynamic_anchors if self.is_dynamic(n))
@@ -166,7 +174,7 @@ class SchemaDocument:
         if not _IDENTITY_KEYWORDS.isdisjoint(node):
             base, resource = self._index_identity(node, ptr, base, resource)
         if "$ref" in node or "$dynamicRef" in node or "$recursiveRef" in node:
-            self.refs.append(ptr)
+            self.refs.append((ptr, node))
         for sub, at in subschemas(node, ptr):
             self._walk(sub, at, base, resource)
 
@@ -219,60 +227,73 @@ class SchemaDocument:
         dependentSchemas and draft-07 dependencies, $ref, $recursiveRef, $dynamicRef to any
         declaration of its anchor's name); a cycle holds a reference, so only subschemas with
         one start a walk."""
-        state: dict[str, int] = {}  # 1: on the walk's path, 2: done (no cycle through it)
-        for start in self.refs:
-            if start in state:
+        # keyed by node identity (a node named by two pointers is one); references resolved
+        # once per target, by the node that holds them kept from the index walk
+        state: dict[int, int] = {}  # 1: on the walk's path, 2: done (no cycle through it)
+        targets: dict[str, Any] = {}
+        for start_ptr, start in self.refs:
+            if id(start) in state:
                 continue
-            state[start] = 1
+            state[id(start)] = 1
             # (subschema, its edges left, the reference the walk came in by or None)
-            path: list[tuple[str, Any, str | None]] = [(start, iter(self._in_place(start)), None)]
+            path: list[tuple[Any, Any, str | None]] = [(start, iter(self._in_place(start, start_ptr, targets)), None)]
             while path:
-                target, via = next(path[-1][1], (None, None))
-                if target is None:
-                    state[path.pop()[0]] = 2
-                elif target not in state:
-                    state[target] = 1
-                    path.append((target, iter(self._in_place(target)), via))
-                elif state[target] == 1:
-                    # the cycle: the path from target on, closed by this edge; its last reference
+                node, ptr, via = next(path[-1][1], (None, None, None))
+                if ptr is None:
+                    state[id(path.pop()[0])] = 2
+                elif id(node) not in state:
+                    state[id(node)] = 1
+                    path.append((node, iter(self._in_place(node, ptr, targets)), via))
+                elif state[id(node)] == 1:
+                    # the cycle: the path from node on, closed by this edge; its last reference
                     if via is not None:
                         return via
-                    at = next(k for k in range(len(path)) if path[k][0] == target)
+                    at = next(k for k in range(len(path)) if path[k][0] is node)
                     return next(p[2] for p in reversed(path[at + 1:]) if p[2] is not None)
         return None
 
-    def _in_place(self, ptr: str) -> list[tuple[str, str | None]]:
-        """(subschema, the reference leading there or None) applied to the value ``ptr``'s
-        schema is applied to (see :meth:`in_place_cycle`). References this document cannot
-        resolve lead nowhere here (the converter refuses them, located)."""
-        try:
-            node = self.resolve_pointer(ptr, ptr)
-        except StructgenError:
-            return []
+    def _in_place(self, node: Any, ptr: str, targets: dict[str, Any]) -> list[tuple[Any, str, str | None]]:
+        """(subschema, its pointer, the reference leading there or None) applied to the value
+        ``node`` (at ``ptr``) is applied to (see :meth:`in_place_cycle`). References this
+        document cannot resolve lead nowhere here (the converter refuses them, located)."""
         if not isinstance(node, dict):
             return []
-        out: list[tuple[str, str | None]] = []
+        out: list[tuple[Any, str, str | None]] = []
         for key in ("$ref", "$dynamicRef", "$recursiveRef"):
-            ref = node.get(key)
-            if key in node:
+            if key not in node:
+                continue
+            ref, via = node[key], child(ptr, key)
+            pointers: list[str] = []
+            if self.single_resource and isinstance(ref, str) and ref.startswith("#/"):
+                pointers.append(ref[1:])  # (what locate() answers, without the base URI's walk)
+            else:
                 try:
-                    out.append((self.locate(ref, ptr)[1], child(ptr, key)))
+                    pointers.append(self.locate(ref, ptr)[1])
                 except StructgenError:
                     pass
-                if key == "$dynamicRef" and isinstance(ref, str) and not ref.startswith("#/"):
-                    name = ref.rsplit("#", 1)[-1]
-                    out.extend((p, child(ptr, key)) for p in self.dynamic_anchors.get(name, ()))
+            if key == "$dynamicRef" and isinstance(ref, str) and not ref.startswith("#/"):
+                pointers.extend(self.dynamic_anchors.get(ref.rsplit("#", 1)[-1], ()))
+            for p in pointers:
+                if p not in targets:
+                    try:
+                        targets[p] = self.resolve_pointer(p, ptr)
+                    except StructgenError:
+                        targets[p] = None
+                if targets[p] is not None:
+                    out.append((targets[p], p, via))
         if self.legacy_ref and "$ref" in node:
             return out  # (draft-07 and older: the keywords beside it are not applied)
         for key in ("allOf", "anyOf", "oneOf"):
-            if isinstance(node.get(key), list):
-                out.extend((child(ptr, key, i), None) for i in range(len(node[key])))
+            subs = node.get(key)
+            if isinstance(subs, list):
+                out.extend((sub, child(ptr, key, i), None) for i, sub in enumerate(subs))
         for key in ("not", "if", "then", "else"):
             if key in node:
-                out.append((child(ptr, key), None))
+                out.append((node[key], child(ptr, key), None))
         for key in ("dependentSchemas", "dependencies"):
-            if isinstance(node.get(key), dict):
-                out.extend((child(ptr, key, name), None) for name, sub in node[key].items() if not isinstance(sub, list))
+            subs = node.get(key)
+            if isinstance(subs, dict):
+                out.extend((sub, child(ptr, key, name), None) for name, sub in subs.items() if not isinstance(sub, list))
         return out
 
     @property

@@ -99,13 +99,17 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         # keywords of other drafts: validators of the schema's own draft ignore them, and so
         # does the grammar (on the record), before anything reads them
         dropped: list[tuple[str, str]] = []
-        self.root = _normalise(self.root, foreign_keywords(self.root), dropped)
-        if dropped:
+        foreign = foreign_keywords(self.root)
+        root = _normalise(self.root, foreign, dropped)
+        if dropped:  # (rare: the walk again, its pointers followed)
+            dropped.clear()
+            _normalise(self.root, foreign, dropped, _ROOT_PATH)
             draft = dialect_of(self.root)[1]
             origin = "its $schema" if isinstance(self.root, dict) and "$schema" in self.root else \
                 "no $schema; pass draft= for another"
             self.notes.extend(f"{p}: {kw!r} is not a keyword of {draft} ({origin}); treated as an annotation, "
                               "as validators of that draft do" for p, kw in dropped)
+        self.root = root
         self._check_metaschema()
         cycle = self.doc.in_place_cycle() if self.doc.refs else None
         if cycle is not None:  # before jsonschema meets it (checking literals, names)
@@ -574,6 +578,9 @@ for _kw in _SCHEMA_LISTS:
 """What :func:`_normalise` does with a keyword's value: integral counts, schemas below."""
 
 
+_ROOT_PATH = ("#",)  # (_normalise's path to the root: followed, and true, unlike None)
+
+
 def _normalise(schema: Any, foreign: frozenset[str] = frozenset(), dropped: list[tuple[str, str]] | None = None,
                at: tuple | None = None) -> Any:
     """Copy of a schema with type aliases resolved, integral floats in count keywords, and the
@@ -582,7 +589,9 @@ def _normalise(schema: Any, foreign: frozenset[str] = frozenset(), dropped: list
     ``{"type": "dict"}`` → ``{"type": "object"}`` (see TYPE_ALIASES; ``"any"`` drops the type),
     ``{"maxItems": 2.0}`` → ``2``. Only schema positions are visited, never ``enum``/``const``
     values or property names. Each keyword left out is appended to ``dropped`` with its pointer
-    (``at``: the path to ``schema``, as nested ``(parent, key)`` pairs, spelled out only then).
+    (``at``: the path to ``schema``, as nested ``(parent, key)`` pairs below ``_ROOT_PATH``,
+    spelled out only then; None: not followed, every pointer ``""``; the converter walks
+    again with it only when something was left out).
     """
     if not isinstance(schema, dict):
         return schema
@@ -593,7 +602,7 @@ def _normalise(schema: Any, foreign: frozenset[str] = frozenset(), dropped: list
             if dropped is not None:
                 keys = [kw]
                 node = at
-                while node is not None:
+                while node is not _ROOT_PATH and node is not None:
                     node, key = node
                     keys.append(key)
                 dropped.append((_ptr("", *reversed(keys)), kw))
@@ -621,11 +630,11 @@ def _normalise(schema: Any, foreign: frozenset[str] = frozenset(), dropped: list
                 out[kw] = int(v)
         elif isinstance(v, dict):
             if kind == _MAP:
-                out[kw] = {k: _normalise(x, foreign, dropped, ((at, kw), k)) for k, x in v.items()}
+                out[kw] = {k: _normalise(x, foreign, dropped, at and ((at, kw), k)) for k, x in v.items()}
             elif kind & _VALUE:
-                out[kw] = _normalise(v, foreign, dropped, (at, kw))
+                out[kw] = _normalise(v, foreign, dropped, at and (at, kw))
         elif isinstance(v, list) and kind & _LIST:
-            out[kw] = [_normalise(x, foreign, dropped, ((at, kw), i)) for i, x in enumerate(v)]
+            out[kw] = [_normalise(x, foreign, dropped, at and ((at, kw), i)) for i, x in enumerate(v)]
     return out
 
 
