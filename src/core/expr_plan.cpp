@@ -764,6 +764,12 @@ int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
     off[3] = structgen::slot_offset(C[2], "min");
     off[4] = structgen::slot_offset(C[2], "max");
     off[5] = structgen::slot_offset(C[3], "trans");
+    // the classes are held while cached: a class freed and another made at its address must
+    // not meet offsets that were not looked up on it
+    for (int i = 0; i < 4; ++i) {
+      Py_INCREF(C[i]);
+      Py_XDECREF(reinterpret_cast<PyObject*>(seen_classes[i]));
+    }
     std::copy(T, T + 4, seen_classes);
   }
   auto get = [](PyObject* o, Py_ssize_t at, PyObject* name) {

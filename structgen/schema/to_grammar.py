@@ -606,7 +606,7 @@ def _normalise(schema: Any, foreign: frozenset[str] = frozenset(), dropped: list
                     node, key = node
                     keys.append(key)
                 dropped.append((_ptr("", *reversed(keys)), kw))
-        schema = out
+        schema = out  # (the loop below reads the copy: a schema keyword left out is not put back)
     t = out.get("type")
     if isinstance(t, str) and t in TYPE_ALIASES:
         if TYPE_ALIASES[t] is None:
