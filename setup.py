@@ -16,7 +16,7 @@ setup(
         Pybind11Extension(
             "structgen._core",
             ["src/core/token_walk.cpp", "src/core/automaton.cpp", "src/core/fa.cpp", "src/core/config_index.cpp",
-             "src/core/names.cpp", "src/core/apply.cpp", "src/core/expr_plan.cpp"],
+             "src/core/names.cpp", "src/core/apply.cpp", "src/core/expr_plan.cpp", "src/core/node_init.cpp"],
             cxx_std=17,
             # -O3 (Python's own default, which -O2 used to override): the mask walk and the
             # name clears run about 4% fewer instructions, at a few seconds more build

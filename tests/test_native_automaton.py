@@ -143,7 +143,7 @@ def _ahead(grammar, threads: int, monkeypatch, **kw):
     with monkeypatch.context() as m:
         m.setattr(automaton, "_RULES", automaton._RuleDFAs())
         m.setattr(automaton, "BUILD_THREADS", threads)
-        m.setattr(automaton, "AHEAD_MIN_NODES", 0)
+        m.setattr(automaton, "AHEAD_MIN_KEY_BYTES", 0)
         return build_automaton(grammar, **kw)
 
 
@@ -229,7 +229,7 @@ def test_cached_rules_held_while_the_loop_evicts_them(monkeypatch):
     cache = automaton._RuleDFAs()
     monkeypatch.setattr(automaton, "_RULES", cache)
     monkeypatch.setattr(automaton, "BUILD_THREADS", 2)
-    monkeypatch.setattr(automaton, "AHEAD_MIN_NODES", 0)
+    monkeypatch.setattr(automaton, "AHEAD_MIN_KEY_BYTES", 0)
     first = build_automaton(grammar)
     sizes = sorted(r.trans.shape[0] for r in first.rules if isinstance(r, automaton.RuleDFA))
     # room for the largest rules but not for all: the first ones built were evicted
@@ -315,7 +315,7 @@ def test_cached_rule_keeps_the_size_limit(ahead, monkeypatch):
     the loop (``_build_ahead``), which checks the same budgets."""
     if ahead:
         monkeypatch.setattr(automaton, "BUILD_THREADS", 2)
-        monkeypatch.setattr(automaton, "AHEAD_MIN_NODES", 0)
+        monkeypatch.setattr(automaton, "AHEAD_MIN_KEY_BYTES", 0)
     # limits around the any-value rule's own NFA need (its caller is small), and its DFA need
     # (its caller, about 130 states, built first, counts against the DFA limit)
     cases = [({"type": "array"}, range(150, 170)),

@@ -257,6 +257,7 @@ void register_config_index(py::module_& m);  // src/core/config_index.cpp
 void register_names(py::module_& m);         // src/core/names.cpp
 void register_apply(py::module_& m);         // src/core/apply.cpp
 void register_expr_plan(py::module_& m);     // src/core/expr_plan.cpp
+void register_node_init(py::module_& m);     // src/core/node_init.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "structgen's native core: rule DFAs (src/core/automaton.cpp), the configuration index (src/core/config_index.cpp), member-name tracking (src/core/names.cpp), the vocabulary trie and the mask walk";
@@ -265,6 +266,7 @@ PYBIND11_MODULE(_core, m) {
   register_names(m);
   register_apply(m);
   register_expr_plan(m);
+  register_node_init(m);
   m.def("build_trie", &build_trie, py::arg("flat"), py::arg("offsets"), py::arg("ids"));
   m.def("walk", &walk, py::arg("byte"), py::arg("tok"), py::arg("depth"), py::arg("end"), py::arg("rows"),
         py::arg("slot"), py::arg("starts"), py::arg("start_cfgs"), py::arg("first_bytes"), py::arg("mask").noconvert(),

@@ -116,9 +116,12 @@ def _rule_result(out: tuple):
 BUILD_THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads building a grammar's new rule automata at once (the native pool's, GIL released)."""
 
-AHEAD_MIN_NODES = 2_000
-"""Rules are built ahead in parallel only for a grammar of this many serialized expression
-nodes or more: a median schema builds one or two small rules, cheaper than waking threads."""
+AHEAD_MIN_KEY_BYTES = 3_000
+"""Rules are built ahead in parallel only when the rules to build, the largest left out, have
+canonical forms (rule keys) of this many bytes or more in all: building a rule costs about
+0.1 µs per byte of its key, so that is work for a second thread of about 100 µs, several
+times what waking it costs. A median schema builds one rule, or one and a few small ones;
+a grammar whose work is one large rule gains nothing from a second thread either."""
 
 
 def _build_ahead(arrays: tuple[np.ndarray, np.ndarray], roots: Mapping[str, int], keys: Mapping[str, bytes],
@@ -133,7 +136,7 @@ def _build_ahead(arrays: tuple[np.ndarray, np.ndarray], roots: Mapping[str, int]
     Also returned: the rule cache's entries (``_RuleDFAs.peek``) of the rules found there.
     The loop's own insertions may evict them before it reaches them (a grammar with more new
     states than the cache holds); held here, they are not rebuilt one by one."""
-    if BUILD_THREADS < 2 or len(arrays[0]) < AHEAD_MIN_NODES:
+    if BUILD_THREADS < 2 or len(keys) < 2:
         return {}, {}
     todo: dict[bytes, int] = {}  # rule key -> root node, in the loop's order
     held: dict[bytes, tuple] = {}
@@ -147,7 +150,8 @@ def _build_ahead(arrays: tuple[np.ndarray, np.ndarray], roots: Mapping[str, int]
         else:
             held[key] = hit
             cached += hit[1][0][0].shape[0]
-    if len(todo) < 2:
+    sizes = [len(key) - alphabet.size for key in todo]  # (each key ends with the alphabet's 256 bytes)
+    if len(todo) < 2 or sum(sizes) - max(sizes) < AHEAD_MIN_KEY_BYTES:
         return {}, held
     built = _core.build_rules(arrays[0], arrays[1], np.fromiter(todo.values(), np.int32, len(todo)), max_states,
                               cached, alphabet, n_rules, BUILD_THREADS)
