@@ -142,6 +142,7 @@ def _native_init(cls: type) -> None:
 
 for _cls in (Lit, Regex, CharSet, Seq, Alt, Repeat, Ref):
     _native_init(_cls)
+del _cls
 
 EMPTY: Expr = Seq(())
 """The empty string."""
