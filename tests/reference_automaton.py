@@ -454,6 +454,14 @@ def completion_distances(pda):
 # over the native _core.plan_rules), on the expression trees, as structgen did them before.
 
 
+def _dfa_size(e: Dfa) -> int:
+    """An automaton's size for the rule plan: its states, and per edge one for its ASCII part
+    and one per UTF-8 byte sequence of its code points from U+0080 up."""
+    from structgen.regex.utf8 import utf8_sequences
+    return len(e.trans) + sum((lo < 0x80) + (len(utf8_sequences(max(lo, 0x80), hi)) if hi >= 0x80 else 0)
+                              for row in e.trans for lo, hi, _ in row)
+
+
 def rule_plan(shape, inline_limit: int = 400, split_limit: int = 10_000) -> tuple[set[str], set[str]]:
     """(recursive rules, non-recursive rules to call) of ``shape`` (rule name → body)."""
     refs = _rule_refs(shape)
@@ -574,14 +582,14 @@ def _large_shared_rules(rules: Mapping[str, Expr], refs: Mapping[str, list[str]]
             if not refs:
                 memo[id(e)] = n
             return n, refs
+        if t is Dfa:  # states, and edges as the byte NFA has them (in both modes)
+            return _dfa_size(e), False
         if not weighed:
             return 1, False
         if t is Lit:
             return len(e.text.encode("utf-8")), False
         if t is CharSet:
             return 1 + 2 * len(e.ranges), False
-        if t is Dfa:
-            return len(e.trans), False
         if t is Regex:
             return 2 * len(e.pattern), False
         return 1, False

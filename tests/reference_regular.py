@@ -227,32 +227,3 @@ def minimise(trans, final):
             else:
                 row.append((lo, hi, tc))
     return out_trans, out_final
-
-
-
-
-def names_trie_walk(trie, classes, empty, opening, own_special, head, seq_fn):
-    """The contract of ``_core.names_trie_walk`` (src/core/expr_plan.cpp), the way
-    structgen.regex.regular walked the names trie in Python, with the general ``seq`` and
-    ``alt``: per trie node (leaving, shared_special, unfinished)."""
-    from structgen.grammar import NOTHING, alt
-
-    def walk(node: dict):
-        kids = sorted(node)
-        ends = bool(kids) and kids[0] == ""
-        if ends:
-            del kids[0]
-        codes = tuple(map(ord, kids))
-        leaving = list(opening(codes))
-        shared = [] if own_special(codes) else [empty]
-        unfinished = [] if ends else [empty]
-        for c in kids:
-            sub_leaving, sub_shared, sub_unfinished = walk(node[c])
-            h = head(c)
-            leaving.append(seq_fn(h, sub_leaving))
-            shared.append(seq_fn(h, sub_shared))
-            if sub_unfinished != NOTHING:
-                unfinished.append(seq_fn(h, sub_unfinished))
-        return alt(*leaving), alt(*shared), alt(*unfinished)
-
-    return walk(trie)

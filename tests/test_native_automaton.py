@@ -444,7 +444,7 @@ def _expr_size_reference(e, cap=None) -> int:
     for x in iter_nodes(e):
         if cap is not None and n >= cap:
             break
-        n += 1 + (x.max or x.min if isinstance(x, Repeat) else len(x.trans) if isinstance(x, Dfa) else 0)
+        n += 1 + (x.max or x.min if isinstance(x, Repeat) else sum(1 + len(r) for r in x.trans) if isinstance(x, Dfa) else 0)
     return n
 
 

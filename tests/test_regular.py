@@ -6,10 +6,11 @@ import re
 
 import pytest
 
-from structgen.grammar import Alt, CharSet, Lit, Repeat, iter_nodes
+from structgen.grammar import Alt, CharSet, Dfa, Lit, Repeat, iter_nodes
 from structgen.regex import ANY_CHAR, parse_regex
 from structgen.regex.regular import difference, intersect
 
+from . import reference_regular
 from .exprmatch import expr_fullmatch
 
 PAIRS = [
@@ -69,14 +70,90 @@ def test_star_minus_literals_equals_the_product_construction(seed):
     samples = ["".join(rng.choice(alphabet + "c") for _ in range(rng.randint(0, 6))) for _ in range(300)] + names
     for s in samples:
         assert expr_fullmatch(fast, s) == expr_fullmatch(slow, s), (names, s)
-    # built JSON-encoded in the same walk: the encoded text of exactly the same names
+    # over the JSON-string text: the texts of exactly the same names
     import json
 
     from structgen.regex.regular import star_minus_literals
-    from structgen.schema.strings import json_encode_leaf
-    encoded = star_minus_literals(chars, names, json_encode_leaf)
+    encoded = star_minus_literals(chars, names, json_text=True)
     for s in samples:
         assert expr_fullmatch(encoded, json.dumps(s, ensure_ascii=False)[1:-1]) == expr_fullmatch(slow, s), (names, s)
+
+
+_NAME_ALPHABET = ["a", "b", "c", '"', "\\", "\n", "\t", "\x00", "\x08", "\x1f", "\x7f", "é", "\u2028", "😀", " ", "_", "u", "0"]
+_NAME_CLASSES = [ANY_CHAR, CharSet.of([(0x20, 0x7E)]), CharSet.of([(0x61, 0x7A)]), CharSet.of([(0x00, 0x0A), (0x22, 0x22)]),
+                 CharSet.of([(0x5C, 0x5C), (0x1F, 0x1F), (0xE9, 0xE9)]), CharSet.of([(0x61, 0x61)]), CharSet(())]
+
+
+def test_names_automaton_equals_the_general_difference():
+    """``star_minus_literals``'s automaton (``_core.names_except``) against the general
+    construction of the reference: DFA of ``chars*`` (over the JSON-string text:
+    ``json_text_expr`` of it) minus the DFA of the names' texts; on names with quotes,
+    backslashes, short-escaped and ``\\u00XX`` controls, non-ASCII and astral characters, names
+    outside the class, the empty name, and classes from empty to every character."""
+    import json
+
+    from structgen.grammar import NOTHING
+    from structgen.regex.regular import star_minus_literals
+    from structgen.regex.regular import json_text_expr
+
+    rng = random.Random(11)
+    checked = empty = 0
+    for _ in range(300):
+        names = ["".join(rng.choice(_NAME_ALPHABET) for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(1, 7))]
+        for chars in _NAME_CLASSES:
+            inside = [n for n in names if all(ord(c) in chars for c in n)]
+            for json_text in (False, True):
+                got = star_minus_literals(chars, names, json_text=json_text)
+                text = (lambda n: json.dumps(n, ensure_ascii=False)[1:-1]) if json_text else (lambda n: n)
+                star = Repeat(chars, 0, None)
+                words = Alt(tuple(Lit(text(n)) for n in inside))
+                want_star = json_text_expr(star) if json_text else star
+                if got == NOTHING:  # only chars* = {""} with "" a name
+                    assert not chars.ranges and "" in names
+                    empty += 1
+                    continue
+                assert isinstance(got, Dfa)
+                want = reference_regular.product(reference_regular.dfa(want_star), reference_regular.dfa(words),
+                                                 keep_b_final=False)
+                got_dfa = reference_regular.dfa(got)
+                assert not any(reference_regular.product(got_dfa, want, keep_b_final=False)[1]), (chars, names, json_text)
+                assert not any(reference_regular.product(want, got_dfa, keep_b_final=False)[1]), (chars, names, json_text)
+                # the expression a grammar prints for it (Lark) has the same language
+                printed = reference_regular.dfa(got.source())
+                assert not any(reference_regular.product(got_dfa, printed, keep_b_final=False)[1]), (chars, names)
+                assert not any(reference_regular.product(printed, got_dfa, keep_b_final=False)[1]), (chars, names)
+                checked += 1
+    assert checked > 3000 and empty > 0
+
+
+def test_names_automaton_is_trimmed_and_labelled():
+    from structgen.regex.regular import star_minus_literals
+
+    e = star_minus_literals(ANY_CHAR, ["ab", "a\"", "x"], json_text=True)
+    n = len(e.trans)
+    seen, todo = {0}, [0]
+    while todo:
+        for _, _, t in e.trans[todo.pop()]:
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    assert seen == set(range(n))
+    ends = {s for s in range(n) if e.final[s]}
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            if s not in ends and any(t in ends for _, _, t in e.trans[s]):
+                ends.add(s)
+                changed = True
+    assert ends == set(range(n))
+    for row in e.trans:
+        assert all(lo <= hi for lo, hi, _ in row) and all(a[1] < b[0] for a, b in zip(row, row[1:]))
+    # equal arguments, equal nodes; the label tells the language apart
+    assert e == star_minus_literals(ANY_CHAR, ("ab", "a\"", "x"), json_text=True)
+    assert e != star_minus_literals(ANY_CHAR, ["ab", "a\"", "x"])
+    assert e != star_minus_literals(ANY_CHAR, ["ab", "x"], json_text=True)
+    assert "JSON text" in e.label and "'ab'" in e.label
 
 
 def _tree_size(e) -> int:
@@ -95,40 +172,13 @@ def test_products_are_minimised_before_elimination():
 
 
 def test_many_declared_names_stay_small():
-    # any name but 40 declared ones: leaving the trie by a non-ASCII or escaped character is
-    # written once, not under every trie node (Github_ultra o12343, Kubernetes kb_0 were refused)
+    # any name but 40 declared ones: one state per trie node and a few for the rest, where
+    # anything may follow (Github_ultra o12343, Kubernetes kb_0 were refused)
     names = [f"property_name_{i}_with_a_long_suffix" for i in range(40)]
     e = difference(Repeat(ANY_CHAR, 0, None), Alt(tuple(Lit(n) for n in names)))
-    special_sets = [x for x in iter_nodes(e) if isinstance(x, CharSet) and any(hi > 0x7F for _, hi in x.ranges)]
-    assert len(special_sets) <= 3
+    trie_nodes = len({n[:k] for n in names for k in range(len(n) + 1)})
+    assert isinstance(e, Dfa) and len(e.trans) <= trie_nodes + 1
     assert not expr_fullmatch(e, names[7]) and expr_fullmatch(e, names[7] + "é") and expr_fullmatch(e, "property_name_")
-
-
-def test_native_names_walk_equals_reference(monkeypatch):
-    """The names trie walk builds, natively, the very expression trees of the Python walk
-    with the general seq/alt (tests/reference_regular.py), on names with quotes, backslashes,
-    control and non-ASCII characters, decoded and JSON-encoded; the nodes it makes hash,
-    compare and print like any others."""
-    from structgen import _core
-    from structgen.regex.regular import star_minus_literals
-    from structgen.schema.strings import json_encode_leaf
-
-    from . import reference_regular
-
-    rng = random.Random(11)
-    alphabet = ["a", "b", "c", '"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "😀", " ", "_"]
-    native = _core.names_trie_walk
-    for _ in range(400):
-        names = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 8))]
-        for chars in (ANY_CHAR, CharSet.of([(0x20, 0x7E)]), CharSet.of([(0x61, 0x7A)])):
-            for leaf in (None, json_encode_leaf):
-                got = star_minus_literals(chars, names, leaf)
-                with monkeypatch.context() as m:
-                    m.setattr(_core, "names_trie_walk", reference_regular.names_trie_walk)
-                    want = star_minus_literals(chars, names, leaf)
-                assert got == want and hash(got) == hash(want) and repr(got) == repr(want), names
-    assert _core.names_trie_walk is native
-
 
 
 def test_difference_product_keeps_the_dead_side_apart_from_the_start():

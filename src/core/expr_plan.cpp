@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -491,6 +492,33 @@ struct Sizer {
     return sizes[r];
   }
 
+  // An automaton counts its states and its edges as a byte NFA has them (an edge of
+  // non-ASCII code points is several byte sequences), in both modes: an expression of the
+  // same language would have at least as many nodes. Counted as one node (or by its states
+  // alone), the member names of an object (a trie of tens of states, each with a handful of
+  // edges) were copied into every rule that refers to them, and large rules holding many
+  // were determinised whole: o358 of MaskBench built in twice the time.
+  std::unordered_map<uint64_t, int64_t> utf8_counts;
+  int64_t graph_size(const int32_t* d, int64_t len) {
+    const int64_t n = d[0];
+    int64_t size = n;
+    for (int64_t k = 1 + n, s = 0; s < n && k < len; ++s) {
+      const int64_t cnt = d[k++];
+      for (int64_t j = 0; j < cnt && k + 2 < len; ++j, k += 3) {
+        const int32_t lo = d[k], hi = d[k + 1];
+        size += lo < 0x80 ? 1 : 0;
+        if (hi >= 0x80) {
+          const int32_t from = std::max<int32_t>(lo, 0x80);
+          const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32 | static_cast<uint32_t>(hi);
+          auto it = utf8_counts.find(key);
+          if (it == utf8_counts.end()) it = utf8_counts.emplace(key, fa::utf8_sequence_count(from, hi)).first;
+          size += it->second;
+        }
+      }
+    }
+    return size;
+  }
+
   std::pair<int64_t, bool> esize(int32_t i) {  // (size, holds a reference)
     const int32_t* x = N + 4 * int64_t{i};
     switch (x[0]) {
@@ -521,14 +549,16 @@ struct Sizer {
       default:
         break;
     }
+    if (x[0] == fa::GRAPH) {
+      if (memo[i] < 0) memo[i] = graph_size(D + x[1], x[2]);
+      return {memo[i], false};
+    }
     if (!weighed) return {1, false};
     switch (x[0]) {
       case fa::LIT:
         return {utf8_length(D + x[1], x[2]), false};
       case fa::SET:
         return {1 + 2 * int64_t{x[2]}, false};
-      case fa::GRAPH:
-        return {D[x[1]], false};
       case fa::REGEX:
         return {2 * int64_t{x[2]}, false};
       default:
@@ -738,7 +768,7 @@ py::object undefined_reference(py::dict rules, py::tuple classes) {
 
 // Nodes of an expression tree, depth first with every occurrence of a shared subtree counted,
 // a bounded repeat counted once per copy it unrolls into (max, or min when unbounded) and an
-// automaton once per state; stops once the count reaches `cap` (cap < 0: no cap). classes:
+// automaton once per state and per edge; stops once the count reaches `cap` (cap < 0: no cap). classes:
 // (Seq, Alt, Repeat, Dfa). Sizes saturate at INT64_MAX.
 int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
   if (classes.size() != 4) throw std::invalid_argument("expected (Seq, Alt, Repeat, Dfa)");
@@ -810,215 +840,304 @@ int64_t expr_size(py::handle e, int64_t cap, py::tuple classes) {
       const long long k = PyLong_AsLongLongAndOverflow(v, &overflow);
       if (k == -1 && PyErr_Occurred()) throw py::error_already_set();
       extra = overflow > 0 ? kMax : std::max<long long>(k, 0);
-    } else if (t == T[3]) {
-      const Py_ssize_t len = PyObject_Length(get(x, off[5], trans));
-      if (len < 0) throw py::error_already_set();
-      extra = static_cast<int64_t>(len);
+    } else if (t == T[3]) {  // its states and edges, as its expression would count
+      py::object rows = py::reinterpret_borrow<py::object>(get(x, off[5], trans));
+      for (py::handle row : rows) {
+        const Py_ssize_t len = PyObject_Length(row.ptr());
+        if (len < 0) throw py::error_already_set();
+        extra = add(extra, 1 + static_cast<int64_t>(len));
+      }
     }
     n = add(n, add(1, extra));
   }
   return n;
 }
 
-// The trie walk of "any string but these names" (structgen/regex/regular.py,
-// star_minus_literals), which builds the expression objects: per trie node (leaving, shared,
-// unfinished), joined from the children's with the node's first characters. Native because
-// it is the converter's costliest step on object-heavy schemas (one Python frame per node and
-// three joins per edge); an explicit stack, so a long name cannot exhaust the C stack.
-//   trie: nested dicts, "" -> True where a name ends; classes: (Lit, Seq, Alt, CharSet);
-//   empty: EMPTY; opening(codes: tuple[int, ...]) -> list: a node's leaving options before
-//   its children's (cached here by codes); own_special(codes) -> bool likewise; head(c: str)
-//   -> the expression of character c (cached here); seq_fn: the general seq() for shapes
-//   the fast joins do not cover.
-struct NamesWalk {
-  PyTypeObject *lit, *seq, *alt, *charset;
-  py::object Lit, Seq, Alt, empty, opening, own_special, head_fn, seq_fn;
-  py::str text{"text"}, options{"options"};
-
-  // A node of a one-field class (Lit, Seq, Alt), built as its generated __init__ would: the
-  // field's slot set on a fresh instance (the __init__ is Python code, and three to six of
-  // these per trie node were most of the walk's time).
-  Py_ssize_t lit_off = -1, seq_off = -1, alt_off = -1;
-  static Py_ssize_t slot_offset(const py::object& cls, const char* field) {
-    // only for a dataclass of this one field, stored in a slot (else the class is called)
-    if (!py::hasattr(cls, "__dataclass_fields__") || py::len(cls.attr("__dataclass_fields__")) != 1) return -1;
-    return structgen::slot_offset(cls.ptr(), field);
-  }
-  py::object make(const py::object& cls, py::object arg) {
-    PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls.ptr());
-    const Py_ssize_t off = t == lit ? lit_off : t == seq ? seq_off : t == alt ? alt_off : -1;
-    if (off < 0) return cls(std::move(arg));
-    PyObject* o = t->tp_alloc(t, 0);
-    if (!o) throw py::error_already_set();
-    *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off) = arg.release().ptr();
-    return py::reinterpret_steal<py::object>(o);
-  }
-
-  // A field of a Lit or an Alt (exact class), read from its slot where the class keeps it
-  // there (a getattr through the member descriptor otherwise), borrowed from `o`.
-  PyObject* field(const py::object& o, Py_ssize_t off, const py::str& name) {
-    PyObject* v = structgen::slot_or_attr(o.ptr(), off, name.ptr());
-    if (v == nullptr) throw py::error_already_set();
-    return v;
-  }
-  Py_ssize_t alt_size(const py::object& x) {
-    const Py_ssize_t n = PyObject_Length(field(x, alt_off, options));
-    if (n < 0) throw py::error_already_set();
-    return n;
-  }
-
-  // seq(head, x) for the shapes the walk makes
-  py::object after(const py::object& h, const py::object& x) {
-    PyTypeObject* t = Py_TYPE(x.ptr());
-    if (t == alt) {
-      if (alt_size(x) == 0) return x;  // NOTHING stays NOTHING
-      return make(Seq, py::make_tuple(h, x));
-    }
-    if (t == charset) return make(Seq, py::make_tuple(h, x));
-    if (t == lit && Py_TYPE(h.ptr()) == lit) {
-      py::object joined = py::reinterpret_steal<py::object>(PyUnicode_Concat(field(h, lit_off, text), field(x, lit_off, text)));
-      if (!joined) throw py::error_already_set();
-      return make(Lit, joined);
-    }
-    return seq_fn(h, x);
-  }
-
-  // alt() of options distinct by construction: flattened, no duplicate scan
-  py::object join(const std::vector<py::object>& opts) {
-    size_t n = 0;
-    for (const py::object& o : opts) n += Py_TYPE(o.ptr()) == alt ? static_cast<size_t>(alt_size(o)) : 1;
-    if (n == 1)
-      for (const py::object& o : opts) {
-        if (Py_TYPE(o.ptr()) != alt) return o;
-        if (alt_size(o) == 1) return py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(field(o, alt_off, options), 0));
-      }
-    py::tuple flat(n);
-    size_t at = 0;
-    for (const py::object& o : opts) {
-      if (Py_TYPE(o.ptr()) == alt) {
-        PyObject* kids = field(o, alt_off, options);
-        if (!PyTuple_Check(kids)) throw std::invalid_argument("Alt.options must be a tuple");
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kids); ++k) {
-          PyObject* x = PyTuple_GET_ITEM(kids, k);
-          Py_INCREF(x);
-          PyTuple_SET_ITEM(flat.ptr(), static_cast<Py_ssize_t>(at++), x);
-        }
-      } else {
-        Py_INCREF(o.ptr());
-        PyTuple_SET_ITEM(flat.ptr(), static_cast<Py_ssize_t>(at++), o.ptr());
-      }
-    }
-    return make(Alt, std::move(flat));
-  }
-
-  // Per walk, by a node's child characters (code points, in order): opening()'s options and
-  // own_special()'s answer; by character: head()'s expression. Kept in C++ maps, where a
-  // tuple of the codes made per node as a dict key, the dicts and a list per node of their
-  // results were most of the walk's own time (about 1 us a trie node).
-  struct Opened {
-    std::vector<py::object> leaving;
-    bool special;
+// "Any string of a character class but these names" (structgen/regex/regular.py,
+// star_minus_literals) as a code-point DFA, built straight from the trie of the names: the
+// undeclared member names of every object that allows them. The trie's nodes are states; a
+// character no name goes on with leaves for a copy of the class's own automaton, where
+// anything may follow. Before, the same language was an expression (three alternations of
+// trie paths joined in Python objects) that the rule's NFA and subset construction then
+// took apart again: about an eighth of compiling a median schema.
+//
+// With `json`, the strings are those of the JSON-string text of the names (json.dumps's
+// encoding, which is one-to-one and prefix-free: a name's text is a path of the class's text
+// automaton, and excluding the texts of the names excludes exactly the names). The class's
+// text automaton: raw characters loop on the boundary state B; the escaped ones go through
+// '\' and then a short escape letter, or "u00" and two lowercase hex digits.
+//   ranges: the class's sorted disjoint (lo, hi) code-point ranges; names: strings (a name
+//   with a character outside the class is no string of the class: ignored).
+// Returns (trans, final) in the form of structgen.grammar.Dfa (state 0 starts, every state
+// reachable and able to end), or None for the empty language.
+struct CpAutomaton {
+  struct Edge {
+    int32_t lo, hi, to;
   };
-  std::map<std::vector<int32_t>, Opened> opened;
-  std::unordered_map<int32_t, py::object> heads;
+  std::vector<std::vector<Edge>> rows;
+  std::vector<uint8_t> final_;
 
-  const Opened& open_node(const std::vector<int32_t>& codes) {
-    auto it = opened.find(codes);
-    if (it != opened.end()) return it->second;
-    py::tuple key(codes.size());
-    for (size_t i = 0; i < codes.size(); ++i) key[i] = py::int_(codes[i]);
-    Opened o;
-    for (py::handle x : opening(key)) o.leaving.push_back(py::reinterpret_borrow<py::object>(x));
-    o.special = own_special(key).cast<bool>();
-    return opened.emplace(codes, std::move(o)).first->second;
+  int32_t add(bool fin) {
+    rows.emplace_back();
+    final_.push_back(fin);
+    return static_cast<int32_t>(rows.size() - 1);
   }
-  const py::object& head(int32_t c, PyObject* key) {
-    auto it = heads.find(c);
-    if (it != heads.end()) return it->second;
-    return heads.emplace(c, head_fn(py::reinterpret_borrow<py::object>(key))).first->second;
-  }
-
-  py::tuple walk(py::dict trie) {
-    // Nodes and keys are borrowed: the trie holds them for the whole walk.
-    struct Frame {
-      PyObject* node;
-      std::vector<std::pair<int32_t, PyObject*>> kids;  // (code point, key), in order
-      size_t next = 0;
-      std::vector<py::object> leaving, shared, unfinished;
-    };
-    std::vector<Frame> stack;
-    std::vector<int32_t> codes;
-    auto push = [&](PyObject* node) {
-      Frame f;
-      f.node = node;
-      bool ends = false;
-      PyObject *k, *v;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(node, &pos, &k, &v)) {
-        if (!PyUnicode_Check(k)) throw std::invalid_argument("trie keys are single characters");
-        const Py_ssize_t len = PyUnicode_GET_LENGTH(k);
-        if (len == 0) {
-          ends = true;
-        } else if (len == 1) {
-          f.kids.emplace_back(static_cast<int32_t>(PyUnicode_READ_CHAR(k, 0)), k);
-        } else {
-          throw std::invalid_argument("trie keys are single characters");
-        }
-      }
-      std::sort(f.kids.begin(), f.kids.end());  // (code point order: what sorting the keys gave)
-      codes.clear();
-      for (const auto& kid : f.kids) codes.push_back(kid.first);
-      const Opened& o = open_node(codes);
-      f.leaving = o.leaving;
-      if (!o.special) f.shared.push_back(empty);
-      if (!ends) f.unfinished.push_back(empty);
-      stack.push_back(std::move(f));
-    };
-    push(trie.ptr());
-    while (true) {
-      Frame& f = stack.back();
-      if (f.next < f.kids.size()) {
-        PyObject* child = PyDict_GetItemWithError(f.node, f.kids[f.next].second);
-        if (!child || !PyDict_Check(child)) {
-          if (PyErr_Occurred()) throw py::error_already_set();
-          throw std::invalid_argument("a trie child must be a dict");
-        }
-        push(child);  // `f` may dangle now
-        continue;
-      }
-      py::object out0 = join(f.leaving), out1 = join(f.shared), out2 = join(f.unfinished);
-      stack.pop_back();
-      if (stack.empty()) return py::make_tuple(out0, out1, out2);
-      Frame& p = stack.back();
-      const auto& [code, key] = p.kids[p.next++];
-      const py::object& h = head(code, key);
-      p.leaving.push_back(after(h, out0));
-      p.shared.push_back(after(h, out1));
-      if (!(Py_TYPE(out2.ptr()) == alt && alt_size(out2) == 0)) p.unfinished.push_back(after(h, out2));
-    }
+  int32_t step(int32_t s, int32_t c) const {
+    const auto& r = rows[s];
+    auto it = std::upper_bound(r.begin(), r.end(), c, [](int32_t x, const Edge& e) { return x < e.lo; });
+    if (it == r.begin() || (--it)->hi < c) return -1;
+    return it->to;
   }
 };
 
-py::tuple names_trie_walk(py::dict trie, py::tuple classes, py::object empty, py::object opening,
-                          py::object own_special, py::object head, py::object seq_fn) {
-  if (classes.size() != 4) throw std::invalid_argument("expected (Lit, Seq, Alt, CharSet)");
-  NamesWalk w;
-  w.Lit = classes[0];
-  w.Seq = classes[1];
-  w.Alt = classes[2];
-  w.lit = reinterpret_cast<PyTypeObject*>(classes[0].ptr());
-  w.seq = reinterpret_cast<PyTypeObject*>(classes[1].ptr());
-  w.alt = reinterpret_cast<PyTypeObject*>(classes[2].ptr());
-  w.charset = reinterpret_cast<PyTypeObject*>(classes[3].ptr());
-  w.lit_off = NamesWalk::slot_offset(w.Lit, "text");
-  w.seq_off = NamesWalk::slot_offset(w.Seq, "items");
-  w.alt_off = NamesWalk::slot_offset(w.Alt, "options");
-  w.empty = std::move(empty);
-  w.opening = std::move(opening);
-  w.own_special = std::move(own_special);
-  w.head_fn = std::move(head);
-  w.seq_fn = std::move(seq_fn);
-  return w.walk(std::move(trie));
+bool in_ranges(const std::vector<std::pair<int32_t, int32_t>>& rs, int32_t c) {
+  auto it = std::upper_bound(rs.begin(), rs.end(), c, [](int32_t x, const auto& r) { return x < r.first; });
+  return it != rs.begin() && (--it)->second >= c;
+}
+
+// json.dumps(chr(c), ensure_ascii=False)[1:-1] as code points
+void json_text(int32_t c, std::vector<int32_t>& out) {
+  static const char kHex[] = "0123456789abcdef";
+  switch (c) {
+    case 0x22: out.insert(out.end(), {0x5C, 0x22}); return;
+    case 0x5C: out.insert(out.end(), {0x5C, 0x5C}); return;
+    case 0x08: out.insert(out.end(), {0x5C, 'b'}); return;
+    case 0x0C: out.insert(out.end(), {0x5C, 'f'}); return;
+    case 0x0A: out.insert(out.end(), {0x5C, 'n'}); return;
+    case 0x0D: out.insert(out.end(), {0x5C, 'r'}); return;
+    case 0x09: out.insert(out.end(), {0x5C, 't'}); return;
+    default:
+      if (c < 0x20) {
+        out.insert(out.end(), {0x5C, 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]});
+      } else {
+        out.push_back(c);
+      }
+  }
+}
+
+// The automaton of class* (json: of the class's JSON-string text); state 0 = B, the boundary.
+CpAutomaton class_star(const std::vector<std::pair<int32_t, int32_t>>& cls, bool json) {
+  CpAutomaton d;
+  const int32_t B = d.add(true);
+  if (!json) {
+    for (const auto& [lo, hi] : cls) d.rows[B].push_back({lo, hi, B});
+    return d;
+  }
+  // raw: the class but the quote, the backslash and the controls
+  std::vector<CpAutomaton::Edge> raw;
+  for (auto [lo, hi] : cls) {
+    lo = std::max(lo, 0x20);
+    for (const int32_t cut : {0x22, 0x5C}) {
+      if (lo <= cut && cut <= hi) {
+        if (lo < cut) raw.push_back({lo, cut - 1, B});
+        lo = cut + 1;
+      }
+    }
+    if (lo <= hi) raw.push_back({lo, hi, B});
+  }
+  std::vector<CpAutomaton::Edge> esc_row;  // after '\': the short escape letters, 'u'
+  static const std::pair<int32_t, int32_t> kShort[] = {{0x22, 0x22}, {0x5C, 0x5C}, {0x08, 'b'}, {0x0C, 'f'},
+                                                       {0x0A, 'n'}, {0x0D, 'r'}, {0x09, 't'}};
+  for (const auto& [c, letter] : kShort)
+    if (in_ranges(cls, c)) esc_row.push_back({letter, letter, B});
+  std::vector<int32_t> lows[2];  // \u00XY: by high digit X (0 or 1), the low digits Y
+  for (int32_t c = 0; c < 0x20; ++c) {
+    if (!in_ranges(cls, c)) continue;
+    bool short_escape = false;
+    for (const auto& s : kShort) short_escape |= s.first == c;
+    if (!short_escape) lows[c >> 4].push_back(c & 0xF);
+  }
+  d.rows[B] = raw;
+  if (esc_row.empty() && lows[0].empty() && lows[1].empty()) return d;
+  const int32_t esc = d.add(false);
+  d.rows[B].push_back({0x5C, 0x5C, esc});
+  if (!lows[0].empty() || !lows[1].empty()) {
+    const int32_t u = d.add(false), u0 = d.add(false), u00 = d.add(false);
+    esc_row.push_back({'u', 'u', u});
+    d.rows[u].push_back({'0', '0', u0});
+    d.rows[u0].push_back({'0', '0', u00});
+    for (int32_t h = 0; h < 2; ++h) {
+      if (lows[h].empty()) continue;
+      const int32_t x = d.add(false);
+      d.rows[u00].push_back({'0' + h, '0' + h, x});
+      for (const int32_t y : lows[h]) {
+        const int32_t digit = y < 10 ? '0' + y : 'a' + y - 10;
+        d.rows[x].push_back({digit, digit, B});
+      }
+    }
+  }
+  d.rows[esc] = esc_row;
+  for (auto& r : d.rows) {  // sorted, adjacent ranges to the same state joined (hex digits)
+    std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+    size_t k = 0;
+    for (const auto& e : r) {
+      if (k > 0 && r[k - 1].to == e.to && r[k - 1].hi + 1 == e.lo) {
+        r[k - 1].hi = e.hi;
+      } else {
+        r[k++] = e;
+      }
+    }
+    r.resize(k);
+  }
+  return d;
+}
+
+py::object names_except(py::iterable ranges, py::iterable names, bool json) {
+  std::vector<std::pair<int32_t, int32_t>> cls;
+  for (py::handle r : ranges) {
+    PyObject* t = r.ptr();
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) throw std::invalid_argument("a range is a (lo, hi) tuple");
+    const int32_t lo = as_int(PyTuple_GET_ITEM(t, 0)), hi = as_int(PyTuple_GET_ITEM(t, 1));
+    if (lo > hi || (!cls.empty() && lo <= cls.back().second)) throw std::invalid_argument("ranges must be sorted and disjoint");
+    cls.emplace_back(lo, hi);
+  }
+  const CpAutomaton star = class_star(cls, json);
+  // The trie of the names' texts, children in a flat list per node (sorted by code point):
+  // kid_first[t] is node t's first child edge, kid_next the next sibling's.
+  struct Kid {
+    int32_t c, node, next;
+  };
+  std::vector<Kid> kids;
+  std::vector<int32_t> first{-1}, at{0};  // per node: first child edge, automaton state
+  std::vector<uint8_t> ends{0};
+  std::vector<int32_t> text;
+  for (py::handle h : names) {
+    PyObject* name = h.ptr();
+    if (!PyUnicode_Check(name)) throw std::invalid_argument("names must be strings");
+    const Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+    const int kind = PyUnicode_KIND(name);
+    const void* data = PyUnicode_DATA(name);
+    text.clear();
+    bool inside = true;
+    for (Py_ssize_t i = 0; i < len && inside; ++i) {
+      const int32_t c = static_cast<int32_t>(PyUnicode_READ(kind, data, i));
+      inside = in_ranges(cls, c);
+      if (json) {
+        json_text(c, text);
+      } else {
+        text.push_back(c);
+      }
+    }
+    if (!inside) continue;
+    int32_t node = 0;
+    for (const int32_t c : text) {
+      // the sorted sibling list, walked to c's place: `prev` is the edge before it (-1: none)
+      int32_t prev = -1, cur = first[node];
+      while (cur >= 0 && kids[cur].c < c) prev = cur, cur = kids[cur].next;
+      if (cur >= 0 && kids[cur].c == c) {
+        node = kids[cur].node;
+        continue;
+      }
+      const int32_t s = star.step(at[node], c);
+      if (s < 0) throw std::logic_error("a name's text is no string of its class");
+      const int32_t child = static_cast<int32_t>(first.size()), edge = static_cast<int32_t>(kids.size());
+      kids.push_back({c, child, cur});
+      (prev < 0 ? first[node] : kids[prev].next) = edge;
+      first.push_back(-1);
+      at.push_back(s);
+      ends.push_back(0);
+      node = child;
+    }
+    ends[node] = 1;
+  }
+  const int32_t T = static_cast<int32_t>(first.size()), S = static_cast<int32_t>(star.rows.size());
+  // chars* = {""}: the root alone, which ends unless "" is a name
+  if (cls.empty() && ends[0]) return py::none();
+  // States: the trie's nodes (0 the root), then the class automaton's states that some node
+  // leaves for (where no name can follow). Every state can end: the class automaton's states
+  // lead back to its boundary state, and a trie node leads out of the trie or to a child.
+  std::vector<int32_t> free_id(S, -1);
+  int32_t n_states = T;
+  auto free_state = [&](int32_t s) {
+    if (free_id[s] < 0) free_id[s] = n_states++;
+    return free_id[s];
+  };
+  std::vector<int32_t> order;  // the free states, in the order of their ids
+  // Python objects are made with the C API; an edge out of the trie that no child splits
+  // is one tuple shared by every node leaving from the same automaton state (most of them).
+  auto pyint = [](int64_t v) {
+    PyObject* o = PyLong_FromLongLong(v);
+    if (!o) throw py::error_already_set();
+    return o;
+  };
+  auto triple = [&](int32_t lo, int32_t hi, int32_t to) {
+    PyObject* t = PyTuple_New(3);
+    if (!t) throw py::error_already_set();
+    PyTuple_SET_ITEM(t, 0, pyint(lo));
+    PyTuple_SET_ITEM(t, 1, pyint(hi));
+    PyTuple_SET_ITEM(t, 2, pyint(to));
+    return t;
+  };
+  std::vector<std::vector<py::object>> whole(S);  // per automaton state, per edge: the shared tuple
+  std::vector<PyObject*> row;
+  py::list rows_out;  // trie nodes' rows, then free states' (appended as ids are given)
+  auto emit_row = [&]() {
+    PyObject* r = PyTuple_New(static_cast<Py_ssize_t>(row.size()));
+    if (!r) {
+      for (PyObject* x : row) Py_DECREF(x);
+      throw py::error_already_set();
+    }
+    for (size_t j = 0; j < row.size(); ++j) PyTuple_SET_ITEM(r, static_cast<Py_ssize_t>(j), row[j]);
+    row.clear();
+    if (PyList_Append(rows_out.ptr(), r) < 0) {
+      Py_DECREF(r);
+      throw py::error_already_set();
+    }
+    Py_DECREF(r);
+  };
+  auto shared_edge = [&](int32_t s, size_t k) {
+    auto& w = whole[s];
+    if (w.empty()) w.resize(star.rows[s].size());
+    if (!w[k]) {
+      const auto& e = star.rows[s][k];
+      w[k] = py::reinterpret_steal<py::object>(triple(e.lo, e.hi, free_state(e.to)));
+    }
+    Py_INCREF(w[k].ptr());
+    return w[k].ptr();
+  };
+  auto fill = [&](int32_t s, int32_t kid) {  // state s's edges, the children from `kid` on cut out
+    const auto& es = star.rows[s];
+    for (size_t k = 0; k < es.size(); ++k) {
+      const auto& e = es[k];
+      if (kid < 0 || kids[kid].c > e.hi) {
+        row.push_back(shared_edge(s, k));
+        continue;
+      }
+      int32_t lo = e.lo;
+      for (; kid >= 0 && kids[kid].c <= e.hi; kid = kids[kid].next) {
+        const int32_t c = kids[kid].c;
+        if (lo < c) row.push_back(triple(lo, c - 1, free_state(e.to)));
+        row.push_back(triple(c, c, kids[kid].node));
+        lo = c + 1;
+      }
+      if (lo <= e.hi) row.push_back(triple(lo, e.hi, free_state(e.to)));
+    }
+  };
+  try {
+    for (int32_t t = 0; t < T; ++t) {
+      fill(at[t], first[t]);
+      emit_row();
+    }
+    // the free states, as ids were given (a free state's edges may give more)
+    for (size_t i = 0; i < static_cast<size_t>(n_states - T); ++i) {
+      int32_t s = 0;
+      while (free_id[s] != T + static_cast<int32_t>(i)) ++s;
+      order.push_back(s);
+      fill(s, -1);
+      emit_row();
+    }
+  } catch (...) {
+    for (PyObject* x : row) Py_DECREF(x);
+    throw;
+  }
+  py::tuple final_(n_states);
+  for (int32_t i = 0; i < n_states; ++i) {
+    const bool f = i < T ? star.final_[at[i]] && !ends[i] : star.final_[order[i - T]] != 0;
+    PyObject* b = f ? Py_True : Py_False;
+    Py_INCREF(b);
+    PyTuple_SET_ITEM(final_.ptr(), i, b);
+  }
+  return py::make_tuple(py::tuple(rows_out), std::move(final_));
 }
 
 }  // namespace
@@ -1060,8 +1179,7 @@ int64_t untrack_tree(py::iterable roots, py::tuple classes) {
 }
 
 void register_expr_plan(py::module_& m) {
-  m.def("names_trie_walk", &names_trie_walk, py::arg("trie"), py::arg("classes"), py::arg("empty"),
-        py::arg("opening"), py::arg("own_special"), py::arg("head"), py::arg("seq_fn"));
+  m.def("names_except", &names_except, py::arg("ranges"), py::arg("names"), py::arg("json"));
   m.def("expr_size", &expr_size, py::arg("expr"), py::arg("cap"), py::arg("classes"));
   m.def("undefined_reference", &undefined_reference, py::arg("rules"), py::arg("classes"));
   m.def("untrack_tree", &untrack_tree, py::arg("roots"), py::arg("classes"));

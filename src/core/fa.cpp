@@ -406,6 +406,13 @@ void to_csr(int64_t n, const std::vector<Edge>& in, std::vector<int64_t>& off, s
 
 }  // namespace
 
+int64_t utf8_sequence_count(int32_t lo, int32_t hi) {
+  thread_local std::vector<ByteSeq> seqs;
+  seqs.clear();
+  utf8_sequences(lo, hi, seqs);
+  return static_cast<int64_t>(seqs.size());
+}
+
 NFA build_nfa(const Expr& e, int32_t root, bool bytes, int64_t max_states, int64_t used) {
   Builder b(e, bytes, max_states, used);
   const int32_t s = b.add(), t = b.add();

@@ -234,6 +234,10 @@ struct DFA {
 // past `max_states - used` throws LimitHit{1, used + states + 1} (byte automata: states
 // reached by a call edge are not counted against the limit while it grows, as before);
 // merge: adjacent intervals with one target become one row (code points).
+// The byte-range sequences the UTF-8 encodings of [lo, hi] take (what one code-point edge of
+// an automaton becomes in a byte NFA).
+int64_t utf8_sequence_count(int32_t lo, int32_t hi);
+
 DFA determinise(const NFA& nfa, int32_t start, int32_t end, int64_t max_states, int64_t used, bool bytes);
 
 // Product of two DFAs over code points: final where a is final and b is (intersection,

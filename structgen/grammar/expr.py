@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, dataclass, field, fields
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Union
 
 from .. import _core
@@ -115,16 +115,20 @@ class Ref:
 class Dfa:
     """A deterministic automaton over code points, for regular languages whose expressions
     are exponentially larger than their automata (the decimal multiples of 997: 997 states,
-    no small regular expression).
+    no small regular expression), or cost more to build than the automaton (any member name
+    but the declared ones).
 
     ``trans[s]`` lists state ``s``'s transitions as sorted, disjoint ``(lo, hi, target)``
     code-point ranges; state 0 starts; ``final[s]`` says whether ``s`` accepts. ``label``
-    names the language and must identify it: equality, hashing and printing use it alone.
+    names the language and must identify it: equality and hashing use it alone. ``source``,
+    when given, returns an expression of the same language, for printing as Lark (only
+    asked for there); without it the automaton prints as a placeholder.
     """
 
     label: str
     trans: tuple[tuple[tuple[int, int, int], ...], ...] = field(compare=False, repr=False)
     final: tuple[bool, ...] = field(compare=False, repr=False)
+    source: Callable[[], Expr] | None = field(default=None, compare=False, repr=False)
 
 
 Expr = Union[Lit, Regex, CharSet, Seq, Alt, Repeat, Ref, Dfa]
@@ -314,6 +318,8 @@ def expr_to_lark(e: Expr, prec: int = 0) -> str:
         rep = f"{inner} ~ {e.min}" if e.min == e.max else f"{inner} ~ {e.min}..{e.max}"
         return f"({rep})" if prec >= 2 else rep
     if isinstance(e, Dfa):
+        if e.source is not None:
+            return expr_to_lark(e.source(), prec)
         # Lark has no notation for an automaton; the placeholder is not readable back
         return f"%dfa<{e.label}>"
     raise TypeError(f"not a grammar expression: {e!r}")

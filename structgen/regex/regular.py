@@ -10,9 +10,9 @@ to an expression by state elimination. The result is an ordinary expression (Lar
 from __future__ import annotations
 
 import hashlib
-import re
-from functools import lru_cache
-from typing import Callable, Iterable
+import json
+from functools import lru_cache, partial
+from typing import Iterable
 
 import numpy as np
 
@@ -31,11 +31,11 @@ from ..grammar import (
     Repeat,
     Seq,
     alt,
-    intersect_charsets,
     seq,
 )
 
-__all__ = ["intersect", "intersect_automaton", "difference", "star_minus_literals", "bound_length"]
+__all__ = ["intersect", "intersect_automaton", "difference", "star_minus_literals", "bound_length",
+           "json_text_charset", "json_text_expr"]
 
 MAX_DFA_STATES = 4000
 
@@ -416,11 +416,6 @@ def difference(a: Expr, b: Expr) -> Expr:
     return _eliminate(_nproduct(_ndfa(a), _ndfa(b), False))
 
 
-_NOT_PLAIN = CharSet.of([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, MAX_CODEPOINT)])
-_PLAIN_COUNT = 0x7F - 0x20 - 2  # printable ASCII but the quote and the backslash
-_all_plain = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]*").fullmatch
-
-
 def _literals(e: Expr) -> list[str] | None:
     """The strings of ``e`` when it is a literal or an alternation of literals, else None."""
     if isinstance(e, Lit):
@@ -430,126 +425,110 @@ def _literals(e: Expr) -> list[str] | None:
     return None
 
 
-@lru_cache(maxsize=4096)
-def _minus_codes(cs: CharSet, codes: tuple[int, ...]) -> CharSet:
-    """``cs`` without the code points ``codes`` (the same few sets recur at every trie node of
-    every object's names)."""
-    return cs.minus(CharSet.of([(o, o) for o in codes]))
+# JSON-string text (json.dumps(s, ensure_ascii=False)[1:-1]): raw characters, these short
+# escapes, and \u00XX (lowercase hex) for the other controls
+_SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
 
-@lru_cache(maxsize=256)
-def _ascii_codes(plain: CharSet) -> frozenset[int]:
-    """The printable ASCII code points of ``plain`` (the same set for every object's names)."""
-    return frozenset(o for o in range(0x20, 0x7F) if o in plain)
+@lru_cache(maxsize=4096)  # the same few classes (any string character, \\w, ...) recur in every schema
+def json_text_charset(cs: CharSet) -> Expr:
+    """Characters of a decoded string → their JSON-string encodings (raw or escaped), compactly:
+    control characters without a short escape share one ``\\u00XX`` branch per high digit."""
+    if all(a > 0x5C or (a > 0x22 and b < 0x5C) or (a > 0x1F and b < 0x22) for a, b in cs.ranges):
+        # nothing to escape (printable ASCII classes mostly): the set is its own encoding,
+        # where the loop below visited each code point up to 0x5C
+        return cs
+    raw = cs.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)]))
+    options: list[Expr] = [raw] if raw.ranges else []
+    by_high: dict[int, list[int]] = {}
+    for a, b in cs.ranges:
+        for cp in range(a, min(b, 0x5C) + 1):
+            if cp in _SHORT_ESCAPES:
+                options.append(Lit(_SHORT_ESCAPES[cp]))
+            elif cp < 0x20:
+                by_high.setdefault(cp >> 4, []).append(cp & 0xF)
+    if by_high:
+        hex_digit = lambda d: ord(f"{d:x}")  # noqa: E731 - json.dumps writes lowercase hex
+        options.append(seq(Lit("\\u00"), alt(*(
+            seq(Lit(str(hi)), CharSet.of([(hex_digit(d), hex_digit(d)) for d in lows]))
+            for hi, lows in sorted(by_high.items())))))
+    return alt(*options)
 
 
-def star_minus_literals(chars: CharSet, names: Iterable[str],
-                        leaf: Callable[[CharSet | Lit], Expr] | None = None) -> Expr:
-    """``chars*`` minus a finite set of strings, straight from the trie of the strings.
+def json_text_expr(e: Expr) -> Expr:
+    """Map a regex over decoded characters to one over the JSON-encoded text."""
+    if isinstance(e, CharSet):
+        return json_text_charset(e)
+    if isinstance(e, Lit):
+        return Lit(json.dumps(e.text, ensure_ascii=False)[1:-1])
+    if isinstance(e, Seq):
+        return seq(*(json_text_expr(x) for x in e.items))
+    if isinstance(e, Alt):
+        return alt(*(json_text_expr(x) for x in e.options))
+    if isinstance(e, Repeat):
+        return Repeat(json_text_expr(e.item), e.min, e.max)
+    if isinstance(e, Dfa):
+        return map_automaton(e, json_text_charset)
+    raise TypeError(f"unexpected regex node {e!r}")
 
-    The common case (an object's undeclared member names: any string but the declared
-    keys) went through two DFAs, their product and state elimination: tens of ms per object.
-    A string is outside the set when it stops at a trie node where no name ends, or leaves
-    the trie with a character no name continues with (then anything may follow); linear in
-    the total length of the names.
 
-    ``leaf``, when given, maps every character set and literal of the result (a string
-    homomorphism: a JSON encoding of the names). The result is the mapped expression, built
-    in the same walk: mapping the finished tree afterwards walked and rebuilt every node of
-    it a second time, a tenth of converting an object-heavy schema.
+def star_minus_literals(chars: CharSet, names: Iterable[str], *, json_text: bool = False) -> Expr:
+    """``chars*`` minus a finite set of strings, as an automaton built from their trie.
 
-    Results are cached (expressions are immutable): large schemas repeat the same declared
-    names in many objects (o15627 of MaskBench: 119 objects, 28 distinct name lists), and a
-    service compiles related schemas again and again.
+    The common case is an object's undeclared member names: any string but the declared keys.
+    The trie's nodes are the states; a character no name continues with leads out of the trie
+    to a copy of ``chars*``, where anything may follow (``_core.names_except``, linear in the
+    total length of the names). The general route (two DFAs, their product, then an
+    expression of the result) took tens of ms per object; an expression of the trie, built
+    and then taken apart again by the rule's subset construction, was still an eighth of
+    compiling a median schema.
+
+    ``json_text``: the strings are the JSON-string texts of those strings
+    (``json.dumps(s, ensure_ascii=False)[1:-1]``: raw characters, short escapes, ``\\u00XX``
+    for the other controls), as a member name is written between its quotes.
+
+    Results are cached: large schemas repeat the same declared names in many objects
+    (o15627 of MaskBench: 119 objects, 28 distinct name lists), and a service compiles
+    related schemas again and again.
     """
-    return _star_minus_literals(chars, tuple(names), leaf)
-
-
-@lru_cache(maxsize=64)
-def _plain_split(chars: CharSet) -> tuple[CharSet, CharSet, frozenset[int]]:
-    """``chars`` as (plain, special, plain's code points): plain is printable ASCII but the
-    quote and the backslash. Every object of a schema, and of most schemas, names from the
-    same few classes."""
-    plain = chars.minus(_NOT_PLAIN)
-    return plain, intersect_charsets(chars, _NOT_PLAIN), _ascii_codes(plain)
-
-
-def _encoded(x: CharSet | Lit, leaf: Callable[[CharSet | Lit], Expr] | None) -> Expr:
-    return x if leaf is None else leaf(x)
-
-
-# Pieces of the names walk, shared between walks: a trie node's leaving options depend only
-# on the name class, the characters its children go on with and the encoding, and the same
-# ones recur in every object (single characters deep in the names, the same first letters);
-# per walk they were a third of its time.
-@lru_cache(maxsize=4096)
-def _opening(chars: CharSet, codes: tuple[int, ...],
-             leaf: Callable[[CharSet | Lit], Expr] | None) -> tuple[Expr, ...]:
-    """A trie node's own leaving options: a plain character no name goes on with, and where
-    a name goes on with a special character, the other special characters."""
-    plain, special, plain_codes = _plain_split(chars)
-    leave = _minus_codes(plain, codes)
-    out = [_encoded(leave, leaf)] if leave.ranges else []
-    if not plain_codes.issuperset(codes):
-        rest = _minus_codes(special, codes)
-        if rest.ranges:
-            out.append(_encoded(rest, leaf))
-    return tuple(out)
-
-
-@lru_cache(maxsize=1024)
-def _head(c: str, leaf: Callable[[CharSet | Lit], Expr] | None) -> Expr:
-    """A trie edge's character, encoded."""
-    return _encoded(Lit(c), leaf)
+    return _star_minus_literals(chars, tuple(names), json_text)
 
 
 @lru_cache(maxsize=128)
-def _star_minus_literals(chars: CharSet, names: tuple[str, ...],
-                         leaf: Callable[[CharSet | Lit], Expr] | None) -> Expr:
-    # "" marks where a name ends: it sorts before every character, so a node's sorted keys
-    # are its end mark (if any), then its children in order
-    _, special, plain_codes = _plain_split(chars)
-    # a name of plain characters only is in a class that takes them all at once (a regex
-    # match in C, where a membership test per character was a third of a large object's walk)
-    every_plain = len(plain_codes) == _PLAIN_COUNT
+def _star_minus_literals(chars: CharSet, names: tuple[str, ...], json_text: bool) -> Expr:
+    built = _core.names_except(chars.ranges, names, json_text)
+    if built is None:
+        return NOTHING
+    trans, final = built
+    # the label names the language (equality and hashing use it alone)
+    label = f"{'JSON text of ' if json_text else ''}{chars.ranges!r}* but {names!r}"
+    return Dfa(label, trans, final, partial(_names_expression, chars, names, json_text))
+
+
+def _names_expression(chars: CharSet, names: tuple[str, ...], json_text: bool) -> Expr:
+    """:func:`star_minus_literals`'s language as an expression, for printing a grammar as Lark:
+    per trie node, the empty string unless a name ends there, each child's character and
+    then the child's expression, and a character no name goes on with and then anything."""
     trie: dict = {}
     for name in names:
-        if (every_plain and _all_plain(name)) or all(ord(c) in chars for c in name):
+        if all(ord(c) in chars for c in name):
             node = trie
             for c in name:
                 node = node.setdefault(c, {})
-            node[""] = True
+            node[""] = {}
+    tail = Repeat(chars, 0, None)
 
-    # per trie node (leaving, shared_special, unfinished), children visited once (natively:
-    # _core.names_trie_walk, src/core/expr_plan.cpp; tests/reference_regular.py holds the walk
-    # in Python):
-    #   leaving = a trie path, then a plain character no name continues with;
-    #   shared_special = trie paths that may leave by any special character;
-    #   unfinished = trie paths at which no name ends.
-    # Parts are joined directly (one per child, behind its own first character; the leaving
-    # sets exclude every child's character), not by seq() and alt().
-    walked = _core.names_trie_walk(trie, (Lit, Seq, Alt, CharSet), EMPTY,
-                                   lambda codes: _opening(chars, codes, leaf),
-                                   lambda codes: not plain_codes.issuperset(codes),
-                                   lambda c: _head(c, leaf), seq)
+    def walk(node: dict) -> Expr:
+        kids = sorted(k for k in node if k)
+        options = [] if "" in node else [EMPTY]
+        options += [seq(Lit(c), walk(node[c])) for c in kids]
+        leave = chars.minus(CharSet.of([(ord(c), ord(c)) for c in kids]))
+        if leave.ranges:
+            options.append(seq(leave, tail))
+        return alt(*options)
 
-    # Names are mostly plain ASCII, so leaving by a special character (control, quote,
-    # backslash, non-ASCII: a large UTF-8 automaton, JSON escapes) is the same set at every
-    # trie node: it appears once, after the alternation of paths, not under every node; and
-    # the tail chars* appears twice in all, not once per node.
-    leaving, shared_special, unfinished = walked
-    tail = Repeat(_encoded(chars, leaf), 0, None)
-    options = [seq(leaving, tail), unfinished]
-    if special.ranges:
-        options.append(seq(shared_special, _encoded(special, leaf), tail))
-    # Joined without alt()'s duplicate scan: the options are distinct by construction (the
-    # walk's paths are distinct strings, the two leaving parts end in the unbounded tail,
-    # behind disjoint character classes), and past 16 options the scan hashed whole trees,
-    # a tenth of this function's time for an object of a few names.
-    flat: list[Expr] = []
-    for o in options:
-        flat.extend(o.options if type(o) is Alt else (o,))  # (NOTHING adds none)
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+    e = walk(trie)
+    del walk  # (a recursive closure is a reference cycle, left to the collector)
+    return json_text_expr(e) if json_text else e
 
 
-_ = (MAX_CODEPOINT,)  # the interval sweep works on the whole code-point range

@@ -60,7 +60,6 @@ _U_ESCAPE = seq(
     alt(seq(_HEX_NO_D, _HEX, _HEX, _HEX), seq(CharSet.of([(0x44, 0x44), (0x64, 0x64)]), CharSet.of([(0x30, 0x37)]), _HEX, _HEX)),
 )
 _STRING_CHAR = alt(_RAW_CHAR, seq(Lit("\\"), CharSet.of([(ord(c), ord(c)) for c in '"\\/bfnrt'])), _U_ESCAPE)
-_SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
 _INTEGER = Regex(r"-?(0|[1-9][0-9]*)")
 _NUMBER = Regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")

@@ -10,11 +10,10 @@ from ..errors import AutomatonSizeError
 from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Repeat, alt, opt, seq
 from ..regex.formats import FORMAT_PATTERNS
 from ..regex.parser import ANY_CHAR, agreeing_chars, parse_regex
-from ..regex.regular import difference, intersect, star_minus_literals
+from ..regex.regular import difference, intersect, json_text_expr, star_minus_literals
 from .base import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, VALIDATION_KEYWORDS, ConverterBase, _ptr
 from .json_values import dumps_compact
 from .merge import CONTAINS_ALL
-from .strings import _json_encode_expr, json_encode_leaf
 
 # propertyNames: keywords that string_language enforces on a name...
 _NAME_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength", "format", "enum", "const", "$ref",
@@ -185,9 +184,9 @@ class ObjectsMixin(ConverterBase):
                 continue
             if deferred:  # names is chars*: the difference, built JSON-encoded at once
                 assert isinstance(names, Repeat) and isinstance(names.item, CharSet)
-                encoded = star_minus_literals(names.item, declared, json_encode_leaf)
+                encoded = star_minus_literals(names.item, declared, json_text=True)
             else:
-                encoded = _json_encode_expr(names)
+                encoded = json_text_expr(names)
             out.append((seq(Lit('"'), encoded, Lit('"')), v))
         if out:
             self.free_names = True

@@ -2,7 +2,6 @@
 ``format``, and the encoding of a decoded-string language as JSON string text."""
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
@@ -10,67 +9,15 @@ from ..errors import AutomatonSizeError, RegexError
 from ..grammar import EMPTY, NOTHING, Alt, CharSet, Dfa, Expr, Lit, Repeat, Seq, alt, seq
 from ..regex.formats import FORMAT_PATTERNS
 from ..regex.parser import ANY_CHAR, parse_regex, search_expr
-from ..regex.regular import automaton_lengths, bound_length, difference, intersect, map_automaton
-from .base import _RAW_CHAR, _SHORT_ESCAPES, _STRING_CHAR, NOT_PATTERNS, NOT_STRINGS, ConverterBase, _ptr
-
-
-@lru_cache(maxsize=4096)  # the same few classes (any string character, \\w, ...) recur in every schema
-def _encode_json_charset(cs: CharSet) -> Expr:
-    """Characters of a decoded string → their JSON-string encodings (raw or escaped), compactly:
-    control characters without a short escape share one ``\\u00XX`` branch per high digit."""
-    if all(a > 0x5C or (a > 0x22 and b < 0x5C) or (a > 0x1F and b < 0x22) for a, b in cs.ranges):
-        # nothing to escape (the leaving sets of a names walk, printable ASCII mostly): the set
-        # is its own encoding, where the loop below visited each code point up to 0x5C
-        return cs
-    raw = cs.minus(CharSet.of([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F)]))
-    options: list[Expr] = [raw] if raw.ranges else []
-    by_high: dict[int, list[int]] = {}
-    for a, b in cs.ranges:
-        for cp in range(a, min(b, 0x5C) + 1):
-            if cp in _SHORT_ESCAPES:
-                options.append(Lit(_SHORT_ESCAPES[cp]))
-            elif cp < 0x20:
-                by_high.setdefault(cp >> 4, []).append(cp & 0xF)
-    if by_high:
-        hex_digit = lambda d: ord(f"{d:x}")  # noqa: E731 - json.dumps writes lowercase hex
-        options.append(seq(Lit("\\u00"), alt(*(
-            seq(Lit(str(hi)), CharSet.of([(hex_digit(d), hex_digit(d)) for d in lows]))
-            for hi, lows in sorted(by_high.items())))))
-    return alt(*options)
+from ..regex.regular import automaton_lengths, bound_length, difference, intersect, json_text_expr
+from .base import _RAW_CHAR, _STRING_CHAR, NOT_PATTERNS, NOT_STRINGS, ConverterBase, _ptr
 
 
 @lru_cache(maxsize=64)  # formats recur across schemas: parsed and encoded once per process
 def _format_language(fmt: str) -> tuple[Expr, Expr]:
     """A format's strings over decoded characters, and the same language as JSON-string text."""
     decoded = parse_regex(FORMAT_PATTERNS[fmt])
-    return decoded, _json_encode_expr(decoded)
-
-
-@lru_cache(maxsize=4096)  # single characters of property names, mostly
-def _encode_json_lit(text: str) -> Lit:
-    return Lit(json.dumps(text, ensure_ascii=False)[1:-1])
-
-
-def json_encode_leaf(x: CharSet | Lit) -> Expr:
-    """A character set or literal over decoded characters → its JSON-string text."""
-    return _encode_json_charset(x) if type(x) is CharSet else _encode_json_lit(x.text)  # type: ignore[union-attr]
-
-
-def _json_encode_expr(e: Expr) -> Expr:
-    """Map a regex over decoded characters to one over the JSON-encoded text."""
-    if isinstance(e, CharSet):
-        return _encode_json_charset(e)
-    if isinstance(e, Lit):
-        return Lit(json.dumps(e.text, ensure_ascii=False)[1:-1])
-    if isinstance(e, Seq):
-        return seq(*(_json_encode_expr(x) for x in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_json_encode_expr(x) for x in e.options))
-    if isinstance(e, Repeat):
-        return Repeat(_json_encode_expr(e.item), e.min, e.max)
-    if isinstance(e, Dfa):
-        return map_automaton(e, _encode_json_charset)
-    raise TypeError(f"unexpected regex node {e!r}")
+    return decoded, json_text_expr(decoded)
 
 
 def _length_range(e: Expr) -> tuple[int, float]:
@@ -175,7 +122,7 @@ class StringsMixin(ConverterBase):
                 kw = "minLength" if lo > plo else "maxLength"
                 self.unsupported(kw, _ptr(ptr, kw), f"length bounds with this pattern: {exc}")
         if encoded is None:
-            encoded = _json_encode_expr(pexpr)
+            encoded = json_text_expr(pexpr)
         return seq(Lit('"'), encoded, Lit('"'))
 
     def pattern_expr(self, pattern: Any, ptr: str) -> Expr:
