@@ -60,3 +60,39 @@ def test_nodes_stay_frozen_values():
     assert Regex("a+") == Regex("a+", "") and Alt(()) != Seq(())
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.min = 2  # type: ignore[misc]
+
+
+def test_native_seq_and_alt_equal_the_python_definitions():
+    """``seq`` and ``alt`` (native, ``_core.expr_joins``) against their Python definitions
+    (tests/reference_expr.py) on random argument lists: literals to join, nested sequences
+    and alternatives, NOTHING and EMPTY, duplicates equal by value and by identity, more than
+    16 options (the hashed path), other node kinds; the same result, of the same classes."""
+    import random
+
+    from structgen.grammar import EMPTY, NOTHING, Alt, CharSet, Dfa, Lit, Ref, Regex, Repeat, Seq, alt, seq
+
+    from . import reference_expr
+
+    rng = random.Random(5)
+    dfa = Dfa("one", (((0x61, 0x61, 0),),), (True,))
+    atoms = [Lit("a"), Lit("b"), Lit(""), Ref("r"), Ref("s"), CharSet(((0x30, 0x39),)), Regex("x+"), dfa,
+             Repeat(Lit("z"), 0, None), EMPTY, NOTHING]
+
+    def node(depth: int):
+        k = rng.randrange(6 if depth else 3)
+        if k < 3:
+            x = rng.choice(atoms)
+            return Lit(x.text) if type(x) is Lit and rng.random() < 0.5 else x  # equal, not identical
+        kids = tuple(node(depth - 1) for _ in range(rng.randint(0, 4)))
+        return Seq(kids) if k == 3 else Alt(kids) if k == 4 else Repeat(node(depth - 1), 1, 3)
+
+    def shape(x):
+        return (type(x).__name__, repr(x))
+
+    for _ in range(3000):
+        args = [node(2) for _ in range(rng.choice([0, 1, 2, 3, 5, 20]))]
+        for native, python in ((seq, reference_expr.seq), (alt, reference_expr.alt)):
+            got, want = native(*args), python(*args)
+            assert shape(got) == shape(want), (native.__name__, args)
+            if len(args) == 1 and type(args[0]) not in (Seq, Alt):
+                assert got is args[0]  # a single plain node comes back as it is

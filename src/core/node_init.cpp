@@ -12,6 +12,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -140,8 +141,211 @@ void install_slots_init(py::object cls, py::tuple fields, py::tuple defaults) {
   }
 }
 
+// seq() and alt() of structgen/grammar/expr.py, natively: the converter calls them for
+// nearly every node it builds (about fifty times for a median schema, 1.5 to 4 µs each in
+// Python, where alt's duplicate scan went through the dataclasses' __eq__): about a twelfth
+// of a median compile. Same results as the Python definitions kept in
+// tests/reference_expr.py (tests/test_expr_nodes.py compares them); nodes are made as
+// node_init makes them (the slot written, no __init__ call).
+struct Joins {
+  PyTypeObject *lit = nullptr, *seq = nullptr, *alt = nullptr;
+  Py_ssize_t lit_text = -1, seq_items = -1, alt_options = -1;
+  PyObject* nothing = nullptr;  // NOTHING, owned
+  std::vector<PyTypeObject*> nodes;  // every expression class: nodes of two of them never compare equal
+  bool node(PyTypeObject* t) const { return std::find(nodes.begin(), nodes.end(), t) != nodes.end(); }
+};
+
+Joins& joins() {
+  static Joins* j = new Joins();
+  return *j;
+}
+
+inline PyObject* slot(PyObject* o, Py_ssize_t off) { return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off); }
+
+// a new node of a one-field class holding `value` (stolen)
+PyObject* make_node(PyTypeObject* t, Py_ssize_t off, PyObject* value) {
+  if (value == nullptr) return nullptr;
+  PyObject* o = t->tp_alloc(t, 0);
+  if (o == nullptr) {
+    Py_DECREF(value);
+    return nullptr;
+  }
+  *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off) = value;
+  return o;
+}
+
+// owned references, released unless taken
+struct Owned {
+  std::vector<PyObject*> v;
+  ~Owned() {
+    for (PyObject* x : v) Py_XDECREF(x);
+  }
+  PyObject* tuple() {  // takes them all
+    PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(v.size()));
+    if (t == nullptr) return nullptr;
+    for (size_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v[i]);
+    v.clear();
+    return t;
+  }
+};
+
+PyObject* join_seq(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const Joins& J = joins();
+  Owned merged;
+  bool last_lit = false;  // merged.v.back() is a literal
+  auto push = [&](PyObject* x) -> bool {
+    if (Py_TYPE(x) == J.lit) {
+      if (last_lit) {  // adjacent literals join
+        PyObject* text = PyUnicode_Concat(slot(merged.v.back(), J.lit_text), slot(x, J.lit_text));
+        PyObject* joined = make_node(J.lit, J.lit_text, text);
+        if (joined == nullptr) return false;
+        Py_DECREF(merged.v.back());
+        merged.v.back() = joined;
+        return true;
+      }
+      last_lit = true;
+    } else {
+      last_lit = false;
+    }
+    Py_INCREF(x);
+    merged.v.push_back(x);
+    return true;
+  };
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    PyObject* it = args[i];
+    PyTypeObject* t = Py_TYPE(it);
+    if (t == J.seq) {  // its items, one level (a sequence made here is flat)
+      PyObject* items = slot(it, J.seq_items);
+      if (!PyTuple_Check(items)) {
+        PyErr_SetString(PyExc_TypeError, "Seq.items must be a tuple");
+        return nullptr;
+      }
+      for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(items); ++k)
+        if (!push(PyTuple_GET_ITEM(items, k))) return nullptr;
+    } else if (t == J.alt && PyTuple_Check(slot(it, J.alt_options)) && PyTuple_GET_SIZE(slot(it, J.alt_options)) == 0) {
+      Py_INCREF(J.nothing);  // NOTHING anywhere: the whole sequence
+      return J.nothing;
+    } else if (!push(it)) {
+      return nullptr;
+    }
+  }
+  if (merged.v.size() == 1) {
+    PyObject* only = merged.v[0];
+    merged.v.clear();
+    return only;
+  }
+  return make_node(J.seq, J.seq_items, merged.tuple());
+}
+
+PyObject* join_alt(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  const Joins& J = joins();
+  std::vector<PyObject*> flat;  // borrowed: the arguments and their options hold them
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    PyObject* o = args[i];
+    if (Py_TYPE(o) == J.alt) {
+      PyObject* opts = slot(o, J.alt_options);
+      if (!PyTuple_Check(opts)) {
+        PyErr_SetString(PyExc_TypeError, "Alt.options must be a tuple");
+        return nullptr;
+      }
+      for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(opts); ++k) flat.push_back(PyTuple_GET_ITEM(opts, k));
+    } else {
+      flat.push_back(o);
+    }
+  }
+  Owned kept;
+  if (flat.size() <= 16) {
+    // a list scan: equality stops at the first difference, while hashing walks whole trees
+    // (large expressions from regular.py are combined here pairwise, often)
+    for (PyObject* x : flat) {
+      bool seen = false;
+      for (PyObject* k : kept.v) {
+        int eq;
+        if (k == x) {
+          eq = 1;
+        } else if (Py_TYPE(k) != Py_TYPE(x) && J.node(Py_TYPE(k)) && J.node(Py_TYPE(x))) {
+          eq = 0;  // (a dataclass's __eq__ returns NotImplemented both ways: two Python calls)
+        } else if (Py_TYPE(k) == J.lit && Py_TYPE(x) == J.lit) {
+          eq = PyUnicode_Compare(slot(k, J.lit_text), slot(x, J.lit_text));
+          if (eq == -1 && PyErr_Occurred()) return nullptr;
+          eq = eq == 0;
+        } else {
+          eq = PyObject_RichCompareBool(k, x, Py_EQ);
+        }
+        if (eq < 0) return nullptr;
+        if (eq) {
+          seen = true;
+          break;
+        }
+      }
+      if (!seen) {
+        Py_INCREF(x);
+        kept.v.push_back(x);
+      }
+    }
+  } else {  // by hash, the first occurrence kept in order (a scan made an enum of 20,000 strings quadratic)
+    PyObject* d = PyDict_New();
+    if (d == nullptr) return nullptr;
+    for (PyObject* x : flat) {
+      const int has = PyDict_Contains(d, x);
+      if (has < 0 || (!has && PyDict_SetItem(d, x, Py_None) < 0)) {
+        Py_DECREF(d);
+        return nullptr;
+      }
+      if (!has) {
+        Py_INCREF(x);
+        kept.v.push_back(x);
+      }
+    }
+    Py_DECREF(d);
+  }
+  if (kept.v.size() == 1) {
+    PyObject* only = kept.v[0];
+    kept.v.clear();
+    return only;
+  }
+  return make_node(J.alt, J.alt_options, kept.tuple());
+}
+
+PyMethodDef seq_def = {"seq", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(join_seq)), METH_FASTCALL,
+                       "seq(*items)\n--\n\nA sequence, flattened (one level), adjacent literals joined; NOTHING "
+                       "anywhere makes the whole sequence NOTHING."};
+PyMethodDef alt_def = {"alt", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(join_alt)), METH_FASTCALL,
+                       "alt(*options)\n--\n\nAn alternative, flattened (one level), duplicates removed (the first "
+                       "kept); one option left is that option."};
+
+// (seq, alt) over the classes Lit, Seq and Alt (one field each, a plain slot), NOTHING and
+// every expression class (`classes`: frozen dataclasses, equal only to their own kind).
+py::tuple expr_joins(py::object lit, py::object seq, py::object alt, py::object nothing, py::tuple classes) {
+  for (const py::object* c : {&lit, &seq, &alt})
+    if (!PyType_Check(c->ptr())) throw std::invalid_argument("Lit, Seq and Alt must be classes");
+  Joins& J = joins();
+  J.lit = reinterpret_cast<PyTypeObject*>(lit.release().ptr());  // kept for the process, like the classes
+  J.seq = reinterpret_cast<PyTypeObject*>(seq.release().ptr());
+  J.alt = reinterpret_cast<PyTypeObject*>(alt.release().ptr());
+  J.lit_text = structgen::slot_offset(reinterpret_cast<PyObject*>(J.lit), "text");
+  J.seq_items = structgen::slot_offset(reinterpret_cast<PyObject*>(J.seq), "items");
+  J.alt_options = structgen::slot_offset(reinterpret_cast<PyObject*>(J.alt), "options");
+  if (J.lit_text < 0 || J.seq_items < 0 || J.alt_options < 0) throw std::invalid_argument("a field is not a plain slot");
+  Py_XDECREF(J.nothing);
+  J.nothing = nothing.release().ptr();
+  J.nodes.clear();
+  for (py::handle c : classes) {
+    if (!PyType_Check(c.ptr())) throw std::invalid_argument("classes must be classes");
+    J.nodes.push_back(reinterpret_cast<PyTypeObject*>(c.inc_ref().ptr()));
+  }
+  PyObject* s = PyCFunction_New(&seq_def, nullptr);
+  if (s == nullptr) throw py::error_already_set();
+  py::object so = py::reinterpret_steal<py::object>(s);
+  PyObject* a = PyCFunction_New(&alt_def, nullptr);
+  if (a == nullptr) throw py::error_already_set();
+  return py::make_tuple(so, py::reinterpret_steal<py::object>(a));
+}
+
 }  // namespace
 
 void register_node_init(py::module_& m) {
   m.def("install_slots_init", &install_slots_init, py::arg("cls"), py::arg("fields"), py::arg("defaults"));
+  m.def("expr_joins", &expr_joins, py::arg("lit"), py::arg("seq"), py::arg("alt"), py::arg("nothing"),
+        py::arg("classes"));
 }
