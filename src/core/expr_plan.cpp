@@ -895,23 +895,26 @@ bool in_ranges(const std::vector<std::pair<int32_t, int32_t>>& rs, int32_t c) {
   return it != rs.begin() && (--it)->second >= c;
 }
 
+// The characters json.dumps writes as a short escape, with the escape's letter after '\'
+constexpr std::pair<int32_t, int32_t> kShortEscapes[] = {{0x22, 0x22}, {0x5C, 0x5C}, {0x08, 'b'}, {0x0C, 'f'},
+                                                         {0x0A, 'n'}, {0x0D, 'r'}, {0x09, 't'}};
+
+// the letter of c's short escape, or 0
+int32_t short_escape(int32_t c) {
+  for (const auto& [code, letter] : kShortEscapes)
+    if (code == c) return letter;
+  return 0;
+}
+
 // json.dumps(chr(c), ensure_ascii=False)[1:-1] as code points
 void json_text(int32_t c, std::vector<int32_t>& out) {
   static const char kHex[] = "0123456789abcdef";
-  switch (c) {
-    case 0x22: out.insert(out.end(), {0x5C, 0x22}); return;
-    case 0x5C: out.insert(out.end(), {0x5C, 0x5C}); return;
-    case 0x08: out.insert(out.end(), {0x5C, 'b'}); return;
-    case 0x0C: out.insert(out.end(), {0x5C, 'f'}); return;
-    case 0x0A: out.insert(out.end(), {0x5C, 'n'}); return;
-    case 0x0D: out.insert(out.end(), {0x5C, 'r'}); return;
-    case 0x09: out.insert(out.end(), {0x5C, 't'}); return;
-    default:
-      if (c < 0x20) {
-        out.insert(out.end(), {0x5C, 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]});
-      } else {
-        out.push_back(c);
-      }
+  if (const int32_t letter = short_escape(c)) {
+    out.insert(out.end(), {0x5C, letter});
+  } else if (c < 0x20) {
+    out.insert(out.end(), {0x5C, 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]});
+  } else {
+    out.push_back(c);
   }
 }
 
@@ -936,16 +939,12 @@ CpAutomaton class_star(const std::vector<std::pair<int32_t, int32_t>>& cls, bool
     if (lo <= hi) raw.push_back({lo, hi, B});
   }
   std::vector<CpAutomaton::Edge> esc_row;  // after '\': the short escape letters, 'u'
-  static const std::pair<int32_t, int32_t> kShort[] = {{0x22, 0x22}, {0x5C, 0x5C}, {0x08, 'b'}, {0x0C, 'f'},
-                                                       {0x0A, 'n'}, {0x0D, 'r'}, {0x09, 't'}};
-  for (const auto& [c, letter] : kShort)
+  for (const auto& [c, letter] : kShortEscapes)
     if (in_ranges(cls, c)) esc_row.push_back({letter, letter, B});
   std::vector<int32_t> lows[2];  // \u00XY: by high digit X (0 or 1), the low digits Y
   for (int32_t c = 0; c < 0x20; ++c) {
     if (!in_ranges(cls, c)) continue;
-    bool short_escape = false;
-    for (const auto& s : kShort) short_escape |= s.first == c;
-    if (!short_escape) lows[c >> 4].push_back(c & 0xF);
+    if (!short_escape(c)) lows[c >> 4].push_back(c & 0xF);
   }
   d.rows[B] = raw;
   if (esc_row.empty() && lows[0].empty() && lows[1].empty()) return d;
@@ -1047,12 +1046,14 @@ py::object names_except(py::iterable ranges, py::iterable names, bool json) {
   // leaves for (where no name can follow). Every state can end: the class automaton's states
   // lead back to its boundary state, and a trie node leads out of the trie or to a child.
   std::vector<int32_t> free_id(S, -1);
-  int32_t n_states = T;
+  std::vector<int32_t> order;  // the free states, in the order of their ids (T on)
   auto free_state = [&](int32_t s) {
-    if (free_id[s] < 0) free_id[s] = n_states++;
+    if (free_id[s] < 0) {
+      free_id[s] = T + static_cast<int32_t>(order.size());
+      order.push_back(s);
+    }
     return free_id[s];
   };
-  std::vector<int32_t> order;  // the free states, in the order of their ids
   // Python objects are made with the C API; an edge out of the trie that no child splits
   // is one tuple shared by every node leaving from the same automaton state (most of them).
   auto pyint = [](int64_t v) {
@@ -1119,17 +1120,15 @@ py::object names_except(py::iterable ranges, py::iterable names, bool json) {
       emit_row();
     }
     // the free states, as ids were given (a free state's edges may give more)
-    for (size_t i = 0; i < static_cast<size_t>(n_states - T); ++i) {
-      int32_t s = 0;
-      while (free_id[s] != T + static_cast<int32_t>(i)) ++s;
-      order.push_back(s);
-      fill(s, -1);
+    for (size_t i = 0; i < order.size(); ++i) {
+      fill(order[i], -1);
       emit_row();
     }
   } catch (...) {
     for (PyObject* x : row) Py_DECREF(x);
     throw;
   }
+  const auto n_states = static_cast<int32_t>(T + order.size());
   py::tuple final_(n_states);
   for (int32_t i = 0; i < n_states; ++i) {
     const bool f = i < T ? star.final_[at[i]] && !ends[i] : star.final_[order[i - T]] != 0;
