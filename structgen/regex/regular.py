@@ -34,7 +34,7 @@ from ..grammar import (
     seq,
 )
 
-__all__ = ["intersect", "intersect_automaton", "difference", "star_minus_literals", "bound_length",
+__all__ = ["intersect", "intersect_automaton", "automaton_tables", "difference", "star_minus_literals", "bound_length",
            "json_text_charset", "json_text_expr"]
 
 MAX_DFA_STATES = 4000
@@ -321,14 +321,27 @@ def intersect_automaton(a: Expr, b: Expr, label: str) -> Expr:
     """:func:`intersect` as a :class:`~structgen.grammar.Dfa` node (minimal, trimmed), for
     products whose expression would be much larger than the automaton (a counted repeat
     against a numeric range). ``label`` must name the language; NOTHING when empty."""
-    trans, final = _to_lists(_core.minimise_rows(*_nproduct(_ndfa(a), _ndfa(b), True)))
+    tables = _minimal_tables(_nproduct(_ndfa(a), _ndfa(b), True))
+    return NOTHING if tables is None else Dfa(label, *tables)
+
+
+def automaton_tables(e: Expr) -> tuple[tuple[tuple[tuple[int, int, int], ...], ...], tuple[bool, ...]] | None:
+    """The minimal DFA of ``e`` without its dead states, as the tables of a
+    :class:`~structgen.grammar.Dfa` (start state 0); None when ``e`` matches nothing."""
+    return _minimal_tables(_ndfa(e))
+
+
+def _minimal_tables(d) -> tuple[tuple[tuple[tuple[int, int, int], ...], ...], tuple[bool, ...]] | None:
+    """The minimal DFA of ``d`` (row form) without its dead states, as the tables of a
+    :class:`~structgen.grammar.Dfa` (start state 0); None when it accepts nothing."""
+    trans, final = _to_lists(_core.minimise_rows(*d))
     live = _live_states(trans, final)
     if 0 not in live:
-        return NOTHING
+        return None
     keep = sorted(live)  # 0 stays first
     new = {s: i for i, s in enumerate(keep)}
-    return Dfa(label, tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[s] if t in new) for s in keep),
-               tuple(bool(final[s]) for s in keep))
+    return (tuple(tuple((lo, hi, new[t]) for lo, hi, t in trans[s] if t in new) for s in keep),
+            tuple(bool(final[s]) for s in keep))
 
 
 def bound_length(e: Expr, lo: int, hi: int | None) -> Expr:

@@ -8,8 +8,9 @@ from typing import Any
 
 from ..errors import AutomatonSizeError
 from ..grammar import EMPTY, NOTHING, CharSet, Expr, Lit, Ref, Repeat, alt, opt, seq
+from ..regex.format_automata import format_language
 from ..regex.formats import FORMAT_PATTERNS
-from ..regex.parser import ANY_CHAR, agreeing_chars, parse_regex
+from ..regex.parser import ANY_CHAR, agreeing_chars
 from ..regex.regular import difference, intersect, json_text_expr, star_minus_literals
 from .base import ANNOTATION_KEYWORDS, SUPPORTED_KEYWORDS, VALIDATION_KEYWORDS, ConverterBase, _ptr
 from .json_values import dumps_compact
@@ -227,7 +228,7 @@ class ObjectsMixin(ConverterBase):
             if schema["format"] not in FORMAT_PATTERNS:
                 self.unsupported("format", _ptr(ptr, "format"), f"format {schema['format']!r} is not enforced")
                 return None
-            parts.append(parse_regex(FORMAT_PATTERNS[schema["format"]]))
+            parts.append(format_language(schema["format"])[0])
         if "pattern" in schema:
             parts.append(self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
         if "$ref" in schema:

@@ -2,22 +2,15 @@
 ``format``, and the encoding of a decoded-string language as JSON string text."""
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from ..errors import AutomatonSizeError, RegexError
 from ..grammar import EMPTY, NOTHING, Alt, CharSet, Dfa, Expr, Lit, Repeat, Seq, alt, seq
+from ..regex.format_automata import format_expressions, format_language
 from ..regex.formats import FORMAT_PATTERNS
-from ..regex.parser import ANY_CHAR, parse_regex, search_expr
+from ..regex.parser import ANY_CHAR, search_expr
 from ..regex.regular import automaton_lengths, bound_length, difference, intersect, json_text_expr
 from .base import _RAW_CHAR, _STRING_CHAR, NOT_PATTERNS, NOT_STRINGS, ConverterBase, _ptr
-
-
-@lru_cache(maxsize=64)  # formats recur across schemas: parsed and encoded once per process
-def _format_language(fmt: str) -> tuple[Expr, Expr]:
-    """A format's strings over decoded characters, and the same language as JSON-string text."""
-    decoded = parse_regex(FORMAT_PATTERNS[fmt])
-    return decoded, json_text_expr(decoded)
 
 
 def _length_range(e: Expr) -> tuple[int, float]:
@@ -86,12 +79,14 @@ class StringsMixin(ConverterBase):
             elif "pattern" in schema:
                 # both hold: the regular intersection of the two languages (exact)
                 try:
-                    pexpr = intersect(_format_language(fmt)[0],
+                    pexpr = intersect(format_language(fmt)[0],
                                       self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern")))
                 except AutomatonSizeError as exc:
                     self.unsupported("format", _ptr(ptr, "format"), f"format together with this pattern: {exc}")
+            elif lo > 0 or hi is not None:  # (see format_expressions)
+                pexpr, encoded = format_expressions(fmt)
             else:
-                pexpr, encoded = _format_language(fmt)
+                pexpr, encoded = format_language(fmt)
         if pexpr is None and "pattern" in schema:
             pexpr = self.pattern_expr(schema["pattern"], _ptr(ptr, "pattern"))
         if NOT_STRINGS in schema:  # from a negated const/enum: the other strings
@@ -111,7 +106,8 @@ class StringsMixin(ConverterBase):
 
     def _string_pattern(self, pexpr: Expr, lo: int, hi: int | None, ptr: str, encoded: Expr | None = None) -> Expr:
         """``encoded``: ``pexpr`` as JSON-string text when already known (a format's)."""
-        plo, phi = _length_range(pexpr)
+        # (no bounds, nothing to compare: a format's language is thousands of nodes to walk)
+        plo, phi = _length_range(pexpr) if lo > 0 or hi is not None else (0, 0.0)
         if lo > plo or (hi is not None and hi < phi):  # the lengths constrain the pattern further
             if _universal(pexpr):  # a pattern every string matches ("(x+)?" unanchored): counted
                 return seq(Lit('"'), Repeat(_STRING_CHAR, lo, hi), Lit('"'))
