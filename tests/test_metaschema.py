@@ -125,3 +125,16 @@ def test_mutated_schemas_never_pass_wrongly(draft):
 ])
 def test_edge_values_agree(schema, cls):
     assert fast_check(schema, cls.META_SCHEMA) <= _jsonschema_valid(schema, cls)
+
+
+def test_a_compiler_prepares_the_default_dialects_check(monkeypatch):
+    """GrammarCompiler() compiles the 2020-12 check, so the first schema does not pay for it."""
+    from structgen import GrammarCompiler
+    from structgen.schema import metaschema
+
+    from .conftest import toy_info
+
+    uri = "https://json-schema.org/draft/2020-12/schema"
+    monkeypatch.setattr(metaschema, "_CACHE", {})
+    GrammarCompiler(toy_info([]))
+    assert metaschema._CACHE.get(uri) is not None

@@ -22,7 +22,7 @@ from ..index.vocab_cache import load_trie
 from ..guards import deep_recursion as _deep_recursion, gc_paused as _gc_paused
 from ..schema.resources import embed_resources
 from ..schema.text import check_schema_depth, loads_schema
-from ..schema.to_grammar import convert_schema
+from ..schema.to_grammar import convert_schema, prepare_default_check
 from ..grammar.builtin import load_grammar
 from .matcher import GrammarMatcher
 from .precompute import DEFAULT_LIMIT, BackgroundPrecompute
@@ -137,6 +137,8 @@ class GrammarCompiler:
         self._trie: TokenTrie | None = None
         self._alphabet = None
         self._lock = threading.RLock()  # compiling itself runs outside it
+        # per-process set-up here, with the compiler, rather than in the first request's compile
+        prepare_default_check()
 
     @property
     def trie(self) -> TokenTrie:
