@@ -668,3 +668,17 @@ def test_productive_rules_match_a_fixed_point_in_python():
     off, edge = np.zeros(3, np.int64), np.zeros((0, 2), np.int32)
     with pytest.raises(ValueError, match="out of range"):
         _core.productive_rules([bad], [np.array([False, True])], [off], [edge], [False])
+
+
+def test_call_lists_read_from_the_builders_arrays_when_asked(monkeypatch):
+    """A built rule's per-state calls are the CSR arrays' pairs, made only when read."""
+    pda = _build(schema_to_grammar(EXTRA["recursive"]), False, monkeypatch)
+    rules = [r for r in pda.rules if isinstance(r, automaton.RuleDFA) and isinstance(r.calls, automaton.CallLists)]
+    rule = next(r for r in rules if len(r.calls.csr[1]))
+    assert rule.calls._lists is None  # compiling never asked for them
+    off, edge = automaton.calls_csr(rule)
+    assert edge is rule.calls.csr[1]
+    want = tuple(tuple(map(tuple, edge[off[s]:off[s + 1]].tolist())) for s in range(len(off) - 1))
+    assert len(rule.calls) == rule.num_states == len(want)
+    assert rule.calls == want and tuple(rule.calls) == want and rule.calls[-1] == want[-1]
+    assert any(want)
