@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import random
 import signal
 import sys
 import threading
@@ -20,7 +21,8 @@ import pytest
 from structgen import (AutomatonSizeError, GrammarCompiler, LimitError, MatcherError, SchemaError,
                        UnsupportedSchemaError)
 from structgen.errors import StructgenTypeError
-from structgen.schema.text import MAX_NUMBER_LENGTH
+from structgen.schema.pointer import from_path
+from structgen.schema.text import MAX_NUMBER_LENGTH, check_schema_depth
 from tests.conftest import toy_info
 
 GUARD_SECONDS = 120  # a safety net against hangs, not a speed assertion
@@ -287,6 +289,48 @@ def test_deep_nesting_10000_levels_is_answered(compiler):
     assert info.value.limit_name == "MAX_SCHEMA_DEPTH" and f"line 1, column {4000 * 27 + 1}" in str(info.value)
     ok = '{"type": "array", "items": ' * 1000 + '{"type": "integer"}' + "}" * 1000
     assert accepts(compiler.compile_json_schema(ok), "[" * 1000 + "1" + "]" * 1000)
+
+
+def _first_too_deep(value, limit):
+    """The depth check's walk in Python (the reference of the native one): depth first, an
+    explicit stack, items pushed in order; the path of the first container at ``limit``."""
+    stack = [(value, 0, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        if not isinstance(node, (dict, list, tuple)):
+            continue
+        if depth >= limit:
+            return from_path(path), depth + 1
+        for key, item in (node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(item, (dict, list, tuple)):
+                stack.append((item, depth + 1, path + (key,)))
+    return None
+
+
+def test_depth_check_locates_as_the_reference_walk():
+    rng = random.Random(7)
+
+    def value(depth):
+        r = rng.random()
+        if depth > 9 or r < 0.3:
+            return rng.choice([1, "x", None, True, 2.5])
+        if r < 0.6:
+            return {rng.choice(["a", "b", "~", "/", "c"]): value(depth + 1) for _ in range(rng.randint(0, 3))}
+        items = [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return items if r < 0.8 else tuple(items)
+
+    refused = 0
+    for _ in range(2000):
+        v, limit = value(0), rng.randint(0, 8)
+        want = _first_too_deep(v, limit)
+        try:
+            check_schema_depth(v, limit)
+            got = None
+        except LimitError as e:
+            got = (e.pointer, e.reached)
+            refused += 1
+        assert got == want, (v, limit)
+    assert 300 < refused < 1900  # both outcomes exercised
 
 
 def test_deep_resource_is_refused_where_it_nests(compiler):

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from .. import _core
 from ..errors import LimitError, SchemaError
 from .pointer import from_path
 
@@ -112,32 +113,15 @@ def _too_deep(text: str) -> int | None:
 
 
 def check_schema_depth(schema: Any, limit: int | None = None) -> None:
-    """Refuse a schema nested deeper than ``limit`` (walked with an explicit stack: the
-    check itself must not recurse).
+    """Refuse a schema nested deeper than ``limit`` (a native walk with an explicit stack:
+    the check itself must not recurse).
 
     Raises:
         LimitError: with the JSON pointer of the first value past the limit.
     """
     limit = MAX_SCHEMA_DEPTH if limit is None else limit
-    # entries: (value, depth, key, parent entry); the pointer is rebuilt only on failure
-    stack: list[tuple[Any, int, Any, Any]] = [(schema, 0, None, None)]
-    while stack:
-        entry = stack.pop()
-        node, depth = entry[0], entry[1]
-        if isinstance(node, dict):
-            items = node.items()
-        elif isinstance(node, (list, tuple)):
-            items = enumerate(node)
-        else:
-            continue
-        if depth >= limit:
-            parts = []
-            while entry is not None and entry[3] is not None:
-                parts.append(entry[2])
-                entry = entry[3]
-            pointer = from_path(reversed(parts))
-            raise LimitError(f"the schema nests deeper than {limit} levels", limit_name="MAX_SCHEMA_DEPTH",
-                             limit=limit, reached=depth + 1, pointer=pointer)
-        for key, value in items:
-            if isinstance(value, (dict, list, tuple)):
-                stack.append((value, depth + 1, key, entry))
+    found = _core.first_too_deep(schema, limit)
+    if found is not None:
+        path, reached = found
+        raise LimitError(f"the schema nests deeper than {limit} levels", limit_name="MAX_SCHEMA_DEPTH",
+                         limit=limit, reached=reached, pointer=from_path(path))
