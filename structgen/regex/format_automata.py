@@ -48,10 +48,8 @@ def build_tables(fmt: str) -> dict:
     and ``rows`` (per state its ``lo, hi, target`` triples, flattened). ``decoded``: the
     strings of the format; ``json_text``: the same strings as written between the quotes of
     a JSON string (:func:`~structgen.regex.regular.json_text_expr`)."""
-    pattern = FORMAT_PATTERNS[fmt]
-    decoded = parse_regex(pattern)
-    out: dict = {"format": fmt, "pattern_sha256": _digest(pattern)}
-    for part, e in zip(_PARTS, (decoded, json_text_expr(decoded))):
+    out: dict = {"format": fmt, "pattern_sha256": _digest(FORMAT_PATTERNS[fmt])}
+    for part, e in zip(_PARTS, format_expressions(fmt)):
         tables = automaton_tables(e)
         if tables is None:  # (every format has strings; a pattern edited into the empty language)
             raise ValueError(f"format {fmt!r}: the pattern matches nothing")
@@ -71,12 +69,6 @@ def _read(path: Path, fmt: str) -> dict | None:
     return data
 
 
-def _source(fmt: str, part: str) -> Expr:
-    """The expression of a part, for printing a grammar as Lark (the automaton has no notation)."""
-    decoded = parse_regex(FORMAT_PATTERNS[fmt])
-    return decoded if part == "decoded" else json_text_expr(decoded)
-
-
 @lru_cache(maxsize=64)  # formats recur across schemas: parsed and encoded once per process
 def format_expressions(fmt: str) -> tuple[Expr, Expr]:
     """``fmt``'s strings as an expression parsed from its pattern, and the same strings as
@@ -85,6 +77,10 @@ def format_expressions(fmt: str) -> tuple[Expr, Expr]:
     would need a state per length."""
     decoded = parse_regex(FORMAT_PATTERNS[fmt])
     return decoded, json_text_expr(decoded)
+
+
+def _expression(fmt: str, k: int) -> Expr:
+    return format_expressions(fmt)[k]
 
 
 @lru_cache(maxsize=None)
@@ -97,11 +93,13 @@ def format_language(fmt: str) -> tuple[Expr, Expr]:
         return format_expressions(fmt)
     data = _read(path, fmt) or build_tables(fmt)
     out = []
-    for part in _PARTS:
+    for k, part in enumerate(_PARTS):
         rows, final = data[part]["rows"], data[part]["final"]
         trans = tuple(tuple(zip(r[0::3], r[1::3], r[2::3])) for r in rows)
         label = f"format {fmt}" if part == "decoded" else f"JSON text of format {fmt}"
-        out.append(Dfa(label, trans, tuple(map(bool, final)), partial(_source, fmt, part)))
+        # printed as Lark through the parsed expression (an automaton has no notation)
+        source = partial(_expression, fmt, k)
+        out.append(Dfa(label, trans, tuple(map(bool, final)), source))
     return out[0], out[1]
 
 
