@@ -1818,6 +1818,7 @@ class ConfigIndex final : public structgen::IndexView {
   // The same raw frames always close to the same configuration. Memo entries keep their raw
   // frames in one flat array: entry k's are closed_frames_[closed_off_[k] .. closed_off_[k + 1]].
   int32_t close_memo(const std::vector<Frame>& raw) {
+    if (raw.size() > 1 && all_simple(raw)) return close_simple(raw);
     uint64_t h = 0x2545F4914F6CDD1Dull ^ raw.size();
     for (const Frame& f : raw) h = mix64(h ^ frame_hash(f));
     const int32_t e = closed_.find(h, [&](int32_t k) {
@@ -1832,6 +1833,33 @@ class ConfigIndex final : public structgen::IndexView {
     closed_cid_.push_back(cid);
     closed_.insert(h, k);
     return cid;
+  }
+
+  bool all_simple(const std::vector<Frame>& raw) const {
+    for (const Frame& f : raw) {
+      const Rule& R = rules_[f.r];
+      if (R.counter || !R.simple[static_cast<size_t>(f.s)]) return false;
+    }
+    return true;
+  }
+
+  // close() of frames that all read a byte, call nothing and cannot end (the configurations
+  // a row makes inside the member names of several object variants at once, most of a
+  // first-visit fill at a name's start): each frame is its own stack, so the configuration is
+  // their stacks, interned without the closure's walk and without a memo entry (the lookup
+  // of the stacks costs about what the memo's would, and nearly every such set is met once)
+  int32_t close_simple(const std::vector<Frame>& raw) {
+    std::vector<int32_t>& tops = close_tops_;
+    tops.clear();
+    for (const Frame& f : raw) tops.push_back(stack_id(f));
+    std::sort(tops.begin(), tops.end());
+    tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
+    if (counted_ && tops.size() > 1) {  // (as close())
+      prune_subsumed(tops);
+      const auto n = static_cast<int64_t>(tops.size());
+      if (n > stack_limit_.load(std::memory_order_relaxed)) throw StackLimitExceeded{n};
+    }
+    return intern_config(tops, false);
   }
 
   // counters.prune_subsumed: drop stacks that differ from another only in a smaller value of
@@ -1963,6 +1991,8 @@ class ConfigIndex final : public structgen::IndexView {
       std::vector<int32_t>& reps = row_reps_;  // g * k targets
       std::vector<int32_t>& after = row_after_;
       std::vector<int32_t>& col = row_col_;
+      std::vector<uint64_t>& hashes = row_hashes_;  // of each group's tuple
+      hashes.clear();
       reps.clear();
       after.clear();
       col.assign(k, 0);
@@ -1972,12 +2002,20 @@ class ConfigIndex final : public structgen::IndexView {
           const int next = word * 64 + __builtin_ctzll(bits);
           if (next > b) std::fill(row + b + 1, row + next, row[b]);
           b = next;
-          for (size_t j = 0; j < k; ++j) col[j] = targets[j][b];
+          uint64_t h = 0x9E3779B97F4A7C15ull;
+          for (size_t j = 0; j < k; ++j) {
+            col[j] = targets[j][b];
+            h = mix64(h ^ static_cast<uint32_t>(col[j]));
+          }
+          // groups found by their tuple's hash first: a name's state has a change point and
+          // a group per letter, and comparing every tuple with every group (a memcmp call
+          // each) was a tenth of a member-name start's fill
           size_t g = 0;
           const size_t groups = after.size();
           for (; g < groups; ++g)
-            if (std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
+            if (hashes[g] == h && std::equal(col.begin(), col.end(), reps.begin() + g * k)) break;
           if (g == groups) {
+            hashes.push_back(h);
             reps.insert(reps.end(), col.begin(), col.end());
             std::vector<Frame>& raw = row_raw_;
             raw.clear();
@@ -4773,6 +4811,7 @@ class ConfigIndex final : public structgen::IndexView {
   // compute_row_locked's scratch (never re-entered: close() computes no row)
   std::vector<Frame> row_raw_;  // frames to close
   std::vector<int32_t> row_stacks_, row_reps_, row_after_, row_col_;
+  std::vector<uint64_t> row_hashes_;
   std::vector<Frame> row_frames_;
   std::vector<const int32_t*> row_targets_;
   std::unordered_map<int64_t, std::vector<int32_t>> frame_tables_;
