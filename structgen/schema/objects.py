@@ -81,11 +81,18 @@ class ObjectsMixin(ConverterBase):
         # the alternatives below start at each leading optional member and share these
         members = [member(name, value) for name, value, _ in entries]
         extra_member = self.extra_members(ptr, declared, additional, patterns, names_schema)
+        # An undeclared member where no member came before is an alternative of the declared
+        # names' literals: written out there, not as a reference to the shared rule, its
+        # name automaton becomes part of the surrounding rule's, determinised with those
+        # literals. Called, each name start walked the literals and the undeclared name in
+        # step as two stacks: 30-45 configurations made in a first-visit fill at "{\"".
+        first_extra = None
         if extra_member is not None:
             extra_member = alt(*(seq(k, ws, Lit(":"), ws, v) for k, v in extra_member)) or None
             if extra_member == NOTHING:
                 extra_member = None
             else:  # it recurs after every declared member: one rule, not a copy per gap
+                first_extra = extra_member
                 extra_member = self.share(extra_member)
 
         tails: list[Expr] | None = None
@@ -108,10 +115,10 @@ class ObjectsMixin(ConverterBase):
         # no required member (and no minimum): "{}" is valid
         nullable = leading_optional == len(entries) and min_props == 0
         if counted:
-            body = self._object_body_rules(entries, members, sep, extra_member, (min_props, max_props))
+            body = self._object_body_rules(entries, members, sep, extra_member, (min_props, max_props), first_extra)
             return self.container("{", body, nullable, "}")
         if leading_optional > 2:
-            body = self._object_body_rules(entries, members, sep, extra_member)
+            body = self._object_body_rules(entries, members, sep, extra_member, first_extra=first_extra)
             return self.container("{", body, nullable, "}")
         options: list[Expr] = []
         for k, (name, value, req) in enumerate(entries):
@@ -120,7 +127,7 @@ class ObjectsMixin(ConverterBase):
                 break
         else:  # every declared member optional: they may all be absent
             if extra_member is not None:
-                options.append(seq(extra_member, Repeat(seq(sep, extra_member), 0, None)))
+                options.append(seq(first_extra, Repeat(seq(sep, extra_member), 0, None)))
         return self.container("{", alt(*options) if options else NOTHING, nullable, "}")
 
     def extra_members(self, ptr: str, declared: list[str], additional: Any, patterns: dict, names_schema: Any):
@@ -260,7 +267,8 @@ class ObjectsMixin(ConverterBase):
             return None
         return lang
 
-    def _object_body_rules(self, entries, members, sep, extra_member, counts: tuple[int, int | None] | None = None) -> Expr:
+    def _object_body_rules(self, entries, members, sep, extra_member, counts: tuple[int, int | None] | None = None,
+                           first_extra: Expr | None = None) -> Expr:
         """Members in order, optional ones skippable, commas only between present ones.
 
         Written with one helper rule per position so that its size stays linear in the
@@ -298,7 +306,7 @@ class ObjectsMixin(ConverterBase):
         for c in range(min(n, cap) + 1):
             self.rules[f"{base}_rest{n}_{c}"] = extras_from(c)
         if extra_member is not None and (hi is None or hi >= 1):
-            self.rules[f"{base}_first{n}"] = seq(extra_member, extras_from(1))
+            self.rules[f"{base}_first{n}"] = seq(first_extra if first_extra is not None else extra_member, extras_from(1))
         else:  # non-empty bodies only: the empty object is the container's own alternative
             self.rules[f"{base}_first{n}"] = NOTHING
         for k in reversed(range(n)):
