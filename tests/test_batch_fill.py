@@ -94,6 +94,24 @@ def test_batch_fill_equals_matcher_fill_bit_for_bit(threads):
                 _walk(b, np.random.default_rng(seed), 1, info, finish=False)
 
 
+@pytest.mark.parametrize("threads", [2, 4])
+def test_memoised_rows_copied_by_several_threads(threads):
+    """With no mask missing and rows of 64 KB or more in all, the threads copy the memoised
+    rows in pieces (name clears and stop-token rows included)."""
+    info = toy_info(TOKENS, vocab_size=1 << 15)
+    words = bitmask_words(info.vocab_size)
+    ours = _matchers(GrammarCompiler(info), info, seed=7)
+    theirs = _matchers(GrammarCompiler(info), info, seed=7)
+    batch = len(ours)
+    assert sum(m is not None for m in ours) * words * 4 >= 64 << 10
+    assert any(m is not None and m.is_terminated() for m in ours)
+    fill_next_token_bitmasks(ours, np.zeros((batch, words), np.int32), threads=threads)  # the missing masks
+    got = np.full((batch, words), 0x5A5A5A5A, np.int32)
+    fill_next_token_bitmasks(ours, got, threads=threads)  # every mask memoised now
+    expect = _one_by_one(theirs, batch, words, range(batch))
+    assert np.array_equal(got, expect), f"rows differ: {np.flatnonzero((got != expect).any(axis=1))}"
+
+
 @pytest.mark.parametrize(("threads", "lane"), [(2, 0), (2, 1), (4, 3), (8, 7)])
 def test_rows_of_one_lane_are_shared_out(threads, lane):
     """The batch fill keeps each row's work in a lane (row % threads) that one thread takes
