@@ -68,7 +68,9 @@ def _stacks_at(compiled, prefix: str) -> int:
     return len(compiled.index.config_stacks(m.state))
 
 
-@pytest.mark.parametrize("required", [[], ["gamma"], ["beta"]])  # a chain of rules, alternatives, both
+# [] and ["gamma"]: a chain of rules (an undeclared member may come first with []);
+# ["beta"]: alternatives written out
+@pytest.mark.parametrize("required", [[], ["gamma"], ["beta"]])
 # (values large enough that the undeclared member's rule is called where it is shared)
 @pytest.mark.parametrize("additional", [{"type": "string", "format": "date-time"},
                                         {"type": "array", "items": {"type": "string", "format": "uri"}}])

@@ -1805,6 +1805,12 @@ class ConfigIndex final : public structgen::IndexView {
           work.push_back({R.call_data[2 * k], 0, stack_id({f.r, R.call_data[2 * k + 1], f.p})});
       }
     }
+    return intern_tops(tops, accepting);
+  }
+
+  // The configuration of these stack tops (sorted and deduplicated here, in place), past the
+  // stack limit's check where counters may multiply them.
+  int32_t intern_tops(std::vector<int32_t>& tops, bool accepting) {
     std::sort(tops.begin(), tops.end());
     tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
     if (counted_ && tops.size() > 1) {  // bounded stacks per configuration
@@ -1852,14 +1858,7 @@ class ConfigIndex final : public structgen::IndexView {
     std::vector<int32_t>& tops = close_tops_;
     tops.clear();
     for (const Frame& f : raw) tops.push_back(stack_id(f));
-    std::sort(tops.begin(), tops.end());
-    tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
-    if (counted_ && tops.size() > 1) {  // (as close())
-      prune_subsumed(tops);
-      const auto n = static_cast<int64_t>(tops.size());
-      if (n > stack_limit_.load(std::memory_order_relaxed)) throw StackLimitExceeded{n};
-    }
-    return intern_config(tops, false);
+    return intern_tops(tops, false);
   }
 
   // counters.prune_subsumed: drop stacks that differ from another only in a smaller value of

@@ -85,7 +85,7 @@ class ObjectsMixin(ConverterBase):
         # names' literals: written out there, not as a reference to the shared rule, its
         # name automaton becomes part of the surrounding rule's, determinised with those
         # literals. Called, each name start walked the literals and the undeclared name in
-        # step as two stacks: 30-45 configurations made in a first-visit fill at "{\"".
+        # step as two stacks: 30-45 configurations made by one first-visit fill.
         first_extra = None
         if extra_member is not None:
             extra_member = alt(*(seq(k, ws, Lit(":"), ws, v) for k, v in extra_member)) or None
@@ -115,10 +115,10 @@ class ObjectsMixin(ConverterBase):
         # no required member (and no minimum): "{}" is valid
         nullable = leading_optional == len(entries) and min_props == 0
         if counted:
-            body = self._object_body_rules(entries, members, sep, extra_member, (min_props, max_props), first_extra)
+            body = self._object_body_rules(entries, members, sep, extra_member, first_extra, (min_props, max_props))
             return self.container("{", body, nullable, "}")
         if leading_optional > 2:
-            body = self._object_body_rules(entries, members, sep, extra_member, first_extra=first_extra)
+            body = self._object_body_rules(entries, members, sep, extra_member, first_extra)
             return self.container("{", body, nullable, "}")
         options: list[Expr] = []
         for k, (name, value, req) in enumerate(entries):
@@ -267,13 +267,15 @@ class ObjectsMixin(ConverterBase):
             return None
         return lang
 
-    def _object_body_rules(self, entries, members, sep, extra_member, counts: tuple[int, int | None] | None = None,
-                           first_extra: Expr | None = None) -> Expr:
+    def _object_body_rules(self, entries, members, sep, extra_member, first_extra,
+                           counts: tuple[int, int | None] | None = None) -> Expr:
         """Members in order, optional ones skippable, commas only between present ones.
 
         Written with one helper rule per position so that its size stays linear in the
         number of properties: ``rest_k`` follows an emitted member, ``first_k`` is where
         nothing has been emitted yet. (Inlined alternatives would copy every suffix.)
+        ``extra_member`` is the shared rule of an undeclared member, ``first_extra`` its
+        expression, written out where it may be the first member.
 
         With ``counts`` (minProperties, maxProperties), ``rest_k_c`` also knows that ``c``
         members were emitted (counted up to the maximum, or up to the minimum when there is
@@ -306,7 +308,7 @@ class ObjectsMixin(ConverterBase):
         for c in range(min(n, cap) + 1):
             self.rules[f"{base}_rest{n}_{c}"] = extras_from(c)
         if extra_member is not None and (hi is None or hi >= 1):
-            self.rules[f"{base}_first{n}"] = seq(first_extra if first_extra is not None else extra_member, extras_from(1))
+            self.rules[f"{base}_first{n}"] = seq(first_extra, extras_from(1))
         else:  # non-empty bodies only: the empty object is the container's own alternative
             self.rules[f"{base}_first{n}"] = NOTHING
         for k in reversed(range(n)):
