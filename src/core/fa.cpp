@@ -78,7 +78,15 @@ constexpr int32_t MAX_CP = 0x10FFFF;
 
 // --------------------------------------------------------------------------- UTF-8 lowering
 
-using ByteSeq = std::vector<std::pair<int32_t, int32_t>>;
+// One UTF-8 byte-range sequence: up to four (lo, hi) byte ranges, held inline (a vector per
+// sequence was an allocation for every sequence of every character class the NFA reads)
+struct ByteSeq {
+  std::pair<int32_t, int32_t> r[4];
+  size_t n = 0;
+  size_t size() const { return n; }
+  const std::pair<int32_t, int32_t>& operator[](size_t i) const { return r[i]; }
+  void emplace_back(int32_t lo, int32_t hi) { r[n++] = {lo, hi}; }
+};
 
 int utf8_encode(int32_t cp, uint8_t* out) {
   if (cp < 0x80) {
@@ -124,17 +132,19 @@ void utf8_sequences(int32_t lo, int32_t hi, std::vector<ByteSeq>& out) {
   lo = std::max(lo, 0);
   hi = std::min(hi, MAX_CP);
   if (lo > hi) return;
-  std::vector<std::pair<int64_t, int64_t>> stack;
-  if (hi > 0xDFFF) stack.emplace_back(std::max<int64_t>(lo, 0xE000), hi);
-  if (lo < 0xD800) stack.emplace_back(lo, std::min<int64_t>(hi, 0xD7FF));
-  while (!stack.empty()) {
-    auto [start, end] = stack.back();
-    stack.pop_back();
+  // (the pieces still to encode: each split pushes one, at most a few dozen in all)
+  std::pair<int64_t, int64_t> stack[64];
+  int depth = 0;
+  if (hi > 0xDFFF) stack[depth++] = {std::max<int64_t>(lo, 0xE000), hi};
+  if (lo < 0xD800) stack[depth++] = {lo, std::min<int64_t>(hi, 0xD7FF)};
+  while (depth > 0) {
+    auto [start, end] = stack[--depth];
     if (start > end) continue;
     for (;;) {
       const int64_t split = split_point(start, end);
       if (split < 0) break;
-      stack.emplace_back(split + 1, end);
+      if (depth == 64) throw BadInput("a code point range splits into too many UTF-8 sequences");
+      stack[depth++] = {split + 1, end};
       end = split;
     }
     uint8_t a[4], b[4];
@@ -645,9 +655,11 @@ DFA product(const DFA& a, const DFA& b, bool keep_b_final, int64_t max_states) {
 
 std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
   const int64_t n = dfa.size();
-  // letters: the elementary intervals of all rows, then one per callee. Only the transitions
-  // there are get listed (a complete table through a sink state had letters x states entries,
-  // nearly all into the sink, and building it was most of a small rule's minimisation).
+  // letters: the elementary intervals of all rows, then one per callee. A row is kept whole
+  // as its range of letters (lo, hi), not listed letter by letter: a state inside a string
+  // reads most of the alphabet into itself in a few rows, which spelled out per letter were
+  // most of the transitions (part of a Kubernetes object rule: 324 states, 70 letters,
+  // 19,000 letter transitions from about 2,000 rows).
   std::vector<int32_t> points;
   // over bytes (every end point <= 256) the points are marked in a table, which then gives
   // each row's first letter directly (sorting the end points and a binary search per row
@@ -675,38 +687,44 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
     std::sort(points.begin(), points.end());
     points.erase(std::unique(points.begin(), points.end()), points.end());
   }
-  auto first_letter = [&](int32_t lo) -> int64_t {
-    return small ? letter_at[lo] : std::lower_bound(points.begin(), points.end(), lo) - points.begin();
+  // the letter starting at end point v (v is one: every row's lo and hi + 1 are)
+  auto letter_of = [&](int64_t v) -> int32_t {
+    return small ? letter_at[v]
+                 : static_cast<int32_t>(std::lower_bound(points.begin(), points.end(), v) - points.begin());
   };
-  const int64_t byte_letters = points.empty() ? 0 : static_cast<int64_t>(points.size()) - 1;
+  const int32_t byte_letters = points.empty() ? 0 : static_cast<int32_t>(points.size()) - 1;
   std::vector<int32_t> callees;
   for (size_t k = 0; k < dfa.calls.size(); k += 2) callees.push_back(dfa.calls[k]);
   std::sort(callees.begin(), callees.end());
   callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
-  const size_t L = static_cast<size_t>(byte_letters) + callees.size();
+  const int32_t L = byte_letters + static_cast<int32_t>(callees.size());
   auto callee_letter = [&](int32_t c) {
     return static_cast<int32_t>(byte_letters + (std::lower_bound(callees.begin(), callees.end(), c) - callees.begin()));
   };
-  // incoming transitions per state as (letter, source): a splitter's predecessors are gathered
-  // from its states' lists, so one round costs the transitions into the splitter
+  // incoming transitions per state as letter ranges [lo, hi] with their source (a call: one
+  // letter): a splitter's predecessors are gathered from its states' lists
+  struct In {
+    int32_t lo, hi, src;
+  };
   std::vector<int64_t> in_off(n + 1, 0);
-  auto each = [&](auto&& visit) {  // visit(letter, source, target) for every transition
+  auto each = [&](auto&& visit) {  // visit(lo letter, hi letter, source, target) per row and call
     for (int64_t s = 0; s < n; ++s) {
       for (int64_t k = dfa.row_off[s]; k < dfa.row_off[s + 1]; ++k) {
         const int32_t* r = &dfa.rows[3 * k];
-        for (int64_t i = first_letter(r[0]); i < byte_letters && points[i] <= r[1]; ++i)
-          visit(static_cast<int32_t>(i), static_cast<int32_t>(s), r[2]);
+        visit(letter_of(r[0]), letter_of(static_cast<int64_t>(r[1]) + 1) - 1, static_cast<int32_t>(s), r[2]);
       }
-      for (int64_t k = dfa.call_off[s]; k < dfa.call_off[s + 1]; ++k)
-        visit(callee_letter(dfa.calls[2 * k]), static_cast<int32_t>(s), dfa.calls[2 * k + 1]);
+      for (int64_t k = dfa.call_off[s]; k < dfa.call_off[s + 1]; ++k) {
+        const int32_t c = callee_letter(dfa.calls[2 * k]);
+        visit(c, c, static_cast<int32_t>(s), dfa.calls[2 * k + 1]);
+      }
     }
   };
-  each([&](int32_t, int32_t, int32_t t) { ++in_off[t + 1]; });
+  each([&](int32_t, int32_t, int32_t, int32_t t) { ++in_off[t + 1]; });
   for (int64_t t = 0; t < n; ++t) in_off[t + 1] += in_off[t];
-  std::vector<std::pair<int32_t, int32_t>> incoming(in_off[n]);
+  std::vector<In> incoming(static_cast<size_t>(in_off[n]));
   {
     std::vector<int64_t> fill(in_off.begin(), in_off.end() - 1);
-    each([&](int32_t a, int32_t src, int32_t t) { incoming[fill[t]++] = {a, src}; });
+    each([&](int32_t lo, int32_t hi, int32_t src, int32_t t) { incoming[fill[t]++] = {lo, hi, src}; });
   }
   // the refinable partition: elems grouped by block, [first, end) per block; marked states
   // of a block are moved to [first, mid)
@@ -737,38 +755,58 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
       }
     }
   }
-  std::vector<int32_t> touched, letters;
-  // the splitter's predecessors bucketed by letter, in one flat array (counted, then placed:
-  // no sort, as a large splitter can have most transitions of the automaton coming in, and
-  // no vector per letter to grow)
-  std::vector<int64_t> per_letter(L, 0), at(L, 0);
-  std::vector<int32_t> by_letter;
+  // A splitter's incoming ranges cut the letters into pieces at their end points: over one
+  // piece every source either enters the splitter on all its letters or on none (a state's
+  // rows are disjoint, and each row into the splitter starts and ends at a cut), so splitting
+  // by the piece's sources is splitting by each of its letters. The sources are bucketed by
+  // piece in one flat array (counted, then placed).
+  std::vector<int32_t> touched, cuts, by_piece;
+  std::vector<int32_t> piece_at(static_cast<size_t>(L) + 1, 0);  // cut -> its piece (this splitter's cuts only)
+  std::vector<char> is_cut(static_cast<size_t>(L) + 1, 0);
+  std::vector<int64_t> per_piece, at;
+  std::vector<In> entries;
   while (!work.empty()) {
     const int32_t A = work.back();
     work.pop_back();
     in_work[A] = 0;
-    letters.clear();
+    entries.clear();
+    cuts.clear();
     for (int64_t k = first[A]; k < bend[A]; ++k) {
       const int32_t t = elems[k];
-      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j)
-        if (per_letter[incoming[j].first]++ == 0) letters.push_back(incoming[j].first);
+      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) {
+        const In& e = incoming[j];
+        entries.push_back(e);
+        cuts.push_back(e.lo);
+        cuts.push_back(e.hi + 1);
+      }
     }
-    int64_t total = 0;
-    for (int32_t letter : letters) {
-      at[letter] = total;
-      total += per_letter[letter];
+    if (entries.empty()) continue;
+    if (cuts.size() * 4 >= static_cast<size_t>(L)) {  // many: marked, then read in order
+      for (int32_t c : cuts) is_cut[static_cast<size_t>(c)] = 1;
+      cuts.clear();
+      for (int32_t c = 0; c <= L; ++c)
+        if (is_cut[static_cast<size_t>(c)]) {
+          is_cut[static_cast<size_t>(c)] = 0;
+          cuts.push_back(c);
+        }
+    } else {
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     }
-    by_letter.resize(static_cast<size_t>(total));
-    for (int64_t k = first[A]; k < bend[A]; ++k) {
-      const int32_t t = elems[k];
-      for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) by_letter[at[incoming[j].first]++] = incoming[j].second;
-    }
-    for (int32_t letter : letters) {
+    const size_t pieces = cuts.size() - 1;
+    for (size_t i = 0; i < cuts.size(); ++i) piece_at[static_cast<size_t>(cuts[i])] = static_cast<int32_t>(i);
+    per_piece.assign(pieces + 1, 0);
+    for (const In& e : entries)
+      for (int32_t p = piece_at[e.lo], z = piece_at[e.hi + 1]; p < z; ++p) ++per_piece[p + 1];
+    for (size_t p = 0; p < pieces; ++p) per_piece[p + 1] += per_piece[p];
+    at.assign(per_piece.begin(), per_piece.end() - 1);
+    by_piece.resize(static_cast<size_t>(per_piece[pieces]));
+    for (const In& e : entries)
+      for (int32_t p = piece_at[e.lo], z = piece_at[e.hi + 1]; p < z; ++p) by_piece[at[p]++] = e.src;
+    for (size_t p = 0; p < pieces; ++p) {
       touched.clear();
-      const int64_t end = at[letter], begin = end - per_letter[letter];
-      per_letter[letter] = 0;
-      for (int64_t q = begin; q < end; ++q) {
-        const int32_t s = by_letter[q];
+      for (int64_t q = per_piece[p]; q < per_piece[p + 1]; ++q) {
+        const int32_t s = by_piece[q];
         const int32_t b = blk[s];
         if (mid[b] == first[b]) touched.push_back(b);
         const int64_t to = mid[b]++;
@@ -784,22 +822,27 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
           mid[b] = first[b];
           continue;
         }
+        // the smaller part becomes the new block, whose states are relabelled: relabelling
+        // the marked part always cost a block of thousands of states peeled one state at a
+        // time (a large rule whose states are nearly all distinct) quadratic time
         const auto nb = static_cast<int32_t>(first.size());
-        first.push_back(first[b]);
-        bend.push_back(mid[b]);
-        mid.push_back(first[b]);
+        const int64_t marked = mid[b] - first[b], rest = bend[b] - mid[b];
+        if (marked <= rest) {
+          first.push_back(first[b]);
+          bend.push_back(mid[b]);
+          first[b] = mid[b];
+        } else {
+          first.push_back(mid[b]);
+          bend.push_back(bend[b]);
+          bend[b] = mid[b];
+        }
+        mid.push_back(first[nb]);
+        mid[b] = first[b];
         in_work.push_back(0);
         for (int64_t k = first[nb]; k < bend[nb]; ++k) blk[elems[k]] = nb;
-        first[b] = bend[nb];
-        mid[b] = first[b];
-        if (in_work[b]) {
-          work.push_back(nb);
-          in_work[nb] = 1;
-        } else {
-          const int32_t smaller = (bend[nb] - first[nb]) <= (bend[b] - first[b]) ? nb : b;
-          work.push_back(smaller);
-          in_work[smaller] = 1;
-        }
+        // (b on the worklist: both parts must be; else the smaller one is enough)
+        work.push_back(nb);
+        in_work[nb] = 1;
       }
     }
   }
