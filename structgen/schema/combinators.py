@@ -461,6 +461,8 @@ class CombinatorsMixin(ConverterBase):
     def has_unevaluated(self, schema: Any, ptr: str) -> bool:
         """Whether an unevaluated* keyword applies to ``schema``'s instance in place: in it, or
         in its allOf/anyOf/oneOf/if/then/else/dependentSchemas members, following $refs."""
+        if not self.any_unevaluated():  # (a walk per allOf part and base was 4% of converting
+            return False                # a large schema that has none anywhere)
         seen: set[int] = set()
 
         def walk(s: Any, at: str) -> bool:
@@ -582,13 +584,19 @@ class CombinatorsMixin(ConverterBase):
             # the reasons found empty inside, located as errors are
             self.empty_reasons[reasons:] = [relocated(e) for e in self.empty_reasons[reasons:]]
 
+    def any_unevaluated(self) -> bool:
+        """Whether the word "unevaluated" occurs anywhere in the document (its referenced
+        resources are embedded in it): where it does not, no unevaluated* keyword applies
+        anywhere, nor appears in a schema derived from the document's. One look, kept."""
+        if not hasattr(self, "_any_unevaluated"):
+            self._any_unevaluated = "unevaluated" in json.dumps(self.root, default=str)
+        return self._any_unevaluated
+
     def plain_below(self, schema: Any, ptr: str, depth: int = 0) -> Any:
         """``schema`` with each subschema for a member or item (``properties``, ``items``...)
         that has unevaluated* keywords replaced by its plain form (:meth:`unevaluated`):
         exact, as nothing outside that subschema annotates its instance for it."""
-        if not hasattr(self, "_any_unevaluated"):  # one look at the whole document, not one per merge
-            self._any_unevaluated = "unevaluated" in json.dumps(self.root, default=str)
-        if not self._any_unevaluated or not isinstance(schema, dict) or depth > 32 \
+        if not self.any_unevaluated() or not isinstance(schema, dict) or depth > 32 \
                 or "unevaluated" not in json.dumps(schema, default=str):
             return schema
         out = dict(schema)
