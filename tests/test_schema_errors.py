@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -280,3 +283,25 @@ def test_tokenizer_without_eos_refused():
         TokenizerInfo.from_huggingface(NoEos())
     info = TokenizerInfo.from_huggingface(NoEos(), stop_token_ids=[1])
     assert info.stop_token_ids == (1,) and info.token_bytes[1] is None
+
+
+def test_merge_conflict_names_the_same_keyword_in_every_run():
+    # two allOf members each with its own if/then: both keywords conflict, and the error names
+    # the first in the schema's order whatever the interpreter's hash seed (a set of keys
+    # named 'if' in some runs and 'then' in others)
+    code = (
+        "from structgen.schema.to_grammar import convert_schema\n"
+        "try:\n"
+        "    convert_schema({'type': 'object', 'allOf': [\n"
+        "        {'if': {'properties': {'t': {'const': 'a'}}}, 'then': {'properties': {'x': {'type': 'string'}}}},\n"
+        "        {'if': {'properties': {'t': {'const': 'b'}}}, 'then': {'properties': {'y': {'type': 'string'}}}}]},\n"
+        "        strict=True, whitespace='compact', max_whitespace=8)\n"
+        "except Exception as e:\n"
+        "    print(getattr(e, 'keyword', None))\n"
+    )
+    seen = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        seen.add(out.stdout.strip())
+    assert seen == {"if"}

@@ -135,7 +135,7 @@ def _merge(a: Any, b: Any, resolve: Callable[[str], Any], depth: int) -> Any:
     if not isinstance(a, dict) or not isinstance(b, dict):
         return merge(a, b, resolve, depth + 1)
     out: dict[str, Any] = {}
-    for key in a.keys() | b.keys():
+    for key in dict.fromkeys([*a, *b]):  # (a's keys, then b's: a set's order made the keyword an error names vary by run)
         if key in _ANNOTATIONS:
             out[key] = a.get(key, b.get(key))
             continue
