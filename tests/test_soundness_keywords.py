@@ -387,6 +387,9 @@ def test_oneof_disjoint_branches_proven(compiler, schema, valid, invalid):
      "oneOf": [{"$ref": "#/definitions/s", "type": "integer"}, {"type": "string", "maxLength": 1}]},
     # a pattern overlap: "Addx" matches both
     {"oneOf": [{"type": "string", "pattern": "^Add"}, {"type": "string", "pattern": "x$"}]},
+    # a tagged union whose tag sets share "a": {"kind":"a"} matches both
+    {"oneOf": [{"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a", "b"]}}},
+               {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["c", "a"]}}}]},
 ])
 def test_oneof_overlapping_branches_still_refused_or_exact(compiler, schema):
     texts = _ANY_TEXTS + ['{"kind":"a"}', '{"v":1}', '"Addx"', '"Add"', '"x"', '"s"']
@@ -396,6 +399,26 @@ def test_oneof_overlapping_branches_still_refused_or_exact(compiler, schema):
         assert exc.pointer.endswith("oneOf")
         return
     assert _disagreements(g, schema, texts) == []
+
+
+def test_tagged_union_pairs_told_apart_by_their_tags(compiler, monkeypatch):
+    # 40 branches, 780 pairs: each pair is proven disjoint by the required tag's values, with
+    # no walk of the two schemas (CombinatorsMixin.disjoint is not called)
+    from structgen.schema.combinators import CombinatorsMixin
+
+    calls = []
+    real = CombinatorsMixin.disjoint
+    monkeypatch.setattr(CombinatorsMixin, "disjoint", lambda self, *a, **k: calls.append(a) or real(self, *a, **k))
+    branches = [{"type": "object", "required": ["kind", "v"], "additionalProperties": False,
+                 "properties": {"kind": {"const": f"k{i}"} if i % 2 else {"type": "string", "enum": [f"k{i}", f"K{i}"]},
+                                "v": {"type": "integer" if i % 3 else "string"}}} for i in range(40)]
+    schema = {"oneOf": branches}
+    g = compiler.compile_json_schema(schema)
+    assert calls == []
+    texts = ['{"kind":"k1","v":1}', '{"kind":"k0","v":"x"}', '{"kind":"K0","v":"x"}', '{"kind":"K1","v":1}',
+             '{"kind":"k3","v":"x"}', '{"kind":"k3","v":3}', '{"kind":"k40","v":1}', '{"v":1}']
+    assert _disagreements(g, schema, texts + _ANY_TEXTS) == []
+    assert _accepts(g, '{"kind":"k1","v":1}') and not _accepts(g, '{"kind":"K1","v":1}')
 
 
 def test_format_with_pattern_is_their_intersection(compiler):

@@ -157,6 +157,12 @@ def _disjoint(x: Any, y: Any, depth: int = 0) -> bool:
     return False
 
 
+def _tags_apart(a: dict[str, frozenset] | None, b: dict[str, frozenset] | None) -> bool:
+    """Whether two branches' discriminators (``_string_tags``) prove them disjoint: a property
+    both require, with no value in common."""
+    return a is not None and b is not None and any(name in b and not (values & b[name]) for name, values in a.items())
+
+
 def _literal_values(s: Any) -> list | None:
     """The values of a schema that is only ``const`` or ``enum`` (and annotations), else None."""
     if not isinstance(s, dict) or set(s) - ANNOTATION_KEYWORDS not in ({"const"}, {"enum"}):
@@ -287,8 +293,34 @@ class CombinatorsMixin(ConverterBase):
                          **({"type": typ} if typ is not None and "type" not in b else {})}
                         if isinstance(b, dict) and isinstance(b.get("required", []), list) else b
                         for b in resolved]
+        tags = [self._string_tags(b) for b in resolved]
         return next(((i, j) for i in range(len(resolved)) for j in range(i + 1, len(resolved))
-                     if not self.disjoint(resolved[i], resolved[j], ptr)), None)
+                     if not _tags_apart(tags[i], tags[j]) and not self.disjoint(resolved[i], resolved[j], ptr)), None)
+
+    def _string_tags(self, branch: Any) -> dict[str, frozenset] | None:
+        """A branch's discriminators: per property it requires whose schema lists its values
+        (``const`` or ``enum``, strings only), those values; None where the branch is not
+        an object-only schema (then no property tells it apart from another branch).
+
+        Two object-only branches that require one property with no value in common are
+        disjoint (the first rule of :func:`_disjoint`): checked on these sets, the pairs of
+        a discriminated union (dozens of branches, hundreds of pairs) cost a set
+        intersection each instead of a walk of both schemas (6 of 32 ms converting an Azure
+        Data Factory schema)."""
+        if not isinstance(branch, dict) or (self.legacy_ref and "$ref" in branch) or _types_of(branch) != {"object"}:
+            return None
+        props, required = branch.get("properties"), branch.get("required")
+        if not isinstance(props, dict) or not isinstance(required, list):
+            return None
+        tags: dict[str, frozenset] = {}
+        for name in required:
+            sub = props.get(name) if isinstance(name, str) else None
+            if not isinstance(sub, dict) or (self.legacy_ref and "$ref" in sub):
+                continue
+            values = [sub["const"]] if "const" in sub else sub.get("enum")
+            if isinstance(values, list) and values and all(type(v) is str for v in values):
+                tags[name] = frozenset(values)
+        return tags
 
     def disjoint(self, x: Any, y: Any, ptr: str, depth: int = 0) -> bool:
         """True only when no instance can match both schemas (a sufficient check, exact in
