@@ -1137,7 +1137,7 @@ class ConfigIndex final : public structgen::IndexView {
     if (root < 0 || root >= static_cast<int32_t>(rules_.size())) throw std::invalid_argument("root out of range");
     if (counted_) {  // a counter's configurations are canonicalised by its item's shortest match
       std::lock_guard<std::recursive_mutex> g(mu_);
-      ensure_dists();
+      ensure_item_mins();
     }
     for (const auto& t : stop_ids) stop_.push_back(t.cast<int64_t>());
     stop_mask_.assign(static_cast<size_t>(words_), 0);
@@ -1565,8 +1565,12 @@ class ConfigIndex final : public structgen::IndexView {
   // masking alone never does, and computing them for every grammar was ~7% of compiling a
   // median schema. A fixed point over the rules: one Dijkstra per rule (fa::rule_distances),
   // repeated for the rules whose callees' shortest matches changed, callees first.
-  void ensure_dists() {
-    if (dists_ready_) return;
+  // Each rule's shortest match (bytes; a call costs its callee's), by `rule_min(r, minlen)`
+  // for a DFA rule given its callees' current ones; sets the counters' item_min. A fixed
+  // point over the rules, repeated for the rules whose callees' shortest matches changed,
+  // callees first.
+  template <class RuleMin>
+  std::vector<int64_t> shortest_matches(RuleMin rule_min) {
     const auto n = static_cast<int32_t>(rules_.size());
     std::vector<std::vector<int32_t>> callers(n);  // the rules whose distances read rule c's shortest match
     for (int32_t r = 0; r < n; ++r) {
@@ -1616,14 +1620,13 @@ class ConfigIndex final : public structgen::IndexView {
       pending.pop();
       queued[r] = 0;
       Rule& R = rules_[r];
+      int64_t d0 = kUnreachable;
       if (R.counter) {
         R.item_min = minlen[R.body];
-      } else {
-        R.dist.resize(static_cast<size_t>(R.num_states));
-        fa::rule_distances(R.trans, R.final.data(), R.num_states, R.call_off.data(), R.call_data.data(), minlen.data(),
-                           n, kUnreachable, R.dist.data());
+        d0 = dist_at(r, 0);
+      } else if (R.num_states > 0) {
+        d0 = rule_min(r, minlen);
       }
-      const int64_t d0 = R.counter || R.num_states > 0 ? dist_at(r, 0) : kUnreachable;
       if (d0 != minlen[r]) {
         minlen[r] = d0;
         for (int32_t c : callers[r])
@@ -1633,6 +1636,70 @@ class ConfigIndex final : public structgen::IndexView {
           }
       }
     }
+    return minlen;
+  }
+
+  // The counters' item_min alone (a counted grammar's constructor: its configurations are
+  // canonicalised by them): each rule's shortest match by a search forward from its start
+  // that stops at the first final state, not every state's distance to the end (those are
+  // computed when first asked for). Computing them all was 4 of o359's 8 ms of index.
+  void ensure_item_mins() {
+    std::vector<int64_t> dist;
+    std::vector<int32_t> touched;
+    using Item = std::pair<int64_t, int32_t>;
+    std::vector<Item> heap;
+    auto cmp = [](const Item& a, const Item& b) { return a > b; };
+    shortest_matches([&](int32_t r, const std::vector<int64_t>& minlen) -> int64_t {
+      const Rule& R = rules_[r];
+      if (dist.size() < static_cast<size_t>(R.num_states)) dist.resize(static_cast<size_t>(R.num_states), kUnreachable);
+      heap.assign(1, {0, 0});
+      dist[0] = 0;
+      touched.assign(1, 0);
+      int64_t found = kUnreachable;
+      auto relax = [&](int32_t t, int64_t d) {
+        if (d >= dist[t]) return;
+        if (dist[t] == kUnreachable) touched.push_back(t);
+        dist[t] = d;
+        heap.emplace_back(d, t);
+        std::push_heap(heap.begin(), heap.end(), cmp);
+      };
+      while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), cmp);
+        const auto [d, s] = heap.back();
+        heap.pop_back();
+        if (d > dist[s]) continue;
+        if (R.final[s]) {
+          found = d;
+          break;
+        }
+        const int32_t* row = R.trans + static_cast<int64_t>(s) * 256;
+        uint64_t starts[4] = {1, 0, 0, 0};  // (one edge per run of equal targets)
+        fa::mark_changes(row, starts);
+        for (int w = 0; w < 4; ++w)
+          for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
+            const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
+            if (t >= 0) relax(t, std::min(d + 1, kUnreachable));
+          }
+        for (int32_t k = R.call_off[s]; k < R.call_off[s + 1]; ++k) {
+          const int32_t c = R.call_data[2 * k];
+          if (c >= 0 && c < static_cast<int32_t>(rules_.size()) && minlen[c] < kUnreachable)
+            relax(R.call_data[2 * k + 1], std::min(d + minlen[c], kUnreachable));
+        }
+      }
+      for (int32_t t : touched) dist[t] = kUnreachable;
+      return found;
+    });
+  }
+
+  void ensure_dists() {
+    if (dists_ready_) return;
+    shortest_matches([&](int32_t r, const std::vector<int64_t>& minlen) {
+      Rule& R = rules_[r];
+      R.dist.resize(static_cast<size_t>(R.num_states));
+      fa::rule_distances(R.trans, R.final.data(), R.num_states, R.call_off.data(), R.call_data.data(), minlen.data(),
+                         static_cast<int64_t>(rules_.size()), kUnreachable, R.dist.data());
+      return R.dist[0];
+    });
     // the stacks and configurations interned so far (a parent stack before its children)
     for (size_t sid = 0; sid < stacks_.size(); ++sid) stack_dist_[sid] = frame_dist(stacks_[sid]);
     for (size_t c = 0; c < config_count(); ++c) {
@@ -2074,7 +2141,7 @@ class ConfigIndex final : public structgen::IndexView {
 
   // How many items one token can complete at most: its bytes over the item's shortest match.
   int64_t counter_reach(const Rule& c) const {
-    const int64_t shortest = std::max<int64_t>(1, dist_at(c.body, 0));
+    const int64_t shortest = std::max<int64_t>(1, c.item_min);  // (the body's shortest match)
     return V.trie.max_depth / shortest + 1;
   }
 
@@ -3641,7 +3708,10 @@ class ConfigIndex final : public structgen::IndexView {
     for (int32_t sa : a) {
       bool found = false;
       for (size_t k = 0; k < b.size() && !found; ++k)
-        if (!used[k] && shifted_stack(sa, b[k], need, moved)) found = used[k] = 1;
+        if (!used[k] && shifted_stack(sa, b[k], need, moved)) {
+          used[k] = 1;
+          found = true;
+        }
       if (!found) return false;
     }
     if (moved) shifts_.fetch_add(1, std::memory_order_relaxed);
