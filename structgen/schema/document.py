@@ -85,6 +85,16 @@ _LATEST: tuple[type, str] = (jsonschema.Draft202012Validator, "2020-12")
 _DIALECT_OF: dict[str, tuple[type, str]] = {}
 
 
+@lru_cache(maxsize=4096)
+def _joined(ref: str, base: str) -> tuple[str, str]:
+    """``ref`` read against ``base``, as (URI without fragment, fragment). Cached: combining
+    schemas makes their references absolute, and each is then located and rewritten several
+    times; urljoin with urldefrag was about 25 us a time (o359: 2 of 37 ms converting)."""
+    # urljoin leaves a fragment alone under schemes it does not know (urn:, tag:)
+    joined = urldefrag(urljoin(base, ref))
+    return joined[0], joined[1]
+
+
 @lru_cache(maxsize=None)
 def _foreign(cls: type) -> frozenset[str]:
     known = set(cls.VALIDATORS) | {"exclusiveMaximum", "exclusiveMinimum"}
@@ -354,8 +364,7 @@ class SchemaDocument:
     @staticmethod
     def split_from(ref: str, base: str) -> tuple[str, str]:
         """A reference read against base URI ``base``, as (URI without fragment, fragment)."""
-        # urljoin leaves a fragment alone under schemes it does not know (urn:, tag:)
-        return (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
+        return (base, ref[1:]) if ref.startswith("#") else _joined(ref, base)
 
     def to_pointer(self, ref: Any, ptr: str) -> str:
         """The JSON pointer (in this document) a ``$ref`` written at ``ptr`` leads to."""
