@@ -305,3 +305,18 @@ def test_merge_conflict_names_the_same_keyword_in_every_run():
                              env={**os.environ, "PYTHONHASHSEED": seed})
         seen.add(out.stdout.strip())
     assert seen == {"if"}
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"a": {"type": "strin"}},
+      "$ref": "#/definitions/a"}, "/definitions/a/type"),
+    ({"definitions": {"a": {"enum": None}}, "$ref": "#/definitions/a"}, "/definitions/a/enum"),
+    ({"$defs": {"a": {"minItems": -1}}, "$ref": "#/$defs/a"}, "/$defs/a/minItems"),
+    # draft-07 has no $defs: the root's check does not look there, the reference's does
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "$defs": {"a": {"minItems": -1}}, "$ref": "#/$defs/a"},
+     "/$defs/a/minItems"),
+])
+def test_invalid_referenced_definitions_located(schema, pointer):
+    with pytest.raises(SchemaError) as exc:
+        schema_to_grammar(schema)
+    assert exc.value.pointer == pointer

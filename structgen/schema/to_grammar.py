@@ -136,7 +136,9 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
 
         ``$ref`` targets are checked again on their own: a location the metaschema does not
         look into (``$defs`` under draft-07, where it is no keyword) is still a schema once
-        referenced, and unchecked it could reach the converter as ``{"enum": null}``.
+        referenced, and unchecked it could reach the converter as ``{"enum": null}``. A
+        target the root's check covered (a value of ``definitions``, or ``$defs`` from
+        2019-09, see :func:`_checked_maps`) is not checked again.
         """
         node = self.root if node is None else node
         if not isinstance(node, (dict, bool)):
@@ -144,6 +146,8 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
         if isinstance(node, bool):
             return
         cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
+        if ptr.count("/") == 2 and ptr.rpartition("/")[0] in _checked_maps(cls):
+            return  # a definition: checked with the root (a third of converting a Kubernetes schema's checks)
         if fast_check(node, cls.META_SCHEMA):
             return
         err = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(node))
@@ -534,6 +538,19 @@ class _Converter(LiteralsMixin, NumbersMixin, StringsMixin, ArraysMixin, Objects
 
     def resolve_pointer(self, pointer: str, ptr: str) -> Any:
         return self.doc.resolve_pointer(pointer, ptr)
+
+def _checked_maps(cls: type) -> tuple[str, ...]:
+    """The pointers (``/definitions``, ``/$defs``) whose every value a dialect's metaschema
+    checks as a schema when it checks the root: a reference to one of them was checked with
+    the document. ``definitions`` where the metaschema itself lists it (draft-04 up, kept
+    since 2019-09), ``$defs`` in 2019-09 and 2020-12 (their core vocabulary)."""
+    props = cls.META_SCHEMA.get("properties", {}) if isinstance(cls.META_SCHEMA, dict) else {}
+    maps = ("/definitions",) if isinstance(props.get("definitions"), dict) \
+        and "additionalProperties" in props["definitions"] else ()
+    if cls in (jsonschema.Draft201909Validator, jsonschema.Draft202012Validator):
+        maps += ("/$defs",)
+    return maps
+
 
 _SCALARS = {"null": type(None), "boolean": bool, "string": str}
 
