@@ -120,6 +120,25 @@ def test_completion_distances_equal_reference(name, schema):
     _same_distances(_index(pda).rule_distances(), reference_automaton.completion_distances(pda))
 
 
+@pytest.mark.parametrize("name,schema", GRAMMARS, ids=[g[0][:40] for g in GRAMMARS])
+def test_shortest_match_equals_the_start_states_distance(name, schema):
+    # the forward search a counted grammar's index runs when it is built (fa::shortest_match)
+    # gives each rule's dist[0] of the full distances, given the callees' shortest matches
+    from structgen import _core
+    from structgen.index.counters import CounterRule
+
+    pda = build_automaton(schema_to_grammar(schema))
+    dists = _index(pda).rule_distances()
+    minlen = np.array([d[0] * d[1] if isinstance(r, CounterRule) else d[0] if len(d) else automaton.UNREACHABLE
+                       for r, d in zip(pda.rules, dists)], np.int64)
+    minlen = np.minimum(minlen, automaton.UNREACHABLE)
+    for rule, d in zip(pda.rules, dists):
+        if isinstance(rule, CounterRule) or not len(d):
+            continue
+        got = _core.shortest_match(rule.trans, rule.final, *automaton.calls_csr(rule), minlen, automaton.UNREACHABLE)
+        assert got == d[0], rule.name
+
+
 @pytest.mark.parametrize("name", ["json", "json_compact"])
 def test_builtin_grammars_equal_reference(name, monkeypatch):
     grammar = load_grammar(name)

@@ -869,6 +869,17 @@ py::array_t<int64_t> distances(const i32& trans, const b8& final_, const i64& ca
   return out;
 }
 
+// A rule DFA's shortest match (fa::shortest_match) given its callees' shortest matches: what
+// the configuration index computes for a counted grammar when it is built; this binding serves
+// the tests' comparison with distances()[0].
+int64_t shortest_match(const i32& trans, const b8& final_, const i64& call_off, const i32& call_edge,
+                       const i64& minlen, int64_t unreachable) {
+  const ByteDFA d = byte_dfa_in(trans, final_, call_off, call_edge);
+  fa::ShortestScratch scratch;
+  py::gil_scoped_release release;
+  return fa::shortest_match(d.T, d.F, d.n, d.CO, d.CE, minlen.data(), minlen.shape(0), unreachable, scratch);
+}
+
 }  // namespace
 
 void register_automaton(py::module_& m) {
@@ -886,6 +897,8 @@ void register_automaton(py::module_& m) {
   m.def("productive_rules", &productive_rules, py::arg("trans"), py::arg("finals"), py::arg("call_offs"),
         py::arg("call_edges"), py::arg("alone"));
   m.def("left_recursion", &left_recursion, py::arg("finals"), py::arg("call_offs"), py::arg("call_edges"));
+  m.def("shortest_match", &shortest_match, py::arg("trans"), py::arg("final"), py::arg("call_off"),
+        py::arg("call_edge"), py::arg("minlen"), py::arg("unreachable"));
   m.def("distances", &distances, py::arg("trans"), py::arg("final"), py::arg("call_off"), py::arg("call_edge"),
         py::arg("minlen"), py::arg("unreachable"));
   m.def("minimise_rows", &minimise_rows, py::arg("row_off"), py::arg("rows"), py::arg("final"));

@@ -1559,12 +1559,6 @@ class ConfigIndex final : public structgen::IndexView {
     return std::min(left * R.item_min, kUnreachable);
   }
 
-  // Completion distances: per rule state the fewest bytes to the rule's end, then per stack
-  // and configuration, computed when first asked for (under mu_). Shortest completions, token
-  // budgets, the name checks that a configuration can still end and counters read them;
-  // masking alone never does, and computing them for every grammar was ~7% of compiling a
-  // median schema. A fixed point over the rules: one Dijkstra per rule (fa::rule_distances),
-  // repeated for the rules whose callees' shortest matches changed, callees first.
   // Each rule's shortest match (bytes; a call costs its callee's), by `rule_min(r, minlen)`
   // for a DFA rule given its callees' current ones; sets the counters' item_min. A fixed
   // point over the rules, repeated for the rules whose callees' shortest matches changed,
@@ -1644,53 +1638,19 @@ class ConfigIndex final : public structgen::IndexView {
   // that stops at the first final state, not every state's distance to the end (those are
   // computed when first asked for). Computing them all was 4 of o359's 8 ms of index.
   void ensure_item_mins() {
-    std::vector<int64_t> dist;
-    std::vector<int32_t> touched;
-    using Item = std::pair<int64_t, int32_t>;
-    std::vector<Item> heap;
-    auto cmp = [](const Item& a, const Item& b) { return a > b; };
-    shortest_matches([&](int32_t r, const std::vector<int64_t>& minlen) -> int64_t {
+    fa::ShortestScratch scratch;
+    shortest_matches([&](int32_t r, const std::vector<int64_t>& minlen) {
       const Rule& R = rules_[r];
-      if (dist.size() < static_cast<size_t>(R.num_states)) dist.resize(static_cast<size_t>(R.num_states), kUnreachable);
-      heap.assign(1, {0, 0});
-      dist[0] = 0;
-      touched.assign(1, 0);
-      int64_t found = kUnreachable;
-      auto relax = [&](int32_t t, int64_t d) {
-        if (d >= dist[t]) return;
-        if (dist[t] == kUnreachable) touched.push_back(t);
-        dist[t] = d;
-        heap.emplace_back(d, t);
-        std::push_heap(heap.begin(), heap.end(), cmp);
-      };
-      while (!heap.empty()) {
-        std::pop_heap(heap.begin(), heap.end(), cmp);
-        const auto [d, s] = heap.back();
-        heap.pop_back();
-        if (d > dist[s]) continue;
-        if (R.final[s]) {
-          found = d;
-          break;
-        }
-        const int32_t* row = R.trans + static_cast<int64_t>(s) * 256;
-        uint64_t starts[4] = {1, 0, 0, 0};  // (one edge per run of equal targets)
-        fa::mark_changes(row, starts);
-        for (int w = 0; w < 4; ++w)
-          for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
-            const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
-            if (t >= 0) relax(t, std::min(d + 1, kUnreachable));
-          }
-        for (int32_t k = R.call_off[s]; k < R.call_off[s + 1]; ++k) {
-          const int32_t c = R.call_data[2 * k];
-          if (c >= 0 && c < static_cast<int32_t>(rules_.size()) && minlen[c] < kUnreachable)
-            relax(R.call_data[2 * k + 1], std::min(d + minlen[c], kUnreachable));
-        }
-      }
-      for (int32_t t : touched) dist[t] = kUnreachable;
-      return found;
+      return fa::shortest_match(R.trans, R.final.data(), R.num_states, R.call_off.data(), R.call_data.data(),
+                                minlen.data(), static_cast<int64_t>(rules_.size()), kUnreachable, scratch);
     });
   }
 
+  // Completion distances: per rule state the fewest bytes to the rule's end, then per stack
+  // and configuration, computed when first asked for (under mu_). Shortest completions, token
+  // budgets and the name checks that a configuration can still end read them; masking alone
+  // never does, and computing them for every grammar was ~7% of compiling a median schema.
+  // One Dijkstra per rule (fa::rule_distances) in the fixed point of shortest_matches.
   void ensure_dists() {
     if (dists_ready_) return;
     shortest_matches([&](int32_t r, const std::vector<int64_t>& minlen) {

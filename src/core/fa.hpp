@@ -151,6 +151,59 @@ void rule_distances(const int32_t* T, const Final* F, int64_t n, const Off* CO, 
   }
 }
 
+// The rule's shortest match: Dijkstra forward from state 0, stopping at the first final
+// state popped (the same costs as rule_distances, whose dist[0] it equals, without every
+// state's distance); `unreachable` where no final state can be reached. `scratch` holds the
+// search's buffers between calls (its dist entries are left at `unreachable`).
+struct ShortestScratch {
+  std::vector<int64_t> dist;
+  std::vector<int32_t> touched;
+  std::vector<std::pair<int64_t, int32_t>> heap;
+};
+template <class Final, class Off>
+int64_t shortest_match(const int32_t* T, const Final* F, int64_t n, const Off* CO, const int32_t* CE,
+                       const int64_t* minlen, int64_t R, int64_t unreachable, ShortestScratch& scratch) {
+  if (n <= 0) return unreachable;
+  auto& [dist, touched, heap] = scratch;
+  if (static_cast<int64_t>(dist.size()) < n) dist.resize(static_cast<size_t>(n), unreachable);
+  auto cmp = [](const std::pair<int64_t, int32_t>& a, const std::pair<int64_t, int32_t>& b) { return a > b; };
+  auto relax = [&](int32_t t, int64_t d) {
+    if (d >= dist[t]) return;
+    if (dist[t] == unreachable) touched.push_back(t);
+    dist[t] = d;
+    heap.emplace_back(d, t);
+    std::push_heap(heap.begin(), heap.end(), cmp);
+  };
+  heap.clear();
+  touched.clear();
+  relax(0, 0);
+  int64_t found = unreachable;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), cmp);
+    const auto [d, s] = heap.back();
+    heap.pop_back();
+    if (d > dist[s]) continue;
+    if (F[s]) {
+      found = d;
+      break;
+    }
+    const int32_t* row = T + static_cast<int64_t>(s) * 256;
+    uint64_t starts[4] = {1, 0, 0, 0};  // (one edge per run of equal targets)
+    mark_changes(row, starts);
+    for (int w = 0; w < 4; ++w)
+      for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
+        const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
+        if (t >= 0) relax(t, std::min(d + 1, unreachable));
+      }
+    for (int64_t k = CO[s]; k < static_cast<int64_t>(CO[s + 1]); ++k) {
+      const int32_t c = CE[2 * k];
+      if (c >= 0 && c < R && minlen[c] < unreachable) relax(CE[2 * k + 1], std::min(d + minlen[c], unreachable));
+    }
+  }
+  for (int32_t t : touched) dist[t] = unreachable;
+  return found;
+}
+
 // The expression reachable from node `root` of serialized expressions (nodes: n x 4, data: nd)
 // in a canonical form, as bytes (src/core/automaton.cpp): equal keys, equal rule automata.
 std::string rule_key(const int32_t* nodes, int64_t n, const int32_t* data, int64_t nd, int32_t root);
