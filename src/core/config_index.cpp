@@ -1734,9 +1734,14 @@ class ConfigIndex final : public structgen::IndexView {
 
   // -- interning (under the lock) -----------------------------------------------------
 
+  // The id of stack `f` if it was interned, else -1 (`h`: its frame_hash).
+  int32_t find_stack(const Frame& f, uint64_t h) const {
+    return stack_ids_.find(h, [&](int32_t sid) { return stacks_[static_cast<size_t>(sid)] == f; });
+  }
+
   int32_t stack_id(const Frame& f) {
     const uint64_t h = frame_hash(f);
-    const int32_t hit = stack_ids_.find(h, [&](int32_t sid) { return stacks_[sid] == f; });
+    const int32_t hit = find_stack(f, h);
     if (hit >= 0) return hit;
     const auto sid = static_cast<int32_t>(stacks_.size());
     stacks_.push_back(f);
@@ -3938,10 +3943,26 @@ class ConfigIndex final : public structgen::IndexView {
     size_t n = 0;
     for (int round = 0;; ++round) {
       if (nloop < kMinLoopingFirstBytes || round == 4) return false;
+      // A configuration's rejected bytes leave L as soon as it is reached, and the search
+      // ends where L falls below its minimum, before the rows of the rest are made: a JSON
+      // value's start reaches a number, three literals, an object and an array, each
+      // rejecting the others' first bytes (their rows and the rows after them had been 35 us
+      // of such a mask's 110). A round that drops nothing has checked every configuration L
+      // reaches against all of L.
+      int dropped = 0;
+      auto drop_rejected = [&](const int32_t* r) {
+        for (size_t j = 0; j < plain.size(); ++j)
+          if (in_l[j] && r[plain[j]] == kDead) {
+            in_l[j] = false;
+            --nloop;
+            ++dropped;
+          }
+        return nloop >= kMinLoopingFirstBytes;
+      };
       reached[0] = cid;
       rows[0] = row(cid);
       n = 1;
-      int dropped = 0;
+      if (!drop_rejected(rows[0])) return false;
       for (size_t i = 0; i < n; ++i)
         for (size_t k = 0; k < plain.size(); ++k) {
           if (!in_l[k]) continue;
@@ -3951,29 +3972,8 @@ class ConfigIndex final : public structgen::IndexView {
           if (n == kMaxStates) return false;
           reached[n] = t;
           rows[n++] = row(t);
-          // The bytes this configuration rejects leave L now, not at the round's end: where L
-          // falls below its minimum the search ends before the rows of the rest are made (a
-          // JSON value's start reaches a number, three literals, an object and an array, each
-          // rejecting the others' first bytes: their rows and the rows after them were 35 us
-          // of such a mask's 110). A byte dropped here is one the round's end would drop too.
-          for (size_t j = 0; j < plain.size(); ++j)
-            if (in_l[j] && rows[n - 1][plain[j]] == kDead) {
-              in_l[j] = false;
-              --nloop;
-              ++dropped;
-            }
-          if (nloop < kMinLoopingFirstBytes) return false;
+          if (!drop_rejected(rows[n - 1])) return false;
         }
-      for (size_t k = 0; k < plain.size(); ++k) {
-        if (!in_l[k]) continue;
-        for (size_t i = 0; i < n; ++i)
-          if (rows[i][plain[k]] == kDead) {
-            in_l[k] = false;
-            --nloop;
-            ++dropped;
-            break;
-          }
-      }
       if (dropped == 0) break;
     }
     if (nloop < kMinLoopingFirstBytes || nloop == static_cast<int>(plain.size())) return false;
@@ -4771,8 +4771,8 @@ class ConfigIndex final : public structgen::IndexView {
   // accepting through a frame that reads no byte (then the row tells). At a member name's
   // start each first byte leads to a configuration of several such frames (a declared name's
   // literal, the free names' body in each object variant): their rows, made only to be asked
-  // this, were about a fifth of that mask (85 -> 72 us at SmolLM2's 49K tokens). (Not with counters: prune_subsumed may
-  // drop a stack the closure made.)
+  // this, were about a fifth of that mask (85 -> 72 us at SmolLM2's 49K tokens). Not in a
+  // counted grammar: prune_subsumed may drop a stack the closure made.
   int plain_loop_by_frames(int32_t cid) {
     if (counted_) return -1;
     std::lock_guard<std::recursive_mutex> g(mu_);
@@ -4781,7 +4781,6 @@ class ConfigIndex final : public structgen::IndexView {
     for (int32_t sid : own) {
       const Frame f = stacks_[static_cast<size_t>(sid)];
       const Rule& R = rules_[static_cast<size_t>(f.r)];
-      if (R.counter) return -1;
       const int32_t* t = R.trans + f.s * 256;
       for (uint8_t b : plain_bytes()) {
         const int32_t u = t[b];
@@ -4789,7 +4788,7 @@ class ConfigIndex final : public structgen::IndexView {
         back = false;
         if (u < 0 || !R.has_bytes[static_cast<size_t>(u)]) continue;
         const Frame next{f.r, u, f.p};
-        const int32_t have = stack_ids_.find(frame_hash(next), [&](int32_t x) { return stacks_[static_cast<size_t>(x)] == next; });
+        const int32_t have = find_stack(next, frame_hash(next));
         if (have < 0 || !std::binary_search(own.begin(), own.end(), have)) return 0;
       }
     }
