@@ -272,6 +272,12 @@ FIRST_CLASS_CASES = [
                                        "id": {"type": "string", "pattern": "^[a-z][a-z0-9_]*(-[a-z0-9_]+)*$"}}},
      b'{"name":"Copy_01 (\xc3\xa9t\xc3\xa9) \\t \\" x","id":"ab_9-c-d0"}'),
     ({"type": "array", "items": {"type": "string", "pattern": "^[A-Z][A-Za-z ]*$"}}, b'["Hello World","X"]'),
+    # a few first bytes lead elsewhere: `$` into "$(...)", digits into "NN-..."; their tokens are walked
+    ({"type": "array", "items": {"type": "string", "pattern": "^(?:(?:[\\w\\-\\.\\s]+)|(?:\\$\\([\\w\\-\\.]+\\)))+$"}},
+     b'["My Metric","$(nf.asg)","a\\tb $(x.y)-z"]'),
+    ({"type": "string", "pattern": "^([A-Za-z][A-Za-z0-9 ]*|[0-9]{2}-[a-z]+)$"}, b'"12-ab"'),
+    # a URI's authority: most bytes lead into a host or user name, seven others apart
+    ({"type": "string", "format": "uri"}, b'"http://user@example.com:8080/a?b=1#c"'),
 ]
 
 

@@ -3935,6 +3935,7 @@ class ConfigIndex final : public structgen::IndexView {
   // at most kMaxStates configurations, kMaxExitBytes exits and kMaxExitTokens tokens.
   static constexpr size_t kMaxStates = 16;
   static constexpr int kMaxExitBytes = 16;
+  static constexpr int kMaxFirstTargets = 16;  // configurations the first bytes lead to (first_class_walk)
   static constexpr int64_t kMaxExitTokens = 8192;
   struct ClassClosure {
     bool ok = false;
@@ -4080,23 +4081,48 @@ class ConfigIndex final : public structgen::IndexView {
   }
 
   // The mask of `cid` (all zero on entry) where a class F of plain bytes leads from `cid` to
-  // one configuration A, no other plain byte is taken, and A loops on a class L of plain
-  // bytes holding F (a name's first character, then its body: `^[A-Za-z0-9_][^<>*#.%&:]*$`,
-  // `^[a-z][a-z0-9-]*$`), the other plain bytes A takes, E, being few: a plain token is
-  // allowed when its first byte is in F and every byte in L (Vocab::class_tokens, less or
-  // only the first bytes), the plain tokens holding a byte of E are stepped one by one, and
-  // the other tokens are walked. The trie's walk went below every first byte of F down to
-  // each token holding a byte outside L: 0.27 ms at such a string's first character with
-  // Llama-3. False, nothing written, where the shape differs or E's tokens are many.
+  // one configuration A, and A loops on a class L of plain bytes holding F (a name's first
+  // character, then its body: `^[A-Za-z0-9_][^<>*#.%&:]*$`, `^[a-z][a-z0-9-]*$`), the other
+  // plain bytes A takes, E, being few: a plain token is allowed when its first byte is in F
+  // and every byte in L (Vocab::class_tokens, less or only the first bytes), the plain tokens
+  // holding a byte of E are stepped one by one, and the other tokens are walked. The trie's
+  // walk went below every first byte of F down to each token holding a byte outside L: 0.27
+  // ms at such a string's first character with Llama-3. A few other plain first bytes, X,
+  // may lead elsewhere (the `$` of `^(?:[\w\-.\s]+|\$\([\w\-.]+\))+$`, whose first
+  // mask walked the whole trie: 65-170 us at 49K tokens): their tokens are walked too.
+  // False, nothing written, where the shape differs or the tokens of E or X are many.
   bool first_class_walk(int32_t cid, const std::array<int32_t, kMaxPlain>& into, uint32_t* mask) {
     const auto& plain = plain_bytes();
-    int32_t a = kDead;
+    // A: the configuration that most live first bytes lead to (of at most kMaxFirstTargets)
+    int32_t targets[kMaxFirstTargets];
+    int counts[kMaxFirstTargets] = {0};
+    int ntargets = 0;
     for (size_t k = 0; k < plain.size(); ++k) {
       if (into[k] == kDead) continue;
-      if (a != kDead && into[k] != a) return false;
-      a = into[k];
+      int j = 0;
+      while (j < ntargets && targets[j] != into[k]) ++j;
+      if (j == ntargets) {
+        if (ntargets == kMaxFirstTargets) return false;
+        targets[ntargets++] = into[k];
+      }
+      ++counts[j];
     }
-    if (a == kDead || a == cid) return false;
+    if (ntargets == 0) return false;
+    int best = 0;
+    for (int j = 1; j < ntargets; ++j)
+      if (counts[j] > counts[best]) best = j;
+    const int32_t a = targets[best];
+    if (a == cid) return false;
+    const IdRuns& by_first = V.plain->by_first;
+    uint8_t others[256] = {0};  // X
+    int64_t other_count = 0;  // their plain tokens (the walk below them visits about as many)
+    for (size_t k = 0; k < plain.size(); ++k)
+      if (into[k] != kDead && into[k] != a) {
+        const uint8_t b = plain[k];
+        others[b] = 1;
+        other_count += by_first.offsets[b + 1] - by_first.offsets[b];
+      }
+    if (other_count > kMaxExitTokens) return false;
     const int32_t* ra = row(a);
     ByteSet loop{0, 0, 0, 0};
     uint8_t first[256] = {0}, exits[kMaxPlain];
@@ -4104,7 +4130,7 @@ class ConfigIndex final : public structgen::IndexView {
     int64_t exit_count = 0;
     for (size_t k = 0; k < plain.size(); ++k) {
       const uint8_t b = plain[k];
-      if (into[k] != kDead) {
+      if (into[k] == a) {
         if (ra[b] != a) return false;  // (F within L)
         first[b] = 1;
       }
@@ -4122,7 +4148,6 @@ class ConfigIndex final : public structgen::IndexView {
     if (bits == nullptr) return false;
     // the class's tokens less those whose first byte is in L but not in F, or (fewer ids)
     // those whose first byte is in F within the class
-    const IdRuns& by_first = V.plain->by_first;
     int64_t in_first = 0, not_first = 0;
     for (uint8_t b : plain)
       if (loop[b >> 6] >> (b & 63) & 1u)
@@ -4143,6 +4168,8 @@ class ConfigIndex final : public structgen::IndexView {
     }
     step_exit_tokens(cid, exits, nexit, first, mask);  // (those starting in F)
     walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
+    // (X's tokens not plain are walked twice: they are few, and a walk only sets bits)
+    if (other_count > 0) walk(cid, V.trie, others, mask, nullptr, nullptr);
     first_classes_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
