@@ -38,6 +38,7 @@
 #include <deque>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1100,7 +1101,7 @@ class ConfigIndex final : public structgen::IndexView {
               int64_t words, int64_t table_cells, int64_t stack_limit, bool trimmed)
       : vocab_(std::move(vocab)), V(*vocab_), words_(words), table_budget_(table_cells), stack_limit_(stack_limit),
         trimmed_(trimmed),
-        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr), equiv_(-1), equiv_slack_(-1) {
+        slot_(-1), virt_(-1), virt_p_(-1), masks_(nullptr), equiv_(-1), equiv_slack_(-1), mb_target_(kMbUnasked) {
     for (const auto& item : rules) load_rule(py::reinterpret_borrow<py::tuple>(item));
     loaded_rules_ = rules_.size();
     // Each bounded counter gets an unbounded twin (same item, same lower bound), unreachable
@@ -4436,8 +4437,8 @@ class ConfigIndex final : public structgen::IndexView {
   int32_t multibyte_target(int32_t cid) {
     {
       std::lock_guard<std::recursive_mutex> g(mu_);
-      auto it = mb_targets_.find(cid);
-      if (it != mb_targets_.end()) return it->second;
+      const int32_t known = mb_target_.load(cid);
+      if (known != kMbUnasked) return known;
       // A frame alone in a simple state (inside a string, say) is answered by its rule's DFA:
       // stepping configurations made a configuration and a byte row for every partial
       // character (a few per string position: a third of a first pass's byte rows).
@@ -4447,7 +4448,7 @@ class ConfigIndex final : public structgen::IndexView {
         const int32_t t = multibyte_state(r, s);
         if (t != kMbByConfigs) {
           const int32_t target = t >= 0 ? frame_config(r, t, virt_p_.load(cid)) : t;
-          mb_targets_.emplace(cid, target);
+          mb_target_.store(cid, target);
           return target;
         }
       }
@@ -4485,7 +4486,7 @@ class ConfigIndex final : public structgen::IndexView {
     else
       target = found.size() == 1 && found[0] != kDead ? found[0] : kNone;
     std::lock_guard<std::recursive_mutex> g(mu_);
-    mb_targets_.emplace(cid, target);
+    mb_target_.store(cid, target);  // (a racing thread's, equal, may be there already)
     return target;
   }
 
@@ -4945,7 +4946,6 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<int64_t, int32_t> single_;
   std::unordered_map<int32_t, int32_t> canon_stack_;
   std::unordered_map<std::vector<int32_t>, const StoredMask*, VecHash> mask_by_canon_;
-  std::unordered_map<int32_t, int32_t> mb_targets_;
   std::unordered_map<int32_t, CharKill> char_kills_;  // (char_kill; under mu_)
   std::atomic<int64_t> class_closures_{0}, killed_loops_{0}, text_classes_{0}, level_walks_{0};  // (stats: how often each shortcut served)
   // loops_plain per configuration (-1: not known yet). A vector: a hash map's rehash, once
@@ -5001,6 +5001,11 @@ class ConfigIndex final : public structgen::IndexView {
   AtomicTable<const StoredMask*> masks_;
   AtomicTable<int32_t> equiv_;  // walk_equiv's twin, or the configuration itself (-1: not asked yet)
   AtomicTable<int32_t> equiv_slack_;  // and the bytes it holds for (-1: none)
+  // multibyte_target per configuration (kMbUnasked: not asked yet; under mu_). Not a hash
+  // map: its rehash, once a large grammar's walk had asked it of some thousands of
+  // configurations, fell into one mask (o15627's, at SmolLM2: 65 us, most of it the rehash)
+  static constexpr int32_t kMbUnasked = std::numeric_limits<int32_t>::min();
+  AtomicTable<int32_t> mb_target_;
   int64_t walk_twins_ = 0;      // (stats: configurations walked as their twin's, under mu_)
   int32_t initial_ = kDead;
 };
