@@ -690,6 +690,39 @@ struct Vocab {
   const uint32_t* text_class_tokens(const ByteSet& set) const {
     return tokens_within(text_classes_, plain->text, text_with_byte, set);
   }
+  // The plain tokens holding a byte of `set` (plain bytes), by id, each with its first byte:
+  // made on first use and kept, like class_tokens(); nullptr once kMaxClasses such sets are
+  // kept. Any thread. (The class walks step these tokens one by one: found from the bitmask
+  // of each byte at every mask, their ids and first bytes, scattered over the vocabulary, were
+  // a third of such a mask at 128K tokens.)
+  struct ExitTokens {
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> first;
+  };
+  const ExitTokens* exit_tokens(const ByteSet& set) const {
+    {
+      std::lock_guard<std::mutex> g(class_mu_);
+      auto it = exit_lists_.find(set);
+      if (it != exit_lists_.end()) return &it->second;
+      if (exit_lists_.size() >= kMaxClasses) return nullptr;
+    }
+    std::vector<uint32_t> held(static_cast<size_t>(plain_words), 0);
+    const auto& pb = plain_bytes();
+    for (size_t k = 0; k < pb.size(); ++k) {
+      if (!(set[pb[k] >> 6] >> (pb[k] & 63) & 1u)) continue;
+      const uint32_t* w = with_byte.data() + k * static_cast<size_t>(plain_words);
+      for (int64_t i = 0; i < plain_words; ++i) held[static_cast<size_t>(i)] |= w[i];
+    }
+    ExitTokens out;
+    for (size_t i = 0; i < held.size(); ++i)
+      for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
+        const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
+        out.ids.push_back(t);
+        out.first.push_back(first_byte[static_cast<size_t>(t)]);
+      }
+    std::lock_guard<std::mutex> g(class_mu_);
+    return &exit_lists_.emplace(set, std::move(out)).first->second;  // a racing thread's, equal, may win
+  }
   std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
   // Per node of `trie`: the byte classes (byte_class()) of every byte below it. A subtree whose
   // classes a configuration loops on in whole is allowed in whole (ConfigIndex::walk_nodes).
@@ -1082,6 +1115,7 @@ struct Vocab {
 
   mutable std::mutex class_mu_;
   mutable std::map<ByteSet, std::vector<uint32_t>> classes_, text_classes_;
+  mutable std::map<ByteSet, ExitTokens> exit_lists_;  // (exit_tokens; std::map: entries never move)
   std::vector<uint32_t> spell_off_, by_chars_off_;
   std::vector<uint8_t> spell_bytes_, by_len_bytes_, by_chars_bytes_;
   std::vector<int64_t> by_len_at_;
@@ -4014,15 +4048,12 @@ class ConfigIndex final : public structgen::IndexView {
   // `cid` allows, each stepped through its bytes; with `first` (256 flags), only those whose
   // first byte is flagged. The class walks' tokens that leave the class.
   void step_exit_tokens(int32_t cid, const uint8_t* exits, int nexit, const uint8_t* first, uint32_t* mask) {
-    static thread_local std::vector<uint32_t> held_tl;
-    structgen::Scratch<std::vector<uint32_t>> held_s(held_tl);
-    std::vector<uint32_t>& held = held_s.value;
-    const auto pw = static_cast<size_t>(V.plain_words);
-    held.assign(pw, 0);
+    ByteSet exit_set{0, 0, 0, 0};
     for (int e = 0; e < nexit; ++e) {
-      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
-      for (size_t i = 0; i < pw; ++i) held[i] |= w[i];
+      const uint8_t b = plain_bytes()[exits[e]];
+      exit_set[b >> 6] |= uint64_t(1) << (b & 63);
     }
+    const Vocab::ExitTokens* listed = V.exit_tokens(exit_set);
     // The tokens step through a few configurations (the loop's, the exits'): their rows are
     // kept here, where row() per byte (two chunk lookups) was most of such a mask.
     int32_t seen[16];
@@ -4046,14 +4077,34 @@ class ConfigIndex final : public structgen::IndexView {
       const int32_t* r0 = row_of(cid);
       for (int b = 0; b < 256; ++b) go[b] = r0[b] != kDead && (first == nullptr || first[b]);
     }
+    auto step = [&](int32_t t) {
+      const auto [data, n] = V.plain_spelling(t);
+      int32_t c = cid;
+      for (size_t j = 0; j < n && c != kDead; ++j) c = row_of(c)[data[j]];
+      if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
+    };
+    if (listed != nullptr) {
+      const size_t m = listed->ids.size();
+      const int32_t* ids = listed->ids.data();
+      const uint8_t* firsts = listed->first.data();
+      for (size_t q = 0; q < m; ++q)
+        if (go[firsts[q]]) step(ids[q]);
+      return;
+    }
+    // (past the lists kept: from the bitmasks of the exit bytes)
+    static thread_local std::vector<uint32_t> held_tl;
+    structgen::Scratch<std::vector<uint32_t>> held_s(held_tl);
+    std::vector<uint32_t>& held = held_s.value;
+    const auto pw = static_cast<size_t>(V.plain_words);
+    held.assign(pw, 0);
+    for (int e = 0; e < nexit; ++e) {
+      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
+      for (size_t i = 0; i < pw; ++i) held[i] |= w[i];
+    }
     for (size_t i = 0; i < pw; ++i)
       for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
         const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
-        if (!go[V.first_byte[static_cast<size_t>(t)]]) continue;
-        const auto [data, n] = V.plain_spelling(t);
-        int32_t c = cid;
-        for (size_t j = 0; j < n && c != kDead; ++j) c = row_of(c)[data[j]];
-        if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
+        if (go[V.first_byte[static_cast<size_t>(t)]]) step(t);
       }
   }
 
