@@ -935,6 +935,14 @@ struct Vocab {
     if (t < 0 || static_cast<size_t>(t) + 1 >= spell_off_.size()) return {nullptr, 0};
     return {spell_bytes_.data() + spell_off_[t], spell_off_[t + 1] - spell_off_[t]};
   }
+  // A hint that plain_spelling(t) is asked soon: its offset (`bytes` false), or its bytes
+  // (true: the offset should be in the cache by then), are fetched meanwhile.
+  void prefetch_spelling(int32_t t, bool bytes) const {
+    if (bytes)
+      __builtin_prefetch(spell_bytes_.data() + spell_off_[static_cast<size_t>(t)]);
+    else
+      __builtin_prefetch(spell_off_.data() + t);
+  }
 
   // The bytes of the plain tokens of `n` bytes, one after the other in Plain::by_len order
   // (the k-th at k * n), and of text token k of Plain::text_by_chars: a bounded string's
@@ -4084,11 +4092,24 @@ class ConfigIndex final : public structgen::IndexView {
       if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
     };
     if (listed != nullptr) {
+      // the tokens to step first, then stepped with their spellings fetched some tokens
+      // ahead: thousands of tokens spread over the vocabulary's spellings (a megabyte at
+      // 128K tokens), and a first visit finds few of them in the cache
+      static thread_local std::vector<int32_t> todo_tl;
+      structgen::Scratch<std::vector<int32_t>> todo_s(todo_tl);
+      std::vector<int32_t>& todo = todo_s.value;
+      todo.clear();
       const size_t m = listed->ids.size();
       const int32_t* ids = listed->ids.data();
       const uint8_t* firsts = listed->first.data();
       for (size_t q = 0; q < m; ++q)
-        if (go[firsts[q]]) step(ids[q]);
+        if (go[firsts[q]]) todo.push_back(ids[q]);
+      constexpr size_t kAhead = 16;
+      for (size_t q = 0; q < todo.size(); ++q) {
+        if (q + 2 * kAhead < todo.size()) V.prefetch_spelling(todo[q + 2 * kAhead], false);
+        if (q + kAhead < todo.size()) V.prefetch_spelling(todo[q + kAhead], true);
+        step(todo[q]);
+      }
       return;
     }
     // (past the lists kept: from the bitmasks of the exit bytes)
