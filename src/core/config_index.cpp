@@ -698,6 +698,10 @@ struct Vocab {
   struct ExitTokens {
     std::vector<int32_t> ids;
     std::vector<uint8_t> first;
+    // their spellings, one after the other (token k's at off[k], off[k + 1]): read in order,
+    // where plain_spelling() scattered the reads over the vocabulary's spellings
+    std::vector<uint32_t> off;
+    std::vector<uint8_t> bytes;
   };
   const ExitTokens* exit_tokens(const ByteSet& set) const {
     {
@@ -714,11 +718,15 @@ struct Vocab {
       for (int64_t i = 0; i < plain_words; ++i) held[static_cast<size_t>(i)] |= w[i];
     }
     ExitTokens out;
+    out.off.push_back(0);
     for (size_t i = 0; i < held.size(); ++i)
       for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
         const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
         out.ids.push_back(t);
         out.first.push_back(first_byte[static_cast<size_t>(t)]);
+        const auto [data, n] = plain_spelling(t);
+        out.bytes.insert(out.bytes.end(), data, data + n);
+        out.off.push_back(static_cast<uint32_t>(out.bytes.size()));
       }
     std::lock_guard<std::mutex> g(class_mu_);
     return &exit_lists_.emplace(set, std::move(out)).first->second;  // a racing thread's, equal, may win
@@ -934,14 +942,6 @@ struct Vocab {
   std::pair<const uint8_t*, size_t> plain_spelling(int32_t t) const {
     if (t < 0 || static_cast<size_t>(t) + 1 >= spell_off_.size()) return {nullptr, 0};
     return {spell_bytes_.data() + spell_off_[t], spell_off_[t + 1] - spell_off_[t]};
-  }
-  // A hint that plain_spelling(t) is asked soon: its offset (`bytes` false), or its bytes
-  // (true: the offset should be in the cache by then), are fetched meanwhile.
-  void prefetch_spelling(int32_t t, bool bytes) const {
-    if (bytes)
-      __builtin_prefetch(spell_bytes_.data() + spell_off_[static_cast<size_t>(t)]);
-    else
-      __builtin_prefetch(spell_off_.data() + t);
   }
 
   // The bytes of the plain tokens of `n` bytes, one after the other in Plain::by_len order
@@ -4085,31 +4085,19 @@ class ConfigIndex final : public structgen::IndexView {
       const int32_t* r0 = row_of(cid);
       for (int b = 0; b < 256; ++b) go[b] = r0[b] != kDead && (first == nullptr || first[b]);
     }
-    auto step = [&](int32_t t) {
-      const auto [data, n] = V.plain_spelling(t);
+    auto step = [&](int32_t t, const uint8_t* data, size_t n) {
       int32_t c = cid;
       for (size_t j = 0; j < n && c != kDead; ++j) c = row_of(c)[data[j]];
       if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
     };
     if (listed != nullptr) {
-      // the tokens to step first, then stepped with their spellings fetched some tokens
-      // ahead: thousands of tokens spread over the vocabulary's spellings (a megabyte at
-      // 128K tokens), and a first visit finds few of them in the cache
-      static thread_local std::vector<int32_t> todo_tl;
-      structgen::Scratch<std::vector<int32_t>> todo_s(todo_tl);
-      std::vector<int32_t>& todo = todo_s.value;
-      todo.clear();
       const size_t m = listed->ids.size();
       const int32_t* ids = listed->ids.data();
       const uint8_t* firsts = listed->first.data();
+      const uint32_t* off = listed->off.data();
+      const uint8_t* bytes = listed->bytes.data();
       for (size_t q = 0; q < m; ++q)
-        if (go[firsts[q]]) todo.push_back(ids[q]);
-      constexpr size_t kAhead = 16;
-      for (size_t q = 0; q < todo.size(); ++q) {
-        if (q + 2 * kAhead < todo.size()) V.prefetch_spelling(todo[q + 2 * kAhead], false);
-        if (q + kAhead < todo.size()) V.prefetch_spelling(todo[q + kAhead], true);
-        step(todo[q]);
-      }
+        if (go[firsts[q]]) step(ids[q], bytes + off[q], off[q + 1] - off[q]);
       return;
     }
     // (past the lists kept: from the bitmasks of the exit bytes)
@@ -4125,7 +4113,10 @@ class ConfigIndex final : public structgen::IndexView {
     for (size_t i = 0; i < pw; ++i)
       for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
         const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
-        if (go[V.first_byte[static_cast<size_t>(t)]]) step(t);
+        if (go[V.first_byte[static_cast<size_t>(t)]]) {
+          const auto [data, n] = V.plain_spelling(t);
+          step(t, data, n);
+        }
       }
   }
 
