@@ -710,6 +710,12 @@ struct Vocab {
       if (it != exit_lists_.end()) return &it->second;
       if (exit_lists_.size() >= kMaxClasses) return nullptr;
     }
+    ExitTokens out = make_exit_tokens(set);
+    std::lock_guard<std::mutex> g(class_mu_);
+    return &exit_lists_.emplace(set, std::move(out)).first->second;  // a racing thread's, equal, may win
+  }
+  // the list exit_tokens() keeps, made anew (past the lists kept)
+  ExitTokens make_exit_tokens(const ByteSet& set) const {
     std::vector<uint32_t> held(static_cast<size_t>(plain_words), 0);
     const auto& pb = plain_bytes();
     for (size_t k = 0; k < pb.size(); ++k) {
@@ -728,8 +734,7 @@ struct Vocab {
         out.bytes.insert(out.bytes.end(), data, data + n);
         out.off.push_back(static_cast<uint32_t>(out.bytes.size()));
       }
-    std::lock_guard<std::mutex> g(class_mu_);
-    return &exit_lists_.emplace(set, std::move(out)).first->second;  // a racing thread's, equal, may win
+    return out;
   }
   std::vector<uint8_t> first_byte;  // per token id: its first byte (0 for ids without bytes)
   // Per node of `trie`: the byte classes (byte_class()) of every byte below it. A subtree whose
@@ -4062,6 +4067,11 @@ class ConfigIndex final : public structgen::IndexView {
       exit_set[b >> 6] |= uint64_t(1) << (b & 63);
     }
     const Vocab::ExitTokens* listed = V.exit_tokens(exit_set);
+    Vocab::ExitTokens made;
+    if (listed == nullptr) {
+      made = V.make_exit_tokens(exit_set);
+      listed = &made;
+    }
     // The tokens step through a few configurations (the loop's, the exits'): their rows are
     // kept here, where row() per byte (two chunk lookups) was most of such a mask.
     int32_t seen[16];
@@ -4085,39 +4095,17 @@ class ConfigIndex final : public structgen::IndexView {
       const int32_t* r0 = row_of(cid);
       for (int b = 0; b < 256; ++b) go[b] = r0[b] != kDead && (first == nullptr || first[b]);
     }
-    auto step = [&](int32_t t, const uint8_t* data, size_t n) {
+    const size_t m = listed->ids.size();
+    const int32_t* ids = listed->ids.data();
+    const uint8_t* firsts = listed->first.data();
+    const uint32_t* off = listed->off.data();
+    const uint8_t* bytes = listed->bytes.data();
+    for (size_t q = 0; q < m; ++q) {
+      if (!go[firsts[q]]) continue;
       int32_t c = cid;
-      for (size_t j = 0; j < n && c != kDead; ++j) c = row_of(c)[data[j]];
-      if (c != kDead) mask[t >> 5] |= 1u << (t & 31);
-    };
-    if (listed != nullptr) {
-      const size_t m = listed->ids.size();
-      const int32_t* ids = listed->ids.data();
-      const uint8_t* firsts = listed->first.data();
-      const uint32_t* off = listed->off.data();
-      const uint8_t* bytes = listed->bytes.data();
-      for (size_t q = 0; q < m; ++q)
-        if (go[firsts[q]]) step(ids[q], bytes + off[q], off[q + 1] - off[q]);
-      return;
+      for (uint32_t j = off[q]; j < off[q + 1] && c != kDead; ++j) c = row_of(c)[bytes[j]];
+      if (c != kDead) mask[ids[q] >> 5] |= 1u << (ids[q] & 31);
     }
-    // (past the lists kept: from the bitmasks of the exit bytes)
-    static thread_local std::vector<uint32_t> held_tl;
-    structgen::Scratch<std::vector<uint32_t>> held_s(held_tl);
-    std::vector<uint32_t>& held = held_s.value;
-    const auto pw = static_cast<size_t>(V.plain_words);
-    held.assign(pw, 0);
-    for (int e = 0; e < nexit; ++e) {
-      const uint32_t* w = V.with_byte.data() + exits[e] * pw;
-      for (size_t i = 0; i < pw; ++i) held[i] |= w[i];
-    }
-    for (size_t i = 0; i < pw; ++i)
-      for (uint32_t hits = held[i]; hits != 0; hits &= hits - 1) {
-        const auto t = static_cast<int32_t>(i * 32 + static_cast<size_t>(__builtin_ctz(hits)));
-        if (go[V.first_byte[static_cast<size_t>(t)]]) {
-          const auto [data, n] = V.plain_spelling(t);
-          step(t, data, n);
-        }
-      }
   }
 
   // The mask of `cid` (all zero on entry) where a class L of plain bytes keeps `cid` among a
