@@ -289,6 +289,36 @@ def test_first_classes_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["first_classes"] >= 1
 
 
+# A member name's start among declared names: a stack per name, each in a simple state taking
+# its name's next byte; the mask is the union of each frame's own walk down its name's path
+# (ConfigIndex::frames_walk), beside the free names' own mask where additionalProperties allow
+# them (split_frames). Names share prefixes; one is a prefix of another; a value is bounded
+# (a grammar with counters); the anyOf gives frames of several names each. (Declared members
+# come in schema order, free ones after them.)
+_NAMES = ["alpha", "alphabet", "allowJs", "allowUmd", "beta", "build", "charset", "checkJs", "debug", "declaration",
+          "x-one", "\u00e9t\u00e9"]
+FRAMES_CASES = [
+    ({"type": "object", "properties": {n: {"type": "integer"} for n in _NAMES}, "additionalProperties": False},
+     b'{"alphabet":1,"allowUmd":2,"debug":4,"\xc3\xa9t\xc3\xa9":3}', "frames_walks"),
+    ({"type": "object", "properties": {**{n: {"$ref": "#"} for n in _NAMES}, "beta": {"type": "string", "maxLength": 5}},
+      "additionalProperties": {"type": "string"}},
+     b'{"alphabet":{},"beta":"ab","build":{"debug":{"x":"y"}},"charsets":"y"}', "split_frames"),
+    ({"anyOf": [{"type": "object", "properties": {n: {"type": "integer"} for n in _NAMES[:6]}, "required": ["beta"],
+                 "additionalProperties": False},
+                {"type": "object", "properties": {n: {"type": "string"} for n in _NAMES[4:]}, "required": ["debug"],
+                 "additionalProperties": False}]},
+     b'{"build":"x","checkJs":"z","debug":"y"}', "frames_walks"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FRAMES_CASES)))
+def test_frames_walks_equal_reference(case, smollm2_info, real_info):
+    schema, text, stat = FRAMES_CASES[case]
+    for info in (smollm2_info, real_info):
+        compiled, _ = _walked_pair(info, schema, text, 90 + case, walks=4, max_steps=12)
+        assert compiled.index.stats()[stat] >= 1
+
+
 @pytest.mark.parametrize("case", range(len(LABEL_CASES)))
 def test_labels_equal_reference(case, smollm2_info, real_info):
     schema, text = LABEL_CASES[case]
