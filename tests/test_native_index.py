@@ -289,6 +289,29 @@ def test_first_classes_equal_reference(case, smollm2_info, real_info):
         assert compiled.index.stats()["first_classes"] >= 1
 
 
+# A class that leads from the first character's configuration through a chain of states, one
+# per character, rather than a loop (a host name's label, whose length bound makes each
+# character a state of its own): the class's tokens are set from the per-vocabulary bitmask,
+# the tokens holding one of the other bytes those states take (a hyphen, a dot) are stepped
+# (ConfigIndex::chain_class_walk). An e-mail domain, a host name, and a label pattern of its own.
+CHAIN_CASES = [
+    ({"type": "object", "properties": {"email": {"type": "string", "format": "email"}}},
+     b'{"email":"john.doe@mail-1.example.org"}'),
+    ({"type": "string", "format": "hostname"}, b'"a-1.example.com"'),
+    ({"type": "string", "pattern": "^[a-z0-9]{1,40}(\\.[a-z0-9]{1,40})+$"}, b'"abc.de9"'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CHAIN_CASES)))
+def test_chain_classes_equal_reference(case, smollm2_info, real_info):
+    schema, text = CHAIN_CASES[case]
+    for info in (smollm2_info, real_info):
+        compiled, _ = _walked_pair(info, schema, text, 95 + case, walks=4, max_steps=12)
+        # (a vocabulary whose letters-and-digits tokens outgrow a 63-byte label, Llama-3's 96,
+        # keeps the walk: the shortcut holds only where every token of the class fits)
+        assert compiled.index.stats()["chain_classes"] >= (info is smollm2_info or case == 2)
+
+
 # A member name's start among declared names: a stack per name, each in a simple state taking
 # its name's next byte; the mask is the union of each frame's own walk down its name's path
 # (ConfigIndex::frames_walk), beside the free names' own mask where additionalProperties allow

@@ -70,6 +70,9 @@ constexpr int32_t kNoChars = -2;                  // no token holds a character 
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
 constexpr int kMaxSplitFrames = 4096;             // at most: a configuration's simple frames walked one by one (frames_walk)
+constexpr int kChainRounds = 2;                  // at most: chain_class_walk's searches (bytes dropped from L in between)
+constexpr int kMaxChainStates = 4;                // at most: the states of one level of chain_class_walk's search
+constexpr int64_t kMaxChainSteps = 1 << 13;       // at most: its rows' plain bytes read, over its levels
 constexpr int kMinSplitFrames = 4;                // at least: frames_walk's frames beside other stacks
 constexpr int kSplitReleaseFrames = 16;           // from: frames_walk releases the GIL (see lazy_gil.hpp)
 constexpr int kMaxFrameBytes = 64;                // at most: the bytes a frame takes in frames_walk
@@ -1305,6 +1308,7 @@ class ConfigIndex final : public structgen::IndexView {
     d["counter_shifts"] = shifts_.load(std::memory_order_relaxed);
     d["walk_twins"] = walk_twins_;
     d["first_classes"] = first_classes_.load(std::memory_order_relaxed);  // a first class, then a loop's
+    d["chain_classes"] = chain_classes_.load(std::memory_order_relaxed);  // first characters of bounded classes
     d["frames_walks"] = frames_walks_.load(std::memory_order_relaxed);  // masks walked frame by frame
     d["split_frames"] = split_frames_.load(std::memory_order_relaxed);  // of those, beside other stacks' own mask
     d["bounded_walks"] = bounded_walks_.load(std::memory_order_relaxed);  // bounded strings' masks from their twins'  // bounded strings' steps found to repeat
@@ -4298,6 +4302,43 @@ class ConfigIndex final : public structgen::IndexView {
     return true;
   }
 
+  // The mask of the first-class walks (all zero on entry): the plain tokens of F then L alone
+  // (set_class_tokens), those of F holding a byte of E (`exits`) stepped one by one, the
+  // tokens not plain walked, and those of the other first bytes X (`others`) walked.
+  void class_mask(int32_t cid, const uint32_t* bits, const ByteSet& loop, const uint8_t* first, const uint8_t* exits,
+                  int nexit, const uint8_t* others, int64_t other_count, uint32_t* mask) {
+    set_class_tokens(bits, loop, first, mask);
+    step_exit_tokens(cid, exits, nexit, first, mask);  // (those starting in F)
+    walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
+    // (X's tokens not plain are walked twice: they are few, and a walk only sets bits)
+    if (other_count > 0) walk(cid, V.trie, others, mask, nullptr, nullptr);
+  }
+
+  // Set in `mask` (all zero on entry) the tokens of class L (`bits`: Vocab::class_tokens) whose
+  // first byte is in F (`first`, within L): the class's tokens less those whose first byte is
+  // in L but not in F, or (fewer ids) those whose first byte is in F.
+  void set_class_tokens(const uint32_t* bits, const ByteSet& loop, const uint8_t* first, uint32_t* mask) {
+    const IdRuns& by_first = V.plain->by_first;
+    int64_t in_first = 0, not_first = 0;
+    for (uint8_t b : plain_bytes())
+      if (loop[b >> 6] >> (b & 63) & 1u)
+        (first[b] ? in_first : not_first) += by_first.offsets[b + 1] - by_first.offsets[b];
+    if (not_first <= in_first + words_) {
+      std::memcpy(mask, bits, static_cast<size_t>(words_) * 4);
+      for (uint8_t b : plain_bytes())
+        if (!first[b] && (loop[b >> 6] >> (b & 63) & 1u))
+          for (int64_t j = by_first.offsets[b]; j < by_first.offsets[b + 1]; ++j)
+            mask[by_first.ids[j] >> 5] &= ~(1u << (by_first.ids[j] & 31));
+    } else {
+      for (uint8_t b : plain_bytes())
+        if (first[b])
+          for (int64_t j = by_first.offsets[b]; j < by_first.offsets[b + 1]; ++j) {
+            const int64_t t = by_first.ids[j];
+            mask[t >> 5] |= bits[t >> 5] & (1u << (t & 31));
+          }
+    }
+  }
+
   // The mask of `cid` (all zero on entry) where a class F of plain bytes leads from `cid` to
   // one configuration A, and A loops on a class L of plain bytes holding F (a name's first
   // character, then its body: `^[A-Za-z0-9_][^<>*#.%&:]*$`, `^[a-z][a-z0-9-]*$`), the other
@@ -4342,16 +4383,18 @@ class ConfigIndex final : public structgen::IndexView {
       }
     if (other_count > kMaxExitTokens) return false;
     const int32_t* ra = row(a);
+    {
+      bool loops = true;  // (F within L)
+      for (size_t k = 0; k < plain.size() && loops; ++k) loops = into[k] != a || ra[plain[k]] == a;
+      if (!loops) return chain_class_walk(cid, into, a, others, other_count, mask);
+    }
     ByteSet loop{0, 0, 0, 0};
     uint8_t first[256] = {0}, exits[kMaxPlain];
     int nexit = 0, nloop = 0;
     int64_t exit_count = 0;
     for (size_t k = 0; k < plain.size(); ++k) {
       const uint8_t b = plain[k];
-      if (into[k] == a) {
-        if (ra[b] != a) return false;  // (F within L)
-        first[b] = 1;
-      }
+      if (into[k] == a) first[b] = 1;
       if (ra[b] == a) {
         loop[b >> 6] |= uint64_t(1) << (b & 63);
         ++nloop;
@@ -4364,31 +4407,123 @@ class ConfigIndex final : public structgen::IndexView {
     if (nloop < kMinLoopingFirstBytes || exit_count > kMaxExitTokens) return false;
     const uint32_t* bits = V.class_tokens(loop);
     if (bits == nullptr) return false;
-    // the class's tokens less those whose first byte is in L but not in F, or (fewer ids)
-    // those whose first byte is in F within the class
-    int64_t in_first = 0, not_first = 0;
-    for (uint8_t b : plain)
-      if (loop[b >> 6] >> (b & 63) & 1u)
-        (first[b] ? in_first : not_first) += by_first.offsets[b + 1] - by_first.offsets[b];
-    if (not_first <= in_first + words_) {
-      std::memcpy(mask, bits, static_cast<size_t>(words_) * 4);
-      for (uint8_t b : plain)
-        if (!first[b] && (loop[b >> 6] >> (b & 63) & 1u))
-          for (int64_t j = by_first.offsets[b]; j < by_first.offsets[b + 1]; ++j)
-            mask[by_first.ids[j] >> 5] &= ~(1u << (by_first.ids[j] & 31));
-    } else {
-      for (uint8_t b : plain)
-        if (first[b])
-          for (int64_t j = by_first.offsets[b]; j < by_first.offsets[b + 1]; ++j) {
-            const int64_t t = by_first.ids[j];
-            mask[t >> 5] |= bits[t >> 5] & (1u << (t & 31));
-          }
-    }
-    step_exit_tokens(cid, exits, nexit, first, mask);  // (those starting in F)
-    walk(cid, V.plain->rest, nullptr, mask, nullptr, nullptr);
-    // (X's tokens not plain are walked twice: they are few, and a walk only sets bits)
-    if (other_count > 0) walk(cid, V.trie, others, mask, nullptr, nullptr);
+    class_mask(cid, bits, loop, first, exits, nexit, others, other_count, mask);
     first_classes_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // first_class_walk's shape where A does not loop: A is a frame alone in a simple state, and
+  // a class L of plain bytes leads from it through simple states of its rule byte after byte
+  // (a host name's label, whose length bound makes each character a state of its own: an
+  // e-mail domain's first character, whose first mask made 31 configurations and 15 rows in
+  // 44 µs at best with SmolLM2). Where every string of L's bytes as long as the longest plain
+  // token of L alone (less its first byte) stays in live simple states, a plain token of F
+  // and then L is allowed (Vocab::class_tokens); E, the other plain bytes that the states L's
+  // strings reach take, as long as the longest plain token, are few: the plain tokens holding
+  // a byte of E are stepped one by one, and a plain token holding neither is rejected at its
+  // first byte outside L. L starts as the bytes A takes where F's bytes take it; one that
+  // leads out of simple live states too soon is dropped and the search redone. False,
+  // nothing written, where the shape differs, the search grows, or E's tokens are many.
+  bool chain_class_walk(int32_t cid, const std::array<int32_t, kMaxPlain>& into, int32_t a, const uint8_t* others,
+                        int64_t other_count, uint32_t* mask) {
+    const int64_t v = virt_.load(a);
+    if (v < 0) return false;
+    const auto r = static_cast<int32_t>(v >> 32);
+    const auto s0 = static_cast<int32_t>(v & 0xFFFFFFFF);
+    const Rule& R = rules_[r];
+    if (R.counter) return false;
+    const auto& plain = plain_bytes();
+    const Plain& P = *V.plain;
+    uint8_t first[256] = {0};  // F
+    for (size_t k = 0; k < plain.size(); ++k)
+      if (into[k] == a) first[plain[k]] = 1;
+    // L: the bytes that A takes where F's bytes take it, into a simple state (a label's
+    // letters and digits, not its hyphen or dot)
+    ByteSet in_l{0, 0, 0, 0};
+    {
+      const int32_t* row0 = R.trans + static_cast<int64_t>(s0) * 256;
+      int32_t to = -1;
+      for (uint8_t b : plain)
+        if (first[b]) {
+          if (to != -1 && row0[b] != to) return false;
+          to = row0[b];
+        }
+      if (to < 0 || !R.simple[static_cast<size_t>(to)]) return false;
+      for (uint8_t b : plain)
+        if (row0[b] == to) in_l[b >> 6] |= uint64_t(1) << (b & 63);
+    }
+    auto has = [](const ByteSet& set, int b) { return (set[b >> 6] >> (b & 63) & 1u) != 0; };
+    ByteSet in_e;
+    const uint32_t* bits = nullptr;
+    std::vector<int32_t> level, next;
+    bool found = false;
+    for (int round = 0; round < kChainRounds && !found; ++round) {
+      int count = 0;
+      for (uint8_t b : plain) {
+        if (first[b] && !has(in_l, b)) return false;  // (F within L)
+        count += has(in_l, b);
+      }
+      if (count < kMinLoopingFirstBytes) return false;
+      bits = V.class_tokens(in_l);
+      if (bits == nullptr) return false;
+      // the longest plain token of L alone: the strings of L read after its first byte
+      int64_t class_depth = 0;
+      for (int64_t len = P.longest; len > 0 && class_depth == 0; --len)
+        for (int64_t j = P.by_len.offsets[len]; j < P.by_len.offsets[len + 1]; ++j)
+          if (bits[P.by_len.ids[j] >> 5] >> (P.by_len.ids[j] & 31) & 1u) {
+            class_depth = len - 1;
+            break;
+          }
+      // the states L's strings reach, level by level, up to the longest plain token
+      in_e = {0, 0, 0, 0};
+      ByteSet bad{0, 0, 0, 0};
+      level.assign(1, s0);
+      int64_t steps = 0;
+      for (int64_t d = 0; d + 1 < P.longest && !level.empty(); ++d) {
+        next.clear();
+        for (int32_t q : level) {
+          const int32_t* rq = R.trans + static_cast<int64_t>(q) * 256;
+          const auto& none = R.none[static_cast<size_t>(q)];
+          for (uint8_t b : plain) {
+            if (none[b >> 6] >> (b & 63) & 1u) {  // (dead: past the class's strings only)
+              if (has(in_l, b) && d < class_depth) bad[b >> 6] |= uint64_t(1) << (b & 63);
+              continue;
+            }
+            if (!has(in_l, b)) {
+              in_e[b >> 6] |= uint64_t(1) << (b & 63);
+              continue;
+            }
+            const int32_t t = rq[b];
+            if (!R.simple[static_cast<size_t>(t)]) {
+              bad[b >> 6] |= uint64_t(1) << (b & 63);
+              continue;
+            }
+            if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
+          }
+          if ((steps += static_cast<int64_t>(plain.size())) > kMaxChainSteps) return false;
+        }
+        if (next.size() > kMaxChainStates) return false;
+        level.swap(next);
+      }
+      if ((bad[0] | bad[1] | bad[2] | bad[3]) == 0) {
+        found = true;
+      } else {
+        for (int w = 0; w < 4; ++w) in_l[w] &= ~bad[w];
+      }
+    }
+    if (!found) return false;
+    uint8_t exits[kMaxPlain];
+    int nexit = 0;
+    int64_t exit_count = 0;
+    for (size_t k = 0; k < plain.size(); ++k)
+      if (has(in_e, plain[k])) {
+        if (nexit == kMaxExitBytes) return false;
+        exits[nexit++] = static_cast<uint8_t>(k);
+        exit_count += V.with_byte_count[k];
+      }
+    if (exit_count > kMaxExitTokens) return false;
+    class_mask(cid, bits, in_l, first, exits, nexit, others, other_count, mask);
+    chain_classes_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
@@ -5092,6 +5227,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::unordered_map<uint64_t, int32_t> twin_config_;
   std::atomic<int64_t> bounded_walks_{0};
   std::atomic<int64_t> frames_walks_{0};
+  std::atomic<int64_t> chain_classes_{0};
   std::atomic<int64_t> split_frames_{0};
   std::atomic<int64_t> first_classes_{0};  // (stats: masks by first_class_walk)  // (stats: masks made from the twin's)
   bool counted_ = false;
