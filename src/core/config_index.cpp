@@ -70,6 +70,7 @@ constexpr int32_t kNoChars = -2;                  // no token holds a character 
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
 constexpr int kMaxSplitFrames = 4096;             // at most: a configuration's simple frames walked one by one (frames_walk)
+constexpr int kMinChainBytes = 16;               // at least: the bytes of one class chain_class_walk's chain takes
 constexpr int kChainRounds = 2;                  // at most: chain_class_walk's searches (bytes dropped from L in between)
 constexpr int kMaxChainStates = 4;                // at most: the states of one level of chain_class_walk's search
 constexpr int64_t kMaxChainSteps = 1 << 13;       // at most: its rows' plain bytes read, over its levels
@@ -4440,6 +4441,7 @@ class ConfigIndex final : public structgen::IndexView {
     // L: the bytes that A takes where F's bytes take it, into a simple state (a label's
     // letters and digits, not its hyphen or dot)
     ByteSet in_l{0, 0, 0, 0};
+    int64_t chain = 0;  // the bytes one byte of F takes, repeated, from A
     {
       const int32_t* row0 = R.trans + static_cast<int64_t>(s0) * 256;
       int32_t to = -1;
@@ -4451,6 +4453,18 @@ class ConfigIndex final : public structgen::IndexView {
       if (to < 0 || !R.simple[static_cast<size_t>(to)]) return false;
       for (uint8_t b : plain)
         if (row0[b] == to) in_l[b >> 6] |= uint64_t(1) << (b & 63);
+      // a short chain (a uuid's eight hex digits) holds no class's longest token: one byte of
+      // the class is stepped along it first, where the search below (and the class's longest
+      // token found) cost a uuid's first digit twice its walk; `chain` holds the longest
+      // token found next
+      int b = 0;
+      while (!first[b]) ++b;  // (F is not empty: `to` was found)
+      for (int32_t q = s0; chain < P.longest; ++chain) {
+        const int32_t t = R.trans[static_cast<int64_t>(q) * 256 + b];
+        if (t < 0 || !R.simple[static_cast<size_t>(t)]) break;
+        q = t;
+      }
+      if (chain < kMinChainBytes) return false;
     }
     auto has = [](const ByteSet& set, int b) { return (set[b >> 6] >> (b & 63) & 1u) != 0; };
     ByteSet in_e;
@@ -4464,6 +4478,15 @@ class ConfigIndex final : public structgen::IndexView {
         count += has(in_l, b);
       }
       if (count < kMinLoopingFirstBytes) return false;
+      {
+        // E holds at least the other bytes A takes: too many tokens there already ends it
+        // before the search (Llama-3's tokens holding a dot or a hyphen)
+        const auto& none0 = R.none[static_cast<size_t>(s0)];
+        int64_t at_a = 0;
+        for (size_t k = 0; k < plain.size(); ++k)
+          if (!(none0[plain[k] >> 6] >> (plain[k] & 63) & 1u) && !has(in_l, plain[k])) at_a += V.with_byte_count[k];
+        if (at_a > kMaxExitTokens) return false;
+      }
       bits = V.class_tokens(in_l);
       if (bits == nullptr) return false;
       // the longest plain token of L alone: the strings of L read after its first byte
@@ -4474,6 +4497,9 @@ class ConfigIndex final : public structgen::IndexView {
             class_depth = len - 1;
             break;
           }
+      // (a class whose longest token outgrows the chain: Llama-3's letters and digits, 96
+      // bytes, in a label of 63)
+      if (class_depth > chain) return false;
       // the states L's strings reach, level by level, up to the longest plain token
       in_e = {0, 0, 0, 0};
       ByteSet bad{0, 0, 0, 0};
@@ -4503,6 +4529,7 @@ class ConfigIndex final : public structgen::IndexView {
           if ((steps += static_cast<int64_t>(plain.size())) > kMaxChainSteps) return false;
         }
         if (next.size() > kMaxChainStates) return false;
+        if ((bad[0] | bad[1] | bad[2] | bad[3]) != 0) break;  // (searched again without them)
         level.swap(next);
       }
       if ((bad[0] | bad[1] | bad[2] | bad[3]) == 0) {
