@@ -70,8 +70,8 @@ constexpr int32_t kNoChars = -2;                  // no token holds a character 
 constexpr int kPruneDepth = 8;                    // counters.prune_subsumed: frames looked through
 constexpr int kMinLoopingFirstBytes = 16;         // fewer: the per-byte bookkeeping costs more than the walk saves
 constexpr int kMaxSplitFrames = 4096;             // at most: a configuration's simple frames walked one by one (frames_walk)
-constexpr int kMinChainBytes = 16;               // at least: the bytes of one class chain_class_walk's chain takes
-constexpr int kChainRounds = 2;                  // at most: chain_class_walk's searches (bytes dropped from L in between)
+constexpr int kMinChainBytes = 16;                // at least: the bytes of one class chain_class_walk's chain takes
+constexpr int kChainRounds = 2;                   // at most: chain_class_walk's searches (bytes dropped from L in between)
 constexpr int kMaxChainStates = 4;                // at most: the states of one level of chain_class_walk's search
 constexpr int64_t kMaxChainSteps = 1 << 13;       // at most: its rows' plain bytes read, over its levels
 constexpr int kMinSplitFrames = 4;                // at least: frames_walk's frames beside other stacks
@@ -658,6 +658,13 @@ struct Plain {
 };
 
 using ByteSet = std::array<uint64_t, 4>;
+// The bytes of a 256-bit set a rule state rejects (Rule::none) that it takes instead.
+inline int taken_bytes(const ByteSet& none) {
+  return __builtin_popcountll(~none[0]) + __builtin_popcountll(~none[1]) + __builtin_popcountll(~none[2]) +
+         __builtin_popcountll(~none[3]);
+}
+inline bool in_set(const ByteSet& set, int b) { return (set[b >> 6] >> (b & 63) & 1u) != 0; }
+inline void add_to(ByteSet& set, int b) { set[b >> 6] |= uint64_t(1) << (b & 63); }
 
 // Everything per vocabulary (token_index.TokenTrie with its PlainSplit): built once per trie
 // and shared by the index of every grammar compiled for it.
@@ -2396,9 +2403,8 @@ class ConfigIndex final : public structgen::IndexView {
       // declared name meets, each once) loops on its live bytes at most: those are read, not
       // the whole row (cold after the compile)
       const auto& none = rules_[r].none[static_cast<size_t>(s)];
-      uint64_t eq[4] = {~none[0], ~none[1], ~none[2], ~none[3]};
-      if (__builtin_popcountll(eq[0]) + __builtin_popcountll(eq[1]) + __builtin_popcountll(eq[2]) +
-              __builtin_popcountll(eq[3]) <= kFewKidsScan) {
+      if (taken_bytes(none) <= kFewKidsScan) {
+        uint64_t eq[4] = {~none[0], ~none[1], ~none[2], ~none[3]};
         for (int w = 0; w < 4; ++w)
           for (uint64_t bits = eq[w]; bits != 0; bits &= bits - 1)
             if (row[w * 64 + __builtin_ctzll(bits)] != s) eq[w] &= ~(uint64_t(1) << __builtin_ctzll(bits));
@@ -3051,23 +3057,19 @@ class ConfigIndex final : public structgen::IndexView {
     const int m = c.kids_m1 + 1;
     // (a child's visit writes only the levels below d + 1: row_at[d + 1] and virt_at[d + 1] hold)
     if (va.simple != nullptr) {
-      const uint64_t* none = rules_[va.r].none[static_cast<size_t>(st)].data();  // (one line: the row is 16)
-      if (m > kFewKidsScan) {
-        // a state taking a byte or two (inside a name or a literal): each found among the
-        // children's bytes by one memchr, where testing every child's byte was most of a walk
-        // down a declared name (frames_walk)
-        const uint64_t live[4] = {~none[0], ~none[1], ~none[2], ~none[3]};
-        if (__builtin_popcountll(live[0]) + __builtin_popcountll(live[1]) + __builtin_popcountll(live[2]) +
-                __builtin_popcountll(live[3]) <= 2) {
-          for (int w = 0; w < 4; ++w)
-            for (uint64_t bits = live[w]; bits != 0; bits &= bits - 1) {
-              const int b = w * 64 + __builtin_ctzll(bits);
-              const void* at = std::memchr(bytes, b, static_cast<size_t>(m));
-              if (at != nullptr)
-                visit_few(kids[static_cast<const uint8_t*>(at) - bytes], d + 1, row[b], row_at, cache, mask);
-            }
-          return;
-        }
+      const ByteSet& none = rules_[va.r].none[static_cast<size_t>(st)];  // (one line: the row is 16)
+      // a state taking a byte or two (inside a name or a literal): each found among many
+      // children's bytes by one memchr, where testing every child's byte was most of a walk
+      // down a declared name (frames_walk)
+      if (m > kFewKidsScan && taken_bytes(none) <= 2) {
+        for (int w = 0; w < 4; ++w)
+          for (uint64_t bits = ~none[w]; bits != 0; bits &= bits - 1) {
+            const int b = w * 64 + __builtin_ctzll(bits);
+            const void* at = std::memchr(bytes, b, static_cast<size_t>(m));
+            if (at != nullptr)
+              visit_few(kids[static_cast<const uint8_t*>(at) - bytes], d + 1, row[b], row_at, cache, mask);
+          }
+        return;
       }
       for (int k = 0; k < m; ++k) {
         const uint8_t b = bytes[k];
@@ -3439,13 +3441,6 @@ class ConfigIndex final : public structgen::IndexView {
     return true;
   }
 
-  // A configuration of several stacks, each in a simple state that takes a few bytes (a
-  // member name's start among the declared names: a stack per name, each reading its name's
-  // next byte): its mask is the union of each frame's own walk from its DFA row (stacks are
-  // stepped apart), each down its name's path of the trie. Walked together, every trie node
-  // inside the names made the configuration of the frames still alive there and its byte row
-  // (a pass over each frame's DFA row, cold after the compile): o2312's `compilerOptions`, 52
-  // declared names, made 80 configurations and 47 rows in one 120 µs mask (SmolLM2).
   // Whether simple frame `f` is walked by frames_walk: how many bytes its state takes (0: not
   // walked there). A frame taking a few bytes is (inside a name or a literal); one taking
   // more (the declared names' first letters, in one DFA) only where each leads to a simple
@@ -3457,8 +3452,7 @@ class ConfigIndex final : public structgen::IndexView {
     const Rule& R = rules_[f.r];
     if (R.counter || !R.simple[static_cast<size_t>(f.s)]) return 0;
     const auto& dead = R.none[static_cast<size_t>(f.s)];
-    int live = 0;
-    for (int w = 0; w < 4; ++w) live += __builtin_popcountll(~dead[w]);
+    const int live = taken_bytes(dead);
     if (live <= kVirtualRootBytes || live > kMaxFrameBytes) return live <= kVirtualRootBytes ? live : 0;
     const int32_t* row = R.trans + f.s * 256;
     int32_t seen[kMaxFrameBytes];
@@ -3469,10 +3463,7 @@ class ConfigIndex final : public structgen::IndexView {
         if (t == f.s || !R.simple[static_cast<size_t>(t)]) return 0;
         if (std::find(seen, seen + distinct, t) != seen + distinct) continue;
         seen[distinct++] = t;
-        const auto& then = R.none[static_cast<size_t>(t)];
-        if (__builtin_popcountll(~then[0]) + __builtin_popcountll(~then[1]) + __builtin_popcountll(~then[2]) +
-                __builtin_popcountll(~then[3]) > kMaxSecondBytes)
-          return 0;
+        if (taken_bytes(R.none[static_cast<size_t>(t)]) > kMaxSecondBytes) return 0;
       }
     return 2 * distinct < live ? 0 : live;
   }
@@ -4452,11 +4443,10 @@ class ConfigIndex final : public structgen::IndexView {
         }
       if (to < 0 || !R.simple[static_cast<size_t>(to)]) return false;
       for (uint8_t b : plain)
-        if (row0[b] == to) in_l[b >> 6] |= uint64_t(1) << (b & 63);
-      // a short chain (a uuid's eight hex digits) holds no class's longest token: one byte of
-      // the class is stepped along it first, where the search below (and the class's longest
-      // token found) cost a uuid's first digit twice its walk; `chain` holds the longest
-      // token found next
+        if (row0[b] == to) add_to(in_l, b);
+      // a short chain (a uuid's eight hex digits) holds no class's longest token: one byte of F
+      // is stepped along it first (the search below, and finding the class's longest token,
+      // cost a uuid's first digit twice its walk), and a longest token past `chain` ends it
       int b = 0;
       while (!first[b]) ++b;  // (F is not empty: `to` was found)
       for (int32_t q = s0; chain < P.longest; ++chain) {
@@ -4466,7 +4456,6 @@ class ConfigIndex final : public structgen::IndexView {
       }
       if (chain < kMinChainBytes) return false;
     }
-    auto has = [](const ByteSet& set, int b) { return (set[b >> 6] >> (b & 63) & 1u) != 0; };
     ByteSet in_e;
     const uint32_t* bits = nullptr;
     std::vector<int32_t> level, next;
@@ -4474,8 +4463,8 @@ class ConfigIndex final : public structgen::IndexView {
     for (int round = 0; round < kChainRounds && !found; ++round) {
       int count = 0;
       for (uint8_t b : plain) {
-        if (first[b] && !has(in_l, b)) return false;  // (F within L)
-        count += has(in_l, b);
+        if (first[b] && !in_set(in_l, b)) return false;  // (F within L)
+        count += in_set(in_l, b);
       }
       if (count < kMinLoopingFirstBytes) return false;
       {
@@ -4484,7 +4473,7 @@ class ConfigIndex final : public structgen::IndexView {
         const auto& none0 = R.none[static_cast<size_t>(s0)];
         int64_t at_a = 0;
         for (size_t k = 0; k < plain.size(); ++k)
-          if (!(none0[plain[k] >> 6] >> (plain[k] & 63) & 1u) && !has(in_l, plain[k])) at_a += V.with_byte_count[k];
+          if (!(none0[plain[k] >> 6] >> (plain[k] & 63) & 1u) && !in_set(in_l, plain[k])) at_a += V.with_byte_count[k];
         if (at_a > kMaxExitTokens) return false;
       }
       bits = V.class_tokens(in_l);
@@ -4512,16 +4501,16 @@ class ConfigIndex final : public structgen::IndexView {
           const auto& none = R.none[static_cast<size_t>(q)];
           for (uint8_t b : plain) {
             if (none[b >> 6] >> (b & 63) & 1u) {  // (dead: past the class's strings only)
-              if (has(in_l, b) && d < class_depth) bad[b >> 6] |= uint64_t(1) << (b & 63);
+              if (in_set(in_l, b) && d < class_depth) add_to(bad, b);
               continue;
             }
-            if (!has(in_l, b)) {
-              in_e[b >> 6] |= uint64_t(1) << (b & 63);
+            if (!in_set(in_l, b)) {
+              add_to(in_e, b);
               continue;
             }
             const int32_t t = rq[b];
             if (!R.simple[static_cast<size_t>(t)]) {
-              bad[b >> 6] |= uint64_t(1) << (b & 63);
+              add_to(bad, b);
               continue;
             }
             if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
@@ -4543,7 +4532,7 @@ class ConfigIndex final : public structgen::IndexView {
     int nexit = 0;
     int64_t exit_count = 0;
     for (size_t k = 0; k < plain.size(); ++k)
-      if (has(in_e, plain[k])) {
+      if (in_set(in_e, plain[k])) {
         if (nexit == kMaxExitBytes) return false;
         exits[nexit++] = static_cast<uint8_t>(k);
         exit_count += V.with_byte_count[k];
