@@ -395,19 +395,37 @@ RuleBuild build_rule_alone(const fa::Expr& e, int32_t root, int64_t max_nfa, int
     runs.emplace_back(b, end);
     b = end + 1;
   }
+  // missing[b]: bytes below b that no token holds; a row [lo, hi] holds none where
+  // missing[hi + 1] == missing[lo]. Most rows do not (the bytes missing from a vocabulary are
+  // a few invalid in UTF-8), and a DFA none of whose rows does is kept as it is.
+  int32_t missing[257];
+  missing[0] = 0;
+  for (int b = 0; b < 256; ++b) missing[b + 1] = missing[b] + (A[b] ? 0 : 1);
+  auto holds_missing = [&](int64_t k) { return missing[d.rows[3 * k + 1] + 1] != missing[d.rows[3 * k]]; };
+  bool any_missing = false;
+  for (int64_t k = 0; k < static_cast<int64_t>(d.rows.size() / 3) && !any_missing; ++k) any_missing = holds_missing(k);
   fa::DFA cut;
-  cut.rows.reserve(d.rows.size());
-  cut.row_off.reserve(d.row_off.size());
-  for (int64_t s = 0; s < d.size(); ++s) {
-    for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
-      const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], x = d.rows[3 * k + 2];
-      for (const auto& [a, z] : runs) {
-        if (z < lo) continue;
-        if (a > hi) break;
-        fa::push3(cut.rows, std::max(a, lo), std::min(z, hi), x);
+  if (!any_missing) {
+    cut.rows = std::move(d.rows);
+    cut.row_off = std::move(d.row_off);
+  } else {
+    cut.rows.reserve(d.rows.size());
+    cut.row_off.reserve(d.row_off.size());
+    for (int64_t s = 0; s < d.size(); ++s) {
+      for (int64_t k = d.row_off[s]; k < d.row_off[s + 1]; ++k) {
+        const int32_t lo = d.rows[3 * k], hi = d.rows[3 * k + 1], x = d.rows[3 * k + 2];
+        if (!holds_missing(k)) {
+          fa::push3(cut.rows, lo, hi, x);
+          continue;
+        }
+        for (const auto& [a, z] : runs) {
+          if (z < lo) continue;
+          if (a > hi) break;
+          fa::push3(cut.rows, std::max(a, lo), std::min(z, hi), x);
+        }
       }
+      cut.row_off.push_back(static_cast<int64_t>(cut.rows.size() / 3));
     }
-    cut.row_off.push_back(static_cast<int64_t>(cut.rows.size() / 3));
   }
   cut.final = std::move(d.final);
   cut.call_off = std::move(d.call_off);
@@ -760,9 +778,10 @@ py::object left_recursion(const py::list& finals, const py::list& call_offs, con
 
 // Which rules match some string, given the rules that do by bytes alone (`alone`): a rule
 // does when its start state reaches a final state by bytes and calls to rules that do (a
-// least fixed point). Per rule its (n, 256) table, final flags and calls as CSR arrays; a
-// rule is tested again only when one it calls turns productive, and each test walks forward
-// from the start state until it meets a final state (the rows it reads are range-checked).
+// least fixed point). Per rule its (n, 256) table, final flags and calls as CSR arrays; each
+// rule's search walks forward from its start state until it meets a final state, and goes on
+// past a call only once the callee is known to be productive (the rows it reads are
+// range-checked).
 py::list productive_rules(const py::list& trans, const py::list& finals, const py::list& call_offs,
                           const py::list& call_edges, const py::list& alone) {
   const auto n = static_cast<int32_t>(trans.size());
@@ -786,30 +805,35 @@ py::list productive_rules(const py::list& trans, const py::list& finals, const p
   bool bad_target = false;
   {
     py::gil_scoped_release release;
-    std::vector<std::vector<int32_t>> callers(n);
-    for (int32_t r = 0; r < n; ++r) {
-      const int32_t* ce = rules[r].c.edge.data();
-      for (int64_t j = 0; j < rules[r].c.edge.size() / 2; ++j) callers[ce[2 * j]].push_back(r);
-    }
-    std::vector<uint8_t> seen;
-    std::vector<int32_t> stack;
-    auto ends = [&](int32_t r) {  // the start state reaches a final one
+    // One search per rule from its start state, resumed where it was blocked: a state reached
+    // with a call to a rule not (yet) productive is kept in that callee's `waiting` list, and
+    // the search goes on from the call's return state when the callee turns productive. Each
+    // state of each rule is visited at most once. (Searching a rule again from its start
+    // whenever one of its callees turned productive visited a rule with many callees once
+    // per callee: a large schema's objects made this pass a millisecond or two.)
+    std::vector<std::vector<uint8_t>> seen(n);
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> waiting(n);  // callee -> (rule, return state)
+    std::vector<int32_t> stack, turned;
+    // goes on with rule r's search from the states on `stack`; true where a final state is met
+    auto search = [&](int32_t r) {
       const Rule& R = rules[r];
       const int32_t* T = R.trans.data();
       const bool* F = R.c.final_.data();
       const int64_t* co = R.c.off.data();
       const int32_t* ce = R.c.edge.data();
       const auto states = static_cast<int32_t>(R.c.states);
-      seen.assign(static_cast<size_t>(states), 0);
-      stack.assign(1, 0);
-      seen[0] = 1;
+      std::vector<uint8_t>& S = seen[r];
       while (!stack.empty()) {
         const int32_t s = stack.back();
         stack.pop_back();
-        if (F[s]) return true;
+        if (F[s]) {
+          stack.clear();
+          return true;
+        }
         const int32_t* row = T + static_cast<int64_t>(s) * 256;
         if (!fa::targets_in_range(row, 256, states)) {
           bad_target = true;
+          stack.clear();
           return false;
         }
         uint64_t starts[4] = {1, 0, 0, 0};  // one target per run of equal ones
@@ -817,31 +841,45 @@ py::list productive_rules(const py::list& trans, const py::list& finals, const p
         for (int w = 0; w < 4; ++w)
           for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
             const int32_t t = row[w * 64 + __builtin_ctzll(bits)];
-            if (t >= 0 && !seen[t]) {
-              seen[t] = 1;
+            if (t >= 0 && !S[t]) {
+              S[t] = 1;
               stack.push_back(t);
             }
           }
         for (int64_t j = co[s]; j < co[s + 1]; ++j) {
           const int32_t c = ce[2 * j], t = ce[2 * j + 1];
-          if (prod[c] && !seen[t]) {
-            seen[t] = 1;
+          if (S[t]) continue;
+          if (prod[c]) {
+            S[t] = 1;
             stack.push_back(t);
+          } else {
+            waiting[c].emplace_back(r, t);
           }
         }
       }
       return false;
     };
-    std::vector<int32_t> work;
-    for (int32_t r = n - 1; r >= 0; --r)
-      if (!prod[r]) work.push_back(r);
-    while (!work.empty() && !bad_target) {
-      const int32_t r = work.back();
-      work.pop_back();
-      if (prod[r] || !ends(r)) continue;
-      prod[r] = 1;
-      for (int32_t c : callers[r])
-        if (!prod[c]) work.push_back(c);
+    for (int32_t r = 0; r < n && !bad_target; ++r) {
+      if (prod[r]) continue;
+      seen[r].assign(static_cast<size_t>(rules[r].c.states), 0);
+      seen[r][0] = 1;
+      stack.assign(1, 0);
+      if (search(r)) turned.push_back(r);
+      // the rules that turned productive, and in turn the searches waiting on them
+      while (!turned.empty() && !bad_target) {
+        const int32_t c = turned.back();
+        turned.pop_back();
+        if (prod[c]) continue;
+        prod[c] = 1;
+        std::vector<std::pair<int32_t, int32_t>> resumed;
+        resumed.swap(waiting[c]);
+        for (const auto& [w, t] : resumed) {
+          if (prod[w] || seen[w].empty() || seen[w][t]) continue;
+          seen[w][t] = 1;
+          stack.assign(1, t);
+          if (search(w)) turned.push_back(w);
+        }
+      }
     }
   }
   if (bad_target) throw std::invalid_argument("transition out of range");

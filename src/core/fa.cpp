@@ -765,22 +765,74 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
   std::vector<char> is_cut(static_cast<size_t>(L) + 1, 0);
   std::vector<int64_t> per_piece, at;
   std::vector<In> entries;
+  // split block b by its states marked at [first[b], mid[b]) (moved there by mark())
+  auto split = [&](int32_t b) {
+    if (mid[b] == bend[b]) {  // every state marked: no split
+      mid[b] = first[b];
+      return;
+    }
+    // the smaller part becomes the new block, whose states are relabelled: relabelling
+    // the marked part always cost a block of thousands of states peeled one state at a
+    // time (a large rule whose states are nearly all distinct) quadratic time
+    const auto nb = static_cast<int32_t>(first.size());
+    const int64_t marked = mid[b] - first[b], rest = bend[b] - mid[b];
+    if (marked <= rest) {
+      first.push_back(first[b]);
+      bend.push_back(mid[b]);
+      first[b] = mid[b];
+    } else {
+      first.push_back(mid[b]);
+      bend.push_back(bend[b]);
+      bend[b] = mid[b];
+    }
+    mid.push_back(first[nb]);
+    mid[b] = first[b];
+    in_work.push_back(0);
+    for (int64_t k = first[nb]; k < bend[nb]; ++k) blk[elems[k]] = nb;
+    // (b on the worklist: both parts must be; else the smaller one is enough)
+    work.push_back(nb);
+    in_work[nb] = 1;
+  };
+  // moves state s to the marked part of its block; true where it is the block's first mark
+  auto mark = [&](int32_t s) {
+    const int32_t b = blk[s];
+    const bool fresh = mid[b] == first[b];
+    const int64_t to = mid[b]++;
+    const int32_t other = elems[to];
+    const int32_t from = loc[s];
+    elems[to] = s;
+    loc[s] = static_cast<int32_t>(to);
+    elems[from] = other;
+    loc[other] = from;
+    return fresh;
+  };
   while (!work.empty()) {
     const int32_t A = work.back();
     work.pop_back();
     in_work[A] = 0;
     entries.clear();
     cuts.clear();
+    bool one_source = true;
     for (int64_t k = first[A]; k < bend[A]; ++k) {
       const int32_t t = elems[k];
       for (int64_t j = in_off[t]; j < in_off[t + 1]; ++j) {
         const In& e = incoming[j];
+        one_source = one_source && (entries.empty() || e.src == entries[0].src);
         entries.push_back(e);
         cuts.push_back(e.lo);
         cuts.push_back(e.hi + 1);
       }
     }
     if (entries.empty()) continue;
+    // One source state (most splitters of a rule whose states form chains, such as its
+    // member names' letters): every piece's sources are that state, so the split by each
+    // letter is the split of its block by that one state.
+    if (one_source) {
+      const int32_t s = entries[0].src;
+      mark(s);
+      split(blk[s]);
+      continue;
+    }
     if (cuts.size() * 4 >= static_cast<size_t>(L)) {  // many: marked, then read in order
       for (int32_t c : cuts) is_cut[static_cast<size_t>(c)] = 1;
       cuts.clear();
@@ -807,43 +859,9 @@ std::vector<int32_t> hopcroft(const DFA& dfa, int32_t* nblocks) {
       touched.clear();
       for (int64_t q = per_piece[p]; q < per_piece[p + 1]; ++q) {
         const int32_t s = by_piece[q];
-        const int32_t b = blk[s];
-        if (mid[b] == first[b]) touched.push_back(b);
-        const int64_t to = mid[b]++;
-        const int32_t other = elems[to];
-        const int32_t from = loc[s];
-        elems[to] = s;
-        loc[s] = static_cast<int32_t>(to);
-        elems[from] = other;
-        loc[other] = from;
+        if (mark(s)) touched.push_back(blk[s]);
       }
-      for (int32_t b : touched) {
-        if (mid[b] == bend[b]) {  // every state marked: no split
-          mid[b] = first[b];
-          continue;
-        }
-        // the smaller part becomes the new block, whose states are relabelled: relabelling
-        // the marked part always cost a block of thousands of states peeled one state at a
-        // time (a large rule whose states are nearly all distinct) quadratic time
-        const auto nb = static_cast<int32_t>(first.size());
-        const int64_t marked = mid[b] - first[b], rest = bend[b] - mid[b];
-        if (marked <= rest) {
-          first.push_back(first[b]);
-          bend.push_back(mid[b]);
-          first[b] = mid[b];
-        } else {
-          first.push_back(mid[b]);
-          bend.push_back(bend[b]);
-          bend[b] = mid[b];
-        }
-        mid.push_back(first[nb]);
-        mid[b] = first[b];
-        in_work.push_back(0);
-        for (int64_t k = first[nb]; k < bend[nb]; ++k) blk[elems[k]] = nb;
-        // (b on the worklist: both parts must be; else the smaller one is enough)
-        work.push_back(nb);
-        in_work[nb] = 1;
-      }
+      for (int32_t b : touched) split(b);
     }
   }
   std::vector<int32_t> rank(first.size(), -1), out(n);
