@@ -383,6 +383,10 @@ class RulePlan:
         """Per rule, the largest repeat bound in its body (-1: none; for :func:`lift_counters`)."""
         return dict(zip(self.names, self.ser.rule_bounds()))
 
+    def rule_nullables(self) -> dict[str, bool]:
+        """Per rule, whether it matches the empty string (for :func:`lift_counters`)."""
+        return dict(zip(self.names, self.ser.rule_nullables()))
+
     def plan(self, inline_limit: int = INLINE_LIMIT, split_limit: int = SPLIT_LIMIT) -> None:
         """Fill ``recursive`` and ``shared`` (before :meth:`resolve`)."""
         names = self.names
@@ -440,7 +444,7 @@ def build_automaton(
     """
     plan = RulePlan(grammar.rules)
     if plan.large_repeats():
-        rules, counters = lift_counters(grammar.rules, bounds=plan.rule_bounds())
+        rules, counters = lift_counters(grammar.rules, bounds=plan.rule_bounds(), nullables=plan.rule_nullables())
         if counters:  # for the plan a counter is a rule that refers to its item
             plan = RulePlan({**rules, **{c: Ref(item) for c, (item, _, _) in counters.items()}})
     else:

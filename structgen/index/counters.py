@@ -129,19 +129,6 @@ def check_config_stacks(n: int) -> None:
 # --------------------------------------------------------------------------- lifting
 
 
-def nullable_rules(rules: Mapping[str, Expr]) -> set[str]:
-    """Rules that can match the empty string (least fixed point)."""
-    out: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, body in rules.items():
-            if name not in out and nullable(body, out):
-                out.add(name)
-                changed = True
-    return out
-
-
 def nullable(e: Expr, null_rules: set[str]) -> bool:
     """Whether ``e`` matches the empty string, given the rules known to (``null_rules``)."""
     if isinstance(e, Lit):
@@ -164,7 +151,8 @@ def nullable(e: Expr, null_rules: set[str]) -> bool:
 
 
 def lift_counters(
-    rules: Mapping[str, Expr], threshold: int | None = None, *, bounds: Mapping[str, int] | None = None
+    rules: Mapping[str, Expr], threshold: int | None = None, *, bounds: Mapping[str, int] | None = None,
+    nullables: Mapping[str, bool] | None = None,
 ) -> tuple[dict[str, Expr], dict[str, tuple[str, int, int | None]]]:
     """Replace large bounded repeats of non-nullable items by references to counter rules.
 
@@ -172,7 +160,8 @@ def lift_counters(
     rule name, ``(item rule name, lo, hi)``. Repeats inside regex terminals are lifted too.
     Identical repeats share one counter. ``bounds``: per rule, the largest repeat bound in
     its body (``ExprSerializer.rule_bounds``, serialized by the caller already); only the
-    rules past ``threshold`` are rewritten.
+    rules past ``threshold`` are rewritten. ``nullables``: per rule, whether it matches the
+    empty string (``ExprSerializer.rule_nullables``); read only when some rule is rewritten.
     """
     threshold = COUNT_THRESHOLD if threshold is None else threshold
     counters: dict[str, tuple[str, int, int | None]] = {}
@@ -208,6 +197,7 @@ def lift_counters(
             return Ref(name)
         return e
 
+    ser = None
     if bounds is None:
         ser = serializer({n: i for i, n in enumerate(rules)})
         ser.add_rules(rules.values())
@@ -215,7 +205,12 @@ def lift_counters(
     large = {name for name in rules if bounds[name] > threshold}
     if not large:  # the common case: nothing to lift, no nullability analysis needed
         return dict(rules), counters
-    null = nullable_rules(rules)
+    if nullables is None:
+        if ser is None:
+            ser = serializer({n: i for i, n in enumerate(rules)})
+            ser.add_rules(rules.values())
+        nullables = dict(zip(rules, ser.rule_nullables()))
+    null = {name for name in rules if nullables[name]}
     for name, body in rules.items():
         out[name] = rewrite(body) if name in large else body
     del rewrite
