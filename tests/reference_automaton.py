@@ -382,7 +382,7 @@ def rule_dfa(arrays, root: int, max_states: int, used: int, alphabet: np.ndarray
             seen.add(t)
             stack.append(t)
     alone = any(bool(m_final[s]) for s in seen) if len(m_final) else False
-    return (m_trans, m_final, *_calls_csr(m_calls), alone, None)  # (no budget need: never cached)
+    return (m_trans, m_final, *_calls_csr(m_calls), alone, None, None)  # (no budget need: never cached; no path given)
 
 
 def trim_and_minimise(trans, final, csr, productive: np.ndarray):

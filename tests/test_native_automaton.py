@@ -71,6 +71,25 @@ def test_rule_dfas_equal_reference(name, schema, monkeypatch):
         _assert_same(native, ref)
 
 
+def _assert_path(built) -> None:
+    """A rule's ``path_callees`` (see _rule_dfa): its start state reaches a final state by
+    bytes and calls to those callees alone; empty exactly when bytes alone do."""
+    trans, final, call_off, call_edge, alone, _, callees = built
+    if not len(final):
+        assert callees is None
+        return
+    assert callees is not None and (callees == ()) == alone and list(callees) == sorted(set(callees))
+    seen, stack = {0}, [0]
+    while stack:
+        s = stack.pop()
+        nxt = set(trans[s].tolist()) - {-1}
+        nxt |= {int(t) for c, t in call_edge[call_off[s]:call_off[s + 1]].tolist() if c in callees}
+        for t in nxt - seen:
+            seen.add(t)
+            stack.append(t)
+    assert any(final[s] for s in seen)
+
+
 def test_rule_dfa_outputs_equal_reference(monkeypatch):
     """Rule by rule, every output of the native construction equals the reference's, the flag
     "ends by bytes alone" (which lets the productivity pass skip a rule) included."""
@@ -81,6 +100,7 @@ def test_rule_dfa_outputs_equal_reference(monkeypatch):
         got = native_rule_dfa(arrays, root, *rest)
         want = reference_automaton.rule_dfa(arrays, root, *rest)
         assert all(np.array_equal(g, w) for g, w in zip(got[:4], want[:4])) and got[4] == want[4]
+        _assert_path(got)
         seen[got[4]] += 1
         return got
 
@@ -687,6 +707,36 @@ def test_productive_rules_match_a_fixed_point_in_python():
     off, edge = np.zeros(3, np.int64), np.zeros((0, 2), np.int32)
     with pytest.raises(ValueError, match="out of range"):
         _core.productive_rules([bad], [np.array([False, True])], [off], [edge], [False])
+
+
+@pytest.mark.parametrize("paths,proven", [
+    ([(1,), (2,), ()], True),  # a chain down to a rule that ends by bytes
+    ([(1, 2), (), (1,)], True),
+    ([(1,), (0,)], False),  # each waits on the other: no proof, the table search decides
+    ([(0,), ()], False),  # a path through itself proves nothing
+    ([(), None], False),  # a rule without a path given
+])
+def test_paths_prove_productivity_only_where_they_can(paths, proven):
+    assert automaton._all_proven(paths) is proven
+
+
+def test_a_rule_productive_by_another_path_than_its_fewest_calls(monkeypatch):
+    """The fewest-calls path of `start` goes through `a`, which never ends; the proof by
+    paths fails, and the table search finds `start` productive through `b b`."""
+    from structgen import GrammarCompiler
+    from structgen.grammar import Grammar
+    from .conftest import toy_info
+
+    searched = []
+    search = automaton._core.productive_rules
+    monkeypatch.setattr(automaton._core, "productive_rules", lambda *a: searched.append(1) or search(*a))
+    monkeypatch.setattr(automaton, "_RULES", automaton._RuleDFAs())
+    g = Grammar.from_lark('start: a | b b\na: "y" a\nb: "b" b | "c"')
+    compiled = GrammarCompiler(toy_info([])).compile_grammar(g)
+    assert searched  # (the paths proved nothing: `a` is on start's only one-call path)
+    m = compiled.matcher()
+    assert m.accept_string("bcc") and m.is_completed()
+    assert not compiled.matcher().accept_string("y")
 
 
 def test_call_lists_read_from_the_builders_arrays_when_asked(monkeypatch):

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -371,6 +372,11 @@ struct RuleBuild {
   fa::DFA m;
   int64_t nfa_states = 0, dfa_need = 0;
   bool alone = false;
+  // the callees of one path from the start state to a final state with the fewest calls
+  // (sorted, distinct; empty when `alone`), valid when `has_path`: the rule is productive
+  // once they all are (the caller's productivity pass then needs no search)
+  std::vector<int32_t> path_callees;
+  bool has_path = false;
 };
 
 // build_dfa() of node `root` (bytes, calls kept), bytes outside `alphabet` (bool[256]) removed,
@@ -434,32 +440,69 @@ RuleBuild build_rule_alone(const fa::Expr& e, int32_t root, int64_t max_nfa, int
   std::unique_ptr<bool[]> productive(new bool[R + 1]);
   std::fill(productive.get(), productive.get() + R + 1, true);
   out.m = trim_minimal(cut, productive.get(), R);
-  // whether the start state reaches a final state by bytes alone: such a rule is productive
-  // whatever its callees are (the caller's productivity pass then skips it)
+  // A path from the start state to a final state with the fewest calls (a 0-1 breadth-first
+  // search: a byte costs nothing, a call one): none, where one by bytes alone exists, makes
+  // the rule productive whatever its callees are; otherwise its callees are the rules whose
+  // productivity is enough for this one's (the caller's productivity pass then skips it, or
+  // settles it without searching the tables).
   const fa::DFA& m = out.m;
-  std::vector<char> seen(m.size(), 0);
-  std::vector<int32_t> stack;
-  if (m.size()) {
-    seen[0] = 1;
-    stack.push_back(0);
+  const auto n = static_cast<int32_t>(m.size());
+  std::vector<int32_t> cost(static_cast<size_t>(n), -1), prev(static_cast<size_t>(n), -1), via(static_cast<size_t>(n), -1);
+  std::deque<std::pair<int32_t, int32_t>> queue;  // (state, its cost when queued)
+  if (n > 0) {
+    cost[0] = 0;
+    queue.emplace_back(0, 0);
   }
-  while (!stack.empty() && !out.alone) {
-    const int32_t s = stack.back();
-    stack.pop_back();
-    out.alone = m.final[s];
-    for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
-      if (!seen[m.rows[3 * k + 2]]) {
-        seen[m.rows[3 * k + 2]] = 1;
-        stack.push_back(m.rows[3 * k + 2]);
+  int32_t end = -1;
+  while (!queue.empty()) {
+    const auto [s, c] = queue.front();
+    queue.pop_front();
+    if (c != cost[static_cast<size_t>(s)]) continue;  // (queued again since, cheaper)
+    if (m.final[static_cast<size_t>(s)]) {
+      end = s;
+      break;
+    }
+    for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k) {
+      const int32_t t = m.rows[3 * k + 2];
+      if (cost[static_cast<size_t>(t)] < 0 || cost[static_cast<size_t>(t)] > c) {
+        cost[static_cast<size_t>(t)] = c;
+        prev[static_cast<size_t>(t)] = s;
+        via[static_cast<size_t>(t)] = -1;
+        queue.emplace_front(t, c);
       }
+    }
+    for (int64_t k = m.call_off[s]; k < m.call_off[s + 1]; ++k) {
+      const int32_t t = m.calls[2 * k + 1];
+      if (cost[static_cast<size_t>(t)] < 0 || cost[static_cast<size_t>(t)] > c + 1) {
+        cost[static_cast<size_t>(t)] = c + 1;
+        prev[static_cast<size_t>(t)] = s;
+        via[static_cast<size_t>(t)] = m.calls[2 * k];
+        queue.emplace_back(t, c + 1);
+      }
+    }
+  }
+  if (end >= 0) {
+    out.has_path = true;
+    out.alone = cost[static_cast<size_t>(end)] == 0;
+    for (int32_t s = end; s != 0 && s >= 0; s = prev[static_cast<size_t>(s)])
+      if (via[static_cast<size_t>(s)] >= 0) out.path_callees.push_back(via[static_cast<size_t>(s)]);
+    std::sort(out.path_callees.begin(), out.path_callees.end());
+    out.path_callees.erase(std::unique(out.path_callees.begin(), out.path_callees.end()), out.path_callees.end());
   }
   return out;
 }
 
-// (trans, final, call_off, call_edge, nfa_states, alone, dfa_need): build_rule's result
+// (trans, final, call_off, call_edge, nfa_states, alone, dfa_need, path_callees): build_rule's
+// result (path_callees a tuple of rule indices, None without a path to a final state)
 py::tuple rule_out(const RuleBuild& b) {
   py::tuple t = byte_table_out(b.m);
-  return py::make_tuple(t[0], t[1], t[2], t[3], b.nfa_states, b.alone, b.dfa_need);
+  py::object callees = py::none();
+  if (b.has_path) {
+    py::tuple c(b.path_callees.size());
+    for (size_t i = 0; i < b.path_callees.size(); ++i) c[i] = b.path_callees[i];
+    callees = std::move(c);
+  }
+  return py::make_tuple(t[0], t[1], t[2], t[3], b.nfa_states, b.alone, b.dfa_need, callees);
 }
 
 void check_rule_input(const i32& nodes, const b8& alphabet) {
@@ -469,7 +512,7 @@ void check_rule_input(const i32& nodes, const b8& alphabet) {
 
 // One rule's automaton, all of it here (build_rule_alone): the same result as build_dfa(),
 // the alphabet cut and trim_minimise() apart, without the (n, 256) tables between them.
-// Returns (trans, final, call_off, call_edge, nfa_states, alone, dfa_need), or (kind, reached)
+// Returns (trans, final, call_off, call_edge, nfa_states, alone, dfa_need, path_callees), or (kind, reached)
 // past a limit (as build_dfa). The build fits exactly the limits with
 // max_nfa - nfa_used >= nfa_states and max_dfa - dfa_used >= dfa_need.
 py::tuple build_rule(const i32& nodes, const i32& data, int32_t root, int64_t max_nfa, int64_t nfa_used,

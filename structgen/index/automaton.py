@@ -95,10 +95,13 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
     """The trimmed minimal DFA of node ``root`` of the serialized expressions, in one native
     call: Thompson NFA, subset construction, bytes outside ``alphabet`` (bool ``(256,)``)
     removed, then :func:`_trim_and_minimise` with each of the ``n_rules`` callees taken as
-    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge, alone, need)``
-    (see :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing; ``alone``: the start
-    state reaches a final state by bytes alone (productive whatever the callees); ``need``:
-    the smallest NFA and DFA budgets (``max_states``, ``max_states - used``) the build fits.
+    productive. Returns ``(trans (n, 256) int32, final, call_off, call_edge, alone, need,
+    path_callees)`` (see :func:`_calls_csr`); ``n`` is 0 where the rule matches nothing;
+    ``alone``: the start state reaches a final state by bytes alone (productive whatever the
+    callees); ``need``: the smallest NFA and DFA budgets (``max_states``, ``max_states -
+    used``) the build fits; ``path_callees``: the callees of a path from the start state to a
+    final state (a tuple of rule indices, empty when ``alone``; ``None``: none given), so
+    that the rule is productive once they all are.
 
     ``used`` DFA states of other rules already count against ``max_states``; the rule's NFA
     and DFA are checked while they grow (the NFA against ``max_states`` alone)."""
@@ -111,7 +114,7 @@ def _rule_dfa(arrays: tuple[np.ndarray, np.ndarray], root: int, max_states: int,
 
 def _rule_result(out: tuple):
     """``_core.build_rule``'s tuple as :func:`_rule_dfa` returns it."""
-    return out[0], out[1], out[2], out[3], bool(out[5]), (int(out[4]), int(out[6]))
+    return out[0], out[1], out[2], out[3], bool(out[5]), (int(out[4]), int(out[6])), out[7]
 
 
 BUILD_THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -206,7 +209,7 @@ class _RuleDFAs:
         return nfa_budget >= need[0] and dfa_budget >= need[1]
 
     def put(self, key: bytes, need: tuple[int, int] | None, built: tuple) -> None:
-        (trans, final, calls), rule_csr, ends = built
+        (trans, final, calls), rule_csr, _, _ = built
         size = trans.shape[0]
         if need is None or size > self.MAX_STATES // 4:  # (need None: the tests' reference builder)
             return
@@ -216,10 +219,10 @@ class _RuleDFAs:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._states -= old[1][0][0].shape[0]
-            self._entries[key] = (need, ((trans, final, calls), rule_csr, ends))
+            self._entries[key] = (need, built)
             self._states += size
             while self._states > self.MAX_STATES:
-                _, (_, ((dropped, _, _), _, _)) = self._entries.popitem(last=False)
+                _, (_, ((dropped, _, _), *_)) = self._entries.popitem(last=False)
                 self._states -= dropped.shape[0]
 
 
@@ -415,6 +418,34 @@ class RulePlan:
         return self._arrays
 
 
+def _all_proven(path_callees: list[tuple[int, ...] | None]) -> bool:
+    """Whether every rule is productive by the paths the builds found (each rule's
+    ``path_callees``, see :func:`_rule_dfa`): a rule is once all the callees on its path are,
+    a least fixed point over those few callees per rule. Where it proves every rule, the
+    table search of ``_core.productive_rules`` is not needed; else that search decides (a rule
+    may still be productive by another path)."""
+    waiting: dict[int, list[int]] = {}  # callee -> rules whose path calls it
+    left = [0] * len(path_callees)  # per rule, callees on its path not proven yet
+    ready: list[int] = []
+    for r, callees in enumerate(path_callees):
+        if callees is None:
+            return False
+        left[r] = len(callees)
+        for c in callees:
+            waiting.setdefault(c, []).append(r)
+        if not callees:
+            ready.append(r)
+    proven = 0
+    while ready:
+        c = ready.pop()
+        proven += 1
+        for r in waiting.get(c, ()):
+            left[r] -= 1
+            if left[r] == 0:
+                ready.append(r)
+    return proven == len(path_callees)
+
+
 def _check_left_recursion(dfas: list[tuple], csr: list[tuple[np.ndarray, np.ndarray]], names: list[str]) -> None:
     """Reject left recursion: a rule that can call itself without consuming a byte
     (``_core.left_recursion``: from the final flags and calls, no transition table read)."""
@@ -463,6 +494,7 @@ def build_automaton(
     raw = []
     csr: list[tuple[np.ndarray, np.ndarray]] = []  # calls of each rule of ``raw`` as CSR arrays
     alone: list[bool] = []  # per rule of ``raw``: ends by bytes alone, so productive at once
+    path_callees: list[tuple[int, ...] | None] = []  # per rule of ``raw``: see _rule_dfa
     total = 0
     alphabet = np.ones(256, bool) if byte_alphabet is None else np.asarray(byte_alphabet, bool)
     alphabet_key = alphabet.tobytes()
@@ -477,6 +509,7 @@ def build_automaton(
             raw.append((np.full((2, 256), -1, np.int32), np.array([lo == 0, True]), [((called[item], 1),), ()]))
             csr.append(_calls_csr(raw[-1][2]))
             alone.append(lo == 0)
+            path_callees.append(() if lo == 0 else (called[item],))
             total += 2
             continue
         # each rule's NFA is its own, so max_states bounds the NFA of one rule, the DFAs of all.
@@ -495,15 +528,16 @@ def build_automaton(
                     out = _rule_dfa(arrays, roots[name], max_states, total, alphabet, len(called_names))
                 except AutomatonSizeError as exc:
                     raise _located(exc, grammar, plan, name, max_states, max(max_states - total, 1)) from None
-            m_trans, m_final, call_off, call_edge, ends, need = out
+            m_trans, m_final, call_off, call_edge, ends, need, callees = out
             if len(m_final):
-                built = ((m_trans, m_final, CallLists(call_off, call_edge)), (call_off, call_edge), ends)
+                built = ((m_trans, m_final, CallLists(call_off, call_edge)), (call_off, call_edge), ends, callees)
             else:  # the rule matches nothing: one rejecting state (the productivity pass below drops it)
                 empty = (np.full((1, 256), -1, np.int32), np.zeros(1, bool), [()])
-                built = (empty, _calls_csr(empty[2]), ends)
+                built = (empty, _calls_csr(empty[2]), ends, None)
             _RULES.put(key, need, built)
-        dfa, rule_csr, ends = built
+        dfa, rule_csr, ends, callees = built
         alone.append(ends)
+        path_callees.append(callees)
         csr.append(rule_csr)
         total += dfa[0].shape[0]
         raw.append(dfa)
@@ -513,6 +547,8 @@ def build_automaton(
     # bytes alone is productive from the start; most are, and then nothing is tested.
     productive: list[bool] = alone
     everywhere = all(alone)
+    if not everywhere and _all_proven(path_callees):
+        productive, everywhere = [True] * len(raw), True
     if not everywhere:
         productive = _core.productive_rules([d[0] for d in raw], [d[1] for d in raw], [c[0] for c in csr],
                                             [c[1] for c in csr], alone)
