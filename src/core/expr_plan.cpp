@@ -128,6 +128,10 @@ class ExprSerializer {
     for (const char* a : {"text", "pattern", "flags", "ranges", "items", "options", "item", "min", "max", "name", "trans",
                           "final"})
       attrs_.push_back(py::reinterpret_steal<py::object>(PyUnicode_InternFromString(a)));
+    // each field read from its slot, where the class keeps it there (a getattr per field,
+    // through the type's member descriptor, was most of serializing a large schema's rules)
+    for (int w = 0; w < kFields; ++w)
+      slot_[w] = structgen::slot_offset(classes[kOwner[w]].ptr(), PyUnicode_AsUTF8(attrs_[w].ptr()));
   }
 
   int32_t add(py::handle root) {
@@ -402,7 +406,10 @@ class ExprSerializer {
   }
 
   enum { kLit, kRegex, kCharSet, kSeq, kAlt, kRepeat, kRef, kDfa };
-  enum { kText, kPattern, kFlags, kRanges, kItems, kOptions, kItem, kMin, kMax, kName, kTrans, kFinal };
+  enum { kText, kPattern, kFlags, kRanges, kItems, kOptions, kItem, kMin, kMax, kName, kTrans, kFinal, kFields };
+  // the class (index into `classes`) each field belongs to
+  static constexpr int kOwner[kFields] = {kLit, kRegex, kRegex, kCharSet, kSeq, kAlt, kRepeat, kRepeat, kRepeat, kRef, kDfa, kDfa};
+  Py_ssize_t slot_[kFields];  // slot_offset of each field in its class, or -1
 
   int kind_of(PyObject* e) const {
     PyTypeObject* t = Py_TYPE(e);
@@ -412,9 +419,10 @@ class ExprSerializer {
   }
 
   py::object attr(PyObject* e, int which) const {
-    PyObject* v = PyObject_GetAttr(e, attrs_[which].ptr());
+    const Py_ssize_t off = Py_TYPE(e) == types_[kOwner[which]] ? slot_[which] : -1;
+    PyObject* v = structgen::slot_or_attr(e, off, attrs_[which].ptr());  // (borrowed)
     if (v == nullptr) throw py::error_already_set();
-    return py::reinterpret_steal<py::object>(v);
+    return py::reinterpret_borrow<py::object>(v);
   }
 
   static py::object fast(const py::object& seq) {
