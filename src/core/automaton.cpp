@@ -336,15 +336,29 @@ fa::DFA trim_minimal(const fa::DFA& d, const bool* P, int64_t R) {
   return m;
 }
 
-// A byte DFA in row form as (trans (n, 256) int32, -1 where rejected; final; call_off; call_edge (k, 2)).
-py::tuple byte_table_out(const fa::DFA& m) {
-  const auto N = static_cast<py::ssize_t>(m.size());
-  py::array_t<int32_t> out_t({N, static_cast<py::ssize_t>(256)});
-  int32_t* OT = out_t.mutable_data();
-  std::fill(OT, OT + N * 256, -1);
-  for (py::ssize_t s = 0; s < N; ++s)
+// The (n, 256) byte table of a DFA in row form, -1 where rejected, into `out`.
+void fill_byte_table(const fa::DFA& m, int32_t* out) {
+  const int64_t n = m.size();
+  std::fill(out, out + n * 256, -1);
+  for (int64_t s = 0; s < n; ++s)
     for (int64_t k = m.row_off[s]; k < m.row_off[s + 1]; ++k)
-      std::fill(OT + s * 256 + m.rows[3 * k], OT + s * 256 + m.rows[3 * k + 1] + 1, m.rows[3 * k + 2]);
+      std::fill(out + s * 256 + m.rows[3 * k], out + s * 256 + m.rows[3 * k + 1] + 1, m.rows[3 * k + 2]);
+}
+
+// A byte DFA in row form as (trans (n, 256) int32, -1 where rejected; final; call_off; call_edge
+// (k, 2)). `table`: its byte table filled already (fill_byte_table), which the array takes over;
+// else it is filled here.
+py::tuple byte_table_out(const fa::DFA& m, std::unique_ptr<int32_t[]> table = nullptr) {
+  const auto N = static_cast<py::ssize_t>(m.size());
+  py::array_t<int32_t> out_t;
+  if (table) {
+    int32_t* data = table.release();
+    py::capsule owner(data, [](void* p) { delete[] static_cast<int32_t*>(p); });
+    out_t = py::array_t<int32_t>({N, static_cast<py::ssize_t>(256)}, data, owner);
+  } else {
+    out_t = py::array_t<int32_t>({N, static_cast<py::ssize_t>(256)});
+    fill_byte_table(m, out_t.mutable_data());
+  }
   py::array_t<bool> f(N);
   std::copy(m.final.begin(), m.final.end(), f.mutable_data());
   py::array_t<int64_t> co(N + 1);
@@ -377,6 +391,9 @@ struct RuleBuild {
   // once they all are (the caller's productivity pass then needs no search)
   std::vector<int32_t> path_callees;
   bool has_path = false;
+  // m's byte table, where the build filled it (build_rules' threads: a large schema's tables
+  // are tens of MB, which the caller otherwise wrote alone, holding the GIL, after the loop)
+  std::unique_ptr<int32_t[]> table;
 };
 
 // build_dfa() of node `root` (bytes, calls kept), bytes outside `alphabet` (bool[256]) removed,
@@ -494,8 +511,8 @@ RuleBuild build_rule_alone(const fa::Expr& e, int32_t root, int64_t max_nfa, int
 
 // (trans, final, call_off, call_edge, nfa_states, alone, dfa_need, path_callees): build_rule's
 // result (path_callees a tuple of rule indices, None without a path to a final state)
-py::tuple rule_out(const RuleBuild& b) {
-  py::tuple t = byte_table_out(b.m);
+py::tuple rule_out(RuleBuild& b) {
+  py::tuple t = byte_table_out(b.m, std::move(b.table));
   py::object callees = py::none();
   if (b.has_path) {
     py::tuple c(b.path_callees.size());
@@ -557,6 +574,8 @@ py::list build_rules(const i32& nodes, const i32& data, const i32& roots, int64_
       try {
         auto b = std::make_unique<RuleBuild>(build_rule_alone(e, R[i], max_states, 0, max_states, used, A, n_rules));
         if (states.fetch_add(b->m.size()) + b->m.size() > max_states - used) stop.store(true);
+        b->table.reset(new int32_t[static_cast<size_t>(b->m.size()) * 256]);
+        fill_byte_table(b->m, b->table.get());
         built[static_cast<size_t>(i)] = std::move(b);
       } catch (const fa::LimitHit&) {
         stop.store(true);  // the replay builds this one alone, and raises
@@ -566,7 +585,7 @@ py::list build_rules(const i32& nodes, const i32& data, const i32& roots, int64_
     });
   }
   py::list out;
-  for (const auto& b : built) out.append(b ? py::object(rule_out(*b)) : py::object(py::none()));
+  for (auto& b : built) out.append(b ? py::object(rule_out(*b)) : py::object(py::none()));
   return out;
 }
 
