@@ -350,9 +350,8 @@ class ExprSerializer {
           case fa::GRAPH:
             v = data_[static_cast<size_t>(x[1])] > 0 && data_[static_cast<size_t>(x[1]) + 1] != 0;  // (n, final[0], ...)
             break;
-          case fa::EGRAPH:
-            v = egraph_nullable(x[1], kid);
-            break;
+          case fa::EGRAPH:  // (graph(): the code-point algebra's serializers, which hold no rules)
+            throw std::invalid_argument("rule_nullables: an expression-edged automaton among a grammar's rules");
           default:  // SET; CALL and INLINE only after resolve
             v = false;
         }
@@ -367,33 +366,6 @@ class ExprSerializer {
   }
 
  private:
-  // whether an EGRAPH (data at `a`: n, final[n], then per state its (node, target) edges)
-  // reaches a final state from state 0 over edges whose nodes are nullable
-  template <class Kid>
-  bool egraph_nullable(int32_t a, Kid kid) const {
-    const int32_t states = data_[static_cast<size_t>(a)];
-    std::vector<int64_t> at(static_cast<size_t>(states));
-    int64_t k = a + 1 + states;
-    for (int32_t s = 0; s < states; ++s) {
-      at[static_cast<size_t>(s)] = k;
-      k += 1 + 2 * static_cast<int64_t>(data_[static_cast<size_t>(k)]);
-    }
-    std::vector<uint8_t> seen(static_cast<size_t>(states), 0);
-    std::vector<int32_t> stack;
-    if (states > 0) stack.push_back(0), seen[0] = 1;
-    while (!stack.empty()) {
-      const int32_t s = stack.back();
-      stack.pop_back();
-      if (data_[static_cast<size_t>(a + 1 + s)]) return true;
-      const int64_t e = at[static_cast<size_t>(s)];
-      for (int32_t j = 0; j < data_[static_cast<size_t>(e)]; ++j) {
-        const int32_t node = data_[static_cast<size_t>(e + 1 + 2 * j)], t = data_[static_cast<size_t>(e + 2 + 2 * j)];
-        if (t >= 0 && t < states && !seen[static_cast<size_t>(t)] && kid(node)) seen[static_cast<size_t>(t)] = 1, stack.push_back(t);
-      }
-    }
-    return false;
-  }
-
   void patch_refs() {
     if (table_.empty()) return;
     const auto R = static_cast<int32_t>(table_.size() / 4);
