@@ -29,12 +29,20 @@ struct StoredMask {
       std::memcpy(out, dense.load(std::memory_order_acquire), static_cast<size_t>(n) * 4);
       return;
     }
-    std::memset(out, 0, static_cast<size_t>(n) * 4);
+    // every word written once: the runs of empty chunks zeroed between the kept ones (zeroing
+    // the whole row first, then copying the kept chunks over it, was two fifths of a warm
+    // 64-row batch fill's time)
     const int64_t chunks = n / 16, nzw = (chunks + 63) / 64;
     const uint32_t* from = packed;
+    int64_t next = 0;  // the first chunk not written yet
     for (int64_t k = 0; k < nzw; ++k)
-      for (uint64_t bits = nonzero[k]; bits != 0; bits &= bits - 1, from += 16)
-        std::memcpy(out + (k * 64 + __builtin_ctzll(bits)) * 16, from, 64);
+      for (uint64_t bits = nonzero[k]; bits != 0; bits &= bits - 1, from += 16) {
+        const int64_t at = k * 64 + __builtin_ctzll(bits);
+        if (at > next) std::memset(out + next * 16, 0, static_cast<size_t>(at - next) * 64);
+        std::memcpy(out + at * 16, from, 64);
+        next = at + 1;
+      }
+    if (chunks > next) std::memset(out + next * 16, 0, static_cast<size_t>(chunks - next) * 64);
     std::memcpy(out + chunks * 16, from, static_cast<size_t>(n - chunks * 16) * 4);
   }
 };
