@@ -10,8 +10,8 @@ to an expression by state elimination. The result is an ordinary expression (Lar
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import lru_cache, partial
+from json.encoder import encode_basestring
 from typing import Iterable
 
 import numpy as np
@@ -468,18 +468,24 @@ def json_text_charset(cs: CharSet) -> Expr:
     return alt(*options)
 
 
+@lru_cache(maxsize=1024)  # schemas repeat their patterns (and so their encoded forms) across properties
 def json_text_expr(e: Expr) -> Expr:
     """Map a regex over decoded characters to one over the JSON-encoded text."""
+    return _json_text(e)
+
+
+def _json_text(e: Expr) -> Expr:
     if isinstance(e, CharSet):
         return json_text_charset(e)
     if isinstance(e, Lit):
-        return Lit(json.dumps(e.text, ensure_ascii=False)[1:-1])
+        # (json.dumps(text, ensure_ascii=False) without the encoder json.dumps builds per call)
+        return Lit(encode_basestring(e.text)[1:-1])
     if isinstance(e, Seq):
-        return seq(*(json_text_expr(x) for x in e.items))
+        return seq(*(_json_text(x) for x in e.items))
     if isinstance(e, Alt):
-        return alt(*(json_text_expr(x) for x in e.options))
+        return alt(*(_json_text(x) for x in e.options))
     if isinstance(e, Repeat):
-        return Repeat(json_text_expr(e.item), e.min, e.max)
+        return Repeat(_json_text(e.item), e.min, e.max)
     if isinstance(e, Dfa):
         return map_automaton(e, json_text_charset)
     raise TypeError(f"unexpected regex node {e!r}")
