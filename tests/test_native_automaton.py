@@ -324,6 +324,38 @@ def test_rule_automata_shared_between_grammars(monkeypatch):
     _assert_same(pda, _build(schema_to_grammar(schema), True, monkeypatch, byte_alphabet=_ALPHABET))
 
 
+def test_compiler_warms_the_rule_cache_with_its_vocabulary(monkeypatch):
+    """Loading a compiler's vocabulary compiles the warm-up schema once, uncached: the rules
+    most schemas share are in the rule cache before the first request (a schema of nothing
+    but them builds none), the compiler's own cache stays empty, and a limit too small for
+    the warm-up leaves it out rather than failing the compiler."""
+    from structgen import GrammarCompiler
+    from structgen.runtime import compiler as compiler_module
+
+    from .conftest import toy_info
+
+    info = toy_info([bytes([b]) for b in range(32, 127)] + [b'"', b"{", b"}", b"true", b"null"])
+    cache = automaton._RuleDFAs()
+    monkeypatch.setattr(automaton, "_RULES", cache)
+    compiler = GrammarCompiler(info)
+    assert not cache._entries  # (nothing before the vocabulary is loaded)
+    compiler.trie
+    warmed = dict(cache._entries)
+    assert warmed and not compiler._cache
+    puts = []
+    monkeypatch.setattr(cache, "put", lambda *a: puts.append(a))
+    compiler.compile_json_schema({"type": "array", "items": {}})  # the any-value rule, shared
+    compiler.compile_json_schema({"type": "object", "properties": {"name": {"type": "string", "minLength": 1,
+                                                                             "maxLength": 64}}})
+    assert [key for key, *_ in puts if key in warmed] == []
+    assert len(compiler._cache) == 2
+
+    small = GrammarCompiler(info, max_states=20)
+    small.trie  # (the warm-up passes the limit: left out)
+    with pytest.raises(AutomatonSizeError):
+        small.compile_json_schema(compiler_module._WARM_UP_SCHEMA)
+
+
 def test_rule_cache_is_bounded_by_states(monkeypatch):
     """Past MAX_STATES states in all the oldest entries go; a rule larger than a quarter of the
     bound is not kept; a grammar built after an eviction equals a fresh build."""
