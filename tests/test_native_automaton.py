@@ -337,9 +337,18 @@ def test_compiler_warms_the_rule_cache_with_its_vocabulary(monkeypatch):
     info = toy_info([bytes([b]) for b in range(32, 127)] + [b'"', b"{", b"}", b"true", b"null"])
     cache = automaton._RuleDFAs()
     monkeypatch.setattr(automaton, "_RULES", cache)
+    monkeypatch.setattr(compiler_module, "_dialects_warmed", False)
+    converted = []
+    real_convert = compiler_module.convert_schema
+    monkeypatch.setattr(compiler_module, "convert_schema",
+                        lambda schema, **kw: converted.append(schema.get("$schema")) or real_convert(schema, **kw))
     compiler = GrammarCompiler(info)
     assert not cache._entries  # (nothing before the vocabulary is loaded)
     compiler.trie
+    # every dialect's checks once per process, the default one with the whole compile
+    assert converted == [None] + [uri for uri in compiler_module.DRAFT_URIS.values() if "2020-12" not in uri]
+    GrammarCompiler(info).trie
+    assert converted[-1] is None and len(converted) == len(compiler_module.DRAFT_URIS) + 1
     warmed = dict(cache._entries)
     assert warmed and not compiler._cache
     puts = []
