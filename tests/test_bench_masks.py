@@ -34,3 +34,18 @@ def test_figures_are_medians_and_ratios_are_between_medians():
     assert [r["compile_ms_common.p50"] for r in out["ratio_per_round"]] == [0.5, 4.5, 0.75]
     assert out["structgen"]["peak_rss_mb"] == 90.0
     assert len(out["structgen"]["full_gc_fills_common"]) == 3
+
+
+def test_heldout_draw_figures():
+    """bench/heldout.py: per draw, the compile median, the medians over the schemas of each
+    schema's median and p99 first-pass fill, the largest first-pass fill, the median of the
+    warm fills pooled."""
+    from bench.heldout import p99, stats
+
+    first_a = [float(x) for x in range(1, 201)]  # p99 of 200 fills: the 199th smallest
+    recs = [{"compile_ms": 3.0, "first": first_a, "warm": [1.0, 1.0]},
+            {"compile_ms": 1.0, "first": [5.0, 7.0, 9.0], "warm": [2.0]},
+            {"compile_ms": 2.0, "first": [4.0], "warm": [3.0, 3.0, 3.0]}]
+    assert p99(first_a) == 199.0 and p99([5.0, 7.0, 9.0]) == 9.0
+    assert stats(recs) == {"compile_ms": 2.0, "first_pass_us": 7.0, "first_pass_p99_us": 9.0,
+                           "worst_us": 200.0, "warm_us": 2.5}
