@@ -188,12 +188,11 @@ class GrammarCompiler:
     def _warm_up(self, trie: TokenTrie) -> None:
         """Compile :data:`_WARM_UP_SCHEMA` once, uncached and without precompute, and the first
         time in a process convert it in the other dialects too (about 14 ms the first time in
-        a process, under 1 ms for another compiler after)."""
+        a process, under 2 ms for another compiler after)."""
         try:
             with _deep_recursion(), _gc_paused():
                 grammar = convert_schema(_WARM_UP_SCHEMA, strict=True, whitespace="compact", max_whitespace=0)
-                pda = build_automaton(grammar, max_states=self.max_states, byte_alphabet=self._byte_alphabet())
-                TokenIndex(pda, self.tokenizer_info, trie)
+                self._index(grammar, trie, self._byte_alphabet())
         except StructgenError:
             pass  # (a max_states too small for it, a vocabulary without some character: nothing to warm)
         global _dialects_warmed
@@ -209,6 +208,11 @@ class GrammarCompiler:
                 if uri != DRAFT_URIS["2020-12"]:
                     convert_schema({"$schema": uri, **_WARM_UP_SCHEMA}, strict=True, whitespace="compact",
                                    max_whitespace=0)
+
+    def _index(self, grammar: Grammar, trie: TokenTrie, alphabet: np.ndarray) -> tuple[PushdownAutomaton, TokenIndex]:
+        """The grammar's automaton and its token index (every compile, and the warm-up)."""
+        pda = build_automaton(grammar, max_states=self.max_states, byte_alphabet=alphabet)
+        return pda, TokenIndex(pda, self.tokenizer_info, trie)
 
     @property
     def byte_alphabet(self):
@@ -316,8 +320,7 @@ class GrammarCompiler:
             t0 = time.perf_counter()
             grammar = make_grammar()
             t1 = time.perf_counter()
-            pda = build_automaton(grammar, max_states=self.max_states, byte_alphabet=alphabet)
-            index = TokenIndex(pda, self.tokenizer_info, trie)
+            pda, index = self._index(grammar, trie, alphabet)
             # the grammar (CompiledGrammar.grammar) and the rule automata outlive the compile:
             # a large grammar's frozen nodes leave the collector's lists before the collections
             # paused here run, which traversed them again and again (see untrack_nodes); a
