@@ -16,7 +16,13 @@ Arms, on the same grammars:
 * ``loop``: the same steps with ``GrammarMatcher.fill_next_token_bitmask`` row by row;
 * ``first request``: one request at a time, each compiled afresh, ``--prefill-ms`` of
   pause after compiling (the model's prefill), then its path: the summed fill time of all
-  requests with ``precompute="lazy"`` against ``precompute="background"``.
+  requests with ``precompute="lazy"`` against ``precompute="background"``;
+* ``two processes`` (``--control-rounds``, 0 to skip): the machine's own ceiling for the
+  first visit's speedup. Two processes each compile the batch and walk it first visit on one
+  thread, in rounds: both at once, or one alone while the other waits (alternately). A walk
+  that takes ``a`` alone and ``b`` beside the other gives two cores doing this work at once
+  ``2a/b`` times one core's throughput, with no thread of either process waiting for the
+  other: what two threads sharing one walk could reach at best.
 
 Each arm runs ``--repeats`` times alternating 1 and 2 threads (fresh grammars for each
 first-visit run, garbage collected before each walk); the median of the summed fill time of
@@ -125,6 +131,66 @@ def first_requests(info: TokenizerInfo, trie, cases: list[dict], paths: list[lis
     return out
 
 
+def _control_worker(me: int, tok_name: str, shared: str, batch: int, rounds: int, max_steps: int,
+                    barrier, out) -> None:
+    """One process of the two-process control: per round, compile the batch afresh, wait for
+    the other, walk it first visit on one thread (unless it is the other's round alone), wait
+    again; puts (round, walked together, seconds) per walk on ``out``."""
+    tok = load_tokenizer(tok_name, Path(shared))
+    info = TokenizerInfo.from_huggingface(tok)
+    trie = GrammarCompiler(info).trie
+    cases = pick(Path(shared), batch * 2)
+    kept = [(c, g) for c, g in zip(cases, compile_all(info, trie, cases)) if g is not None][:batch]
+    cases = [c for c, _ in kept]
+    paths = [tok.encode(c["texts"][0], add_special_tokens=False) for c in cases]
+    words, stop = bitmask_words(info.vocab_size), info.stop_token_ids[0]
+    for r in range(rounds):
+        fresh = compile_all(info, trie, cases)
+        walks, together = control_round(me, r)
+        barrier.wait()
+        if walks:
+            spent = sum(walk(fresh, paths, words, stop, threads=1, loop=False, max_steps=max_steps))
+            out.put((r, together, spent))
+        barrier.wait()
+
+
+def control_round(me: int, r: int) -> tuple[bool, bool]:
+    """Whether process ``me`` (0 or 1) walks in round ``r`` of the two-process control, and
+    whether both do: even rounds both at once, odd rounds one alone, the two taking turns."""
+    if r % 2 == 0:
+        return True, True
+    return (r // 2) % 2 == me, False
+
+
+def control_summary(walks: list[tuple[int, bool, float]]) -> dict:
+    """The two-process control's figures from its walks ``(round, together, seconds)``: the
+    median walk alone ``a`` and beside the other ``b``, and two cores' throughput ``2a/b``
+    (in units of one core's)."""
+    alone = [s for _, together, s in walks if not together]
+    together = [s for _, t, s in walks if t]
+    a, b = statistics.median(alone), statistics.median(together)
+    return {"alone_s": alone, "together_s": together, "alone_s_median": a, "together_s_median": b,
+            "two_core_throughput": 2 * a / b}
+
+
+def two_process_control(args: argparse.Namespace) -> dict:
+    """The ``two processes`` arm (see the module's docstring)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # (a fork would share the parent's pool and tokenizer threads)
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_control_worker, args=(k, args.tokenizer, args.shared, args.batch,
+                                                       args.control_rounds, args.max_steps, barrier, out))
+             for k in range(2)]
+    for p in procs:
+        p.start()
+    expected = sum(control_round(k, r)[0] for r in range(args.control_rounds) for k in range(2))
+    walks = [out.get(timeout=600) for _ in range(expected)]
+    for p in procs:
+        p.join()
+    return {"rounds": args.control_rounds, **control_summary(walks)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", default="smollm2")
@@ -134,6 +200,8 @@ def main() -> None:
                     help="steps walked (longer texts stop there; shorter ones end with a stop token)")
     ap.add_argument("--prefill-ms", type=float, default=50.0,
                     help="background arm: pause between compiling a request's grammar and its first mask")
+    ap.add_argument("--control-rounds", type=int, default=12,
+                    help="rounds of the two-process control (half of them both processes walking); 0: skip it")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "batch.json"))
     args = ap.parse_args()
@@ -168,6 +236,7 @@ def main() -> None:
                 info, trie, cases, paths, words, precompute=precompute, prefill_s=args.prefill_ms / 1e3,
                 max_steps=args.max_steps)))
 
+    control = two_process_control(args) if args.control_rounds >= 2 else None
     steps = len(results["warm"][1][0])
 
     def run_median(runs: list[list[float]]) -> float:
@@ -205,6 +274,7 @@ def main() -> None:
         "speedup_2_threads_over_1_step_medians": speedup_steps,
         "first_request_fill_s": {k: {"median": statistics.median(v), "runs": v} for k, v in requests.items()},
         "prefill_ms": args.prefill_ms,
+        "two_process_control": control,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
@@ -218,6 +288,10 @@ def main() -> None:
           f"warm {speedup['warm']:.2f}x")
     print(f"2 threads over 1 (each step's median over the runs, summed): first visit "
           f"{speedup_steps['first_visit']:.2f}x, warm {speedup_steps['warm']:.2f}x")
+    if control is not None:
+        print(f"two processes, each one thread walking the batch first visit: "
+              f"{control['alone_s_median'] * 1e3:.1f} ms alone, {control['together_s_median'] * 1e3:.1f} ms "
+              f"at once: two cores give {control['two_core_throughput']:.2f}x one core's throughput here")
     lazy, bg = (statistics.median(requests[k]) for k in ("lazy", "background"))
     print(f"\none request at a time, {args.prefill_ms:.0f} ms prefill after compiling: fills of all {len(cases)} "
           f"first requests {lazy * 1e3:.1f} ms lazy, {bg * 1e3:.1f} ms with precompute=\"background\"")

@@ -49,3 +49,21 @@ def test_heldout_draw_figures():
     assert p99(first_a) == 199.0 and p99([5.0, 7.0, 9.0]) == 9.0
     assert stats(recs) == {"compile_ms": 2.0, "first_pass_us": 7.0, "first_pass_p99_us": 9.0,
                            "worst_us": 200.0, "warm_us": 2.5}
+
+
+def test_batch_two_process_control():
+    """bench/batch.py's two-process control: even rounds both processes walk, odd rounds one
+    alone, the two taking turns; the figures are the medians alone and together, and two
+    cores' throughput 2a/b in units of one core's."""
+    from bench.batch import control_round, control_summary
+
+    plan = [[control_round(me, r) for me in (0, 1)] for r in range(6)]
+    assert plan[0] == plan[2] == plan[4] == [(True, True), (True, True)]
+    assert plan[1] == [(True, False), (False, False)] and plan[3] == [(False, False), (True, False)]
+    assert plan[5] == plan[1]
+    walks = [(0, True, 0.012), (0, True, 0.016), (1, False, 0.010), (2, True, 0.014), (2, True, 0.020),
+             (3, False, 0.012), (5, False, 0.011)]
+    out = control_summary(walks)
+    assert out["alone_s_median"] == 0.011 and abs(out["together_s_median"] - 0.015) < 1e-12
+    assert abs(out["two_core_throughput"] - 2 * 0.011 / 0.015) < 1e-12
+    assert sorted(out["alone_s"]) == [0.010, 0.011, 0.012] and len(out["together_s"]) == 4
