@@ -275,3 +275,67 @@ def test_native_accept_equals_the_python_path(schema, rollback, monkeypatch):
             python.reset()
     assert len(handled) == 400 and handled.count(-1) < 40  # the native call decided nearly every token
     assert filled.count(True) == (0 if native._counted else 400)  # (counters: the Python path fills)
+
+
+def test_torch_bitmask_rows_are_read_again_when_the_tensor_changes(monkeypatch):
+    """A CPU torch bitmask is remembered natively after its first fill (its numpy view's rows,
+    skipping Tensor.numpy() on later fills): every fill writes what a fresh numpy view of the
+    tensor as it is now would get, after in-place changes of its shape, its memory (``.data``,
+    ``resize_`` past its storage) or its dtype, and for a new tensor where a dead one was."""
+    torch = pytest.importorskip("torch")
+    import structgen.runtime.matcher as matcher_module
+
+    views = []
+    real_view = matcher_module._cpu_array
+    monkeypatch.setattr(matcher_module, "_cpu_array", lambda b: views.append(1) or real_view(b))
+    info, g = compile_lark('start: "ab" "c"', [b"ab", b"abc", b"x", b"c"])
+    m = GrammarMatcher(g)
+    words = (info.vocab_size + 31) // 32
+    want = np.zeros(words, np.int32)
+    m.fill_next_token_bitmask(want)  # numpy: the reference row
+    other = np.full(words, -1, np.int32)
+    m2 = GrammarMatcher(g)
+    assert m2.accept_token(tid(info, b"ab"))
+    m2.fill_next_token_bitmask(other)
+    assert not np.array_equal(want, other)
+
+    t = torch.full((2, words), -1, dtype=torch.int32)
+    for _ in range(3):  # remembered after the first: the same rows each time
+        t.fill_(-1)
+        m.fill_next_token_bitmask(t, 1)
+        assert np.array_equal(t[1].numpy(), want) and (t[0] == -1).all()
+    assert len(views) == 1  # one numpy view made: the later fills found the rows natively
+    m2.fill_next_token_bitmask(t, 0)
+    assert np.array_equal(t[0].numpy(), other)
+
+    t.resize_(1, words)  # in place, the same memory: row 1 is gone
+    with pytest.raises(MatcherError):
+        m.fill_next_token_bitmask(t, 1)
+    m.fill_next_token_bitmask(t, 0)
+    assert np.array_equal(t[0].numpy(), want)
+
+    t.t_()  # (words, 1): rows of one word, too narrow
+    with pytest.raises(MatcherError):
+        m.fill_next_token_bitmask(t, 0)
+    t.t_()
+    m.fill_next_token_bitmask(t, 0)
+    assert np.array_equal(t[0].numpy(), want)
+
+    old = t.data_ptr()
+    t.data = torch.full((3, words), -1, dtype=torch.int32)  # new memory, no version bump
+    assert t.data_ptr() != old
+    m.fill_next_token_bitmask(t, 2)
+    assert np.array_equal(t[2].numpy(), want) and (t[:2] == -1).all()
+
+    t.data = t.data.view(torch.float32)  # same memory, another dtype: refused as a fresh one is
+    with pytest.raises(MatcherError):
+        m.fill_next_token_bitmask(t, 0)
+
+    del t  # a new tensor, maybe at the dead one's address
+    u = torch.zeros((1, words), dtype=torch.int32)
+    m2.fill_next_token_bitmask(u)
+    assert np.array_equal(u[0].numpy(), other)
+    v = torch.zeros((1, words + 3), dtype=torch.int32)  # wider rows: zero tail
+    v.fill_(-1)
+    m2.fill_next_token_bitmask(v)
+    assert np.array_equal(v[0, :words].numpy(), other) and (v[0, words:] == 0).all()

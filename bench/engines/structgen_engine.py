@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo
+from structgen import GrammarCompiler, GrammarMatcher, TokenizerInfo, allocate_token_bitmask
 from structgen import __version__
 
 from .base import Engine
@@ -25,6 +25,11 @@ class Adapter(Engine):
 
     def matcher(self, compiled: Any) -> Any:
         return GrammarMatcher(compiled)
+
+    def new_bitmask(self) -> Any:
+        # the library's default, as its README allocates it: a CPU torch tensor (a numpy
+        # bitmask, backend="numpy", saves about 0.2 us a fill)
+        return allocate_token_bitmask(1, self.vocab_size)
 
     def fill(self, matcher: Any, bitmask: Any) -> None:
         matcher.fill_next_token_bitmask(bitmask)

@@ -1909,18 +1909,41 @@ class BatchFill {
 // Row `index` of a numpy int32 bitmask becomes configuration `cid`'s mask in `ix`, zero
 // words after it, less the name clears of `st` when `ni` is given (fill_row, fill_matcher).
 // False, writing nothing, for anything but the plain case.
-static bool fill_one(py::handle bitmask, py::handle index, structgen::IndexView& ix, int32_t cid, NameIndex* ni,
+// Where a bitmask's rows are: a C pointer and the geometry fill_one() needs, read from a numpy
+// array (BitmaskRows::of_array) or remembered for a CPU torch tensor (TensorRows).
+struct BitmaskRows {
+  char* data = nullptr;
+  int nd = 0;            // 1 or 2
+  int64_t rows = 1;      // shape(0) of a 2-D bitmask
+  int64_t words = 0;     // shape(nd - 1), int32 words a row
+  int64_t row_step = 0;  // bytes between rows (2-D)
+
+  // A writable int32 numpy array of 1 or 2 dimensions, whose last dimension is contiguous.
+  static bool of_array(py::handle bitmask, BitmaskRows& out) {
+    if (!py::isinstance<py::array>(bitmask)) return false;
+    auto b = py::reinterpret_borrow<py::array>(bitmask);
+    if (b.itemsize() != 4 || b.dtype().kind() != 'i' || !b.writeable()) return false;
+    const int nd = static_cast<int>(b.ndim());
+    if ((nd != 1 && nd != 2) || b.strides(nd - 1) != 4) return false;
+    out = {static_cast<char*>(b.mutable_data()), nd, nd == 2 ? b.shape(0) : 1, b.shape(nd - 1),
+           nd == 2 ? b.strides(0) : 0};
+    return true;
+  }
+  // Row `index` (a Python int) if it is one of these rows, else nullptr.
+  uint32_t* row(py::handle index) const {
+    if (!PyLong_CheckExact(index.ptr())) return nullptr;
+    const long long r = PyLong_AsLongLong(index.ptr());
+    if (nd == 1 ? r != 0 : (r < 0 || r >= rows)) return nullptr;
+    return reinterpret_cast<uint32_t*>(data + (nd == 2 ? r * row_step : 0));
+  }
+};
+
+static bool fill_one(const BitmaskRows& b, py::handle index, structgen::IndexView& ix, int32_t cid, NameIndex* ni,
                      const NameState* st, bool compute) {
-  if (!py::isinstance<py::array>(bitmask) || !PyLong_CheckExact(index.ptr())) return false;
-  const long long r = PyLong_AsLongLong(index.ptr());
-  auto b = py::reinterpret_borrow<py::array>(bitmask);
-  if (b.itemsize() != 4 || b.dtype().kind() != 'i' || !b.writeable()) return false;
-  const int nd = static_cast<int>(b.ndim());
-  if (nd != 1 && nd != 2) return false;
-  const int64_t words = b.shape(nd - 1), n = ix.words();
-  if (b.strides(nd - 1) != 4 || words < n) return false;
-  if (nd == 1 ? r != 0 : (r < 0 || r >= b.shape(0))) return false;
-  auto* row = reinterpret_cast<uint32_t*>(static_cast<char*>(b.mutable_data()) + (nd == 2 ? r * b.strides(0) : 0));
+  const int64_t words = b.words, n = ix.words();
+  if (words < n) return false;
+  uint32_t* const row = b.row(index);
+  if (row == nullptr) return false;
   const structgen::StoredMask* mask = ix.mask_if_ready(cid);
   if (mask == nullptr && !compute) return false;
   auto copy = [&] {
@@ -2015,7 +2038,7 @@ T& held_or_cast(PyObject* o) {
 // Python method decides: a terminated matcher, a grammar with counters (its stack limit is
 // synced first) or a background precompute, a matcher whose fields are not its own slots, and
 // whatever fill_row() refuses.
-static bool fill_matcher_impl(PyObject* m, py::handle bitmask, py::handle index) {
+static bool fill_matcher_impl(PyObject* m, const BitmaskRows& bitmask, py::handle index) {
   enum : size_t { kTerminated, kHistory, kNames, kNameIndex, kView, kCounted, kBackground };
   static SlotReader slots({"_terminated", "_history", "_names", "_name_index", "_view", "_counted", "_background"});
   PyObject* fields[7];
@@ -2046,12 +2069,132 @@ static PyObject* fill_matcher_fast(PyObject*, PyObject* const* args, Py_ssize_t 
     return nullptr;
   }
   try {
-    return py::bool_(fill_matcher_impl(args[0], args[1], args[2])).release().ptr();
+    BitmaskRows rows;
+    return py::bool_(BitmaskRows::of_array(args[1], rows) && fill_matcher_impl(args[0], rows, args[2])).release().ptr();
   } catch (...) {
     py::detail::try_translate_exceptions();
     return nullptr;
   }
 }
+
+// The CPU torch tensors last passed as bitmasks (allocate_token_bitmask's default), with the
+// rows of the numpy view the Python method made of each. Why: torch's Tensor.numpy() takes
+// about 1 us, several times a memoised fill, and a serving loop passes the same bitmask at
+// every step; the Python method remembers a tensor here (remember_tensor) once it has its view,
+// and later calls find its rows here. A remembered tensor is held weakly, and its rows are used
+// only while its data_ptr(), dtype, size() and stride() are those it had (an in-place resize_,
+// set_, transpose_ or a `.data` assignment changes one of them: the Python method then reads
+// the tensor anew). Those four reads cost about 0.3 us of the 1 us. Under the GIL.
+class TensorRows {
+ public:
+  static bool find(PyObject* tensor, BitmaskRows& out) {
+    for (Entry& e : entries()) {
+      if (e.ref == nullptr || PyWeakref_GetObject(e.ref) != tensor) continue;
+      if (!e.current(tensor)) {
+        e.clear();
+        PyErr_Clear();  // (a failed call: the Python method reads the tensor and says what is wrong)
+        return false;
+      }
+      out = e.rows;
+      return true;
+    }
+    return false;
+  }
+
+  // Remembers `tensor`, whose numpy view `array` the caller has just made (nothing where the
+  // view is not one fill_one() takes, or the tensor has no weak references).
+  static void remember(PyObject* tensor, py::handle array) {
+    BitmaskRows rows;
+    if (!BitmaskRows::of_array(array, rows)) return;
+    for (Entry& e : entries())
+      if (e.ref != nullptr && PyWeakref_GetObject(e.ref) == tensor) e.clear();
+    Entry& e = entries()[next_++ % kEntries];
+    e.clear();
+    e.ref = PyWeakref_NewRef(tensor, nullptr);
+    e.size = e.ref != nullptr ? PyObject_CallMethodNoArgs(tensor, k_size()) : nullptr;
+    e.stride = e.size != nullptr ? PyObject_CallMethodNoArgs(tensor, k_stride()) : nullptr;
+    e.dtype = e.stride != nullptr ? PyObject_GetAttr(tensor, k_dtype()) : nullptr;
+    PyObject* ptr = e.dtype != nullptr ? PyObject_CallMethodNoArgs(tensor, k_data_ptr()) : nullptr;
+    e.data = ptr != nullptr ? PyLong_AsVoidPtr(ptr) : nullptr;
+    Py_XDECREF(ptr);
+    if (e.data == nullptr || e.data != rows.data) {  // (not a tensor, or the view is not its memory)
+      e.clear();
+      PyErr_Clear();
+      return;
+    }
+    e.rows = rows;
+  }
+
+ private:
+  static constexpr size_t kEntries = 4;
+  struct Entry {
+    PyObject* ref = nullptr;     // weak reference to the tensor
+    PyObject* size = nullptr;    // its size() when remembered
+    PyObject* stride = nullptr;  // its stride()
+    PyObject* dtype = nullptr;   // its dtype (torch's dtypes are one object each)
+    void* data = nullptr;        // its data_ptr()
+    long long version = -1;      // its _version when its size() and stride() were last found the same
+    BitmaskRows rows;
+    void clear() {
+      Py_CLEAR(ref);
+      Py_CLEAR(size);
+      Py_CLEAR(stride);
+      Py_CLEAR(dtype);
+      data = nullptr;
+    }
+    // whether the tensor still has the memory and geometry it had when remembered
+    bool current(PyObject* tensor) {
+      PyObject* ptr = PyObject_CallMethodNoArgs(tensor, k_data_ptr());
+      if (ptr == nullptr) return false;
+      void* const now = PyLong_AsVoidPtr(ptr);
+      Py_DECREF(ptr);
+      if (now != data) return false;
+      PyObject* dt = PyObject_GetAttr(tensor, k_dtype());
+      if (dt == nullptr) return false;
+      Py_DECREF(dt);  // (compared by identity: the dtype objects live as long as torch)
+      if (dt != dtype) return false;
+      PyObject* ver = PyObject_GetAttr(tensor, k_version());
+      if (ver == nullptr) return false;
+      const long long v = PyLong_AsLongLong(ver);
+      Py_DECREF(ver);
+      if (v == version) return true;
+      for (auto [name, was] : {std::pair{k_size(), size}, std::pair{k_stride(), stride}}) {
+        PyObject* got = PyObject_CallMethodNoArgs(tensor, name);
+        if (got == nullptr) return false;
+        const int same = PyObject_RichCompareBool(got, was, Py_EQ);
+        Py_DECREF(got);
+        if (same != 1) return false;
+      }
+      version = v;
+      return true;
+    }
+  };
+  static PyObject* k_size() {
+    static PyObject* const k = PyUnicode_InternFromString("size");
+    return k;
+  }
+  static PyObject* k_stride() {
+    static PyObject* const k = PyUnicode_InternFromString("stride");
+    return k;
+  }
+  static PyObject* k_version() {
+    static PyObject* const k = PyUnicode_InternFromString("_version");
+    return k;
+  }
+  static PyObject* k_dtype() {
+    static PyObject* const k = PyUnicode_InternFromString("dtype");
+    return k;
+  }
+  static PyObject* k_data_ptr() {
+    static PyObject* const k = PyUnicode_InternFromString("data_ptr");
+    return k;
+  }
+  static std::array<Entry, kEntries>& entries() {
+    static std::array<Entry, kEntries> e;
+    return e;
+  }
+  static inline size_t next_ = 0;
+};
 
 // GrammarMatcher.fill_next_token_bitmask (fast_method): the usual case (a numpy bitmask, the
 // index positional or left out, fill_matcher_impl taking it) without a Python frame; any other
@@ -2061,9 +2204,13 @@ static PyObject* fill_matcher_fast(PyObject*, PyObject* const* args, Py_ssize_t 
 static PyObject* fill_method(PyObject* fallback, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static PyObject* const ndarray = py::object(py::module_::import("numpy").attr("ndarray")).release().ptr();
   static PyObject* const zero = PyLong_FromLong(0);
-  if (kwnames == nullptr && (nargs == 2 || nargs == 3) && Py_TYPE(args[1]) == reinterpret_cast<PyTypeObject*>(ndarray)) {
+  if (kwnames == nullptr && (nargs == 2 || nargs == 3)) {
     try {
-      if (fill_matcher_impl(args[0], args[1], nargs == 3 ? args[2] : zero)) Py_RETURN_NONE;
+      BitmaskRows rows;
+      const bool known = Py_TYPE(args[1]) == reinterpret_cast<PyTypeObject*>(ndarray)
+                             ? BitmaskRows::of_array(args[1], rows)
+                             : TensorRows::find(args[1], rows);
+      if (known && fill_matcher_impl(args[0], rows, nargs == 3 ? args[2] : zero)) Py_RETURN_NONE;
     } catch (...) {
       py::detail::try_translate_exceptions();
       return nullptr;
@@ -2165,10 +2312,16 @@ void register_names(py::module_& m) {
         if (cid < 0 || cid >= ix.num_configs()) throw py::index_error("configuration id out of range");
         NameIndex* ni = names.is_none() ? nullptr : &names.cast<NameIndex&>();
         const NameState* st = ni == nullptr ? nullptr : &state.cast<const NameState&>();
-        return fill_one(bitmask, index, ix, cid, ni, st, compute);
+        BitmaskRows rows;
+        return BitmaskRows::of_array(bitmask, rows) && fill_one(rows, index, ix, cid, ni, st, compute);
       },
       py::arg("bitmask"), py::arg("index"), py::arg("view"), py::arg("cid"), py::arg("names"), py::arg("state"),
       py::arg("compute"));
+  // GrammarMatcher's Python method, having made the numpy view of a CPU torch tensor bitmask:
+  // later fills with the same tensor find its rows natively (TensorRows).
+  m.def(
+      "remember_tensor", [](py::handle tensor, py::handle array) { TensorRows::remember(tensor.ptr(), array); },
+      py::arg("tensor"), py::arg("array"));
   m.def("gil_releases", &structgen::LazyGil::releases,
         "How many times a fill on this thread released the GIL part way through a first visit.");
   m.def("walks_shared", &structgen::WalkHelp::shared,
