@@ -2122,6 +2122,19 @@ class TensorRows {
       PyErr_Clear();
       return;
     }
+    // the descriptors, where each is one that current() can call directly
+    PyTypeObject* const t = Py_TYPE(tensor);
+    PyObject* d[3] = {_PyType_Lookup(t, k_data_ptr()), _PyType_Lookup(t, k_dtype()), _PyType_Lookup(t, k_version())};
+    if (d[0] == nullptr || d[1] == nullptr || d[2] == nullptr || Py_TYPE(d[1])->tp_descr_get == nullptr ||
+        Py_TYPE(d[2])->tp_descr_get == nullptr) {
+      e.clear();
+      return;
+    }
+    Py_INCREF(t);
+    e.type = t;
+    e.data_ptr_d = Py_NewRef(d[0]);
+    e.dtype_d = Py_NewRef(d[1]);
+    e.version_d = Py_NewRef(d[2]);
     e.rows = rows;
   }
 
@@ -2134,26 +2147,37 @@ class TensorRows {
     PyObject* dtype = nullptr;   // its dtype (torch's dtypes are one object each)
     void* data = nullptr;        // its data_ptr()
     long long version = -1;      // its _version when its size() and stride() were last found the same
+    PyTypeObject* type = nullptr;  // its type, and the type's data_ptr, dtype and _version descriptors
+    PyObject* data_ptr_d = nullptr;
+    PyObject* dtype_d = nullptr;
+    PyObject* version_d = nullptr;
     BitmaskRows rows;
     void clear() {
       Py_CLEAR(ref);
       Py_CLEAR(size);
       Py_CLEAR(stride);
       Py_CLEAR(dtype);
+      Py_CLEAR(type);
+      Py_CLEAR(data_ptr_d);
+      Py_CLEAR(dtype_d);
+      Py_CLEAR(version_d);
       data = nullptr;
     }
     // whether the tensor still has the memory and geometry it had when remembered
     bool current(PyObject* tensor) {
-      PyObject* ptr = PyObject_CallMethodNoArgs(tensor, k_data_ptr());
+      // (the descriptors of the tensor's type, called directly: a generic attribute lookup
+      // each was a tenth of a memoised fill)
+      if (Py_TYPE(tensor) != type) return false;
+      PyObject* ptr = PyObject_CallOneArg(data_ptr_d, tensor);
       if (ptr == nullptr) return false;
       void* const now = PyLong_AsVoidPtr(ptr);
       Py_DECREF(ptr);
       if (now != data) return false;
-      PyObject* dt = PyObject_GetAttr(tensor, k_dtype());
+      PyObject* dt = Py_TYPE(dtype_d)->tp_descr_get(dtype_d, tensor, reinterpret_cast<PyObject*>(type));
       if (dt == nullptr) return false;
       Py_DECREF(dt);  // (compared by identity: the dtype objects live as long as torch)
       if (dt != dtype) return false;
-      PyObject* ver = PyObject_GetAttr(tensor, k_version());
+      PyObject* ver = Py_TYPE(version_d)->tp_descr_get(version_d, tensor, reinterpret_cast<PyObject*>(type));
       if (ver == nullptr) return false;
       const long long v = PyLong_AsLongLong(ver);
       Py_DECREF(ver);
