@@ -2113,10 +2113,10 @@ class TensorRows {
     Entry& e = entries()[next_++ % kEntries];
     e.clear();
     e.ref = PyWeakref_NewRef(tensor, nullptr);
-    e.size = e.ref != nullptr ? PyObject_CallMethodNoArgs(tensor, k_size()) : nullptr;
-    e.stride = e.size != nullptr ? PyObject_CallMethodNoArgs(tensor, k_stride()) : nullptr;
-    e.dtype = e.stride != nullptr ? PyObject_GetAttr(tensor, k_dtype()) : nullptr;
-    PyObject* ptr = e.dtype != nullptr ? PyObject_CallMethodNoArgs(tensor, k_data_ptr()) : nullptr;
+    e.size = e.ref != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kSize)) : nullptr;
+    e.stride = e.size != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kStride)) : nullptr;
+    e.dtype = e.stride != nullptr ? PyObject_GetAttr(tensor, name(kDtype)) : nullptr;
+    PyObject* ptr = e.dtype != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kDataPtr)) : nullptr;
     e.data = ptr != nullptr ? PyLong_AsVoidPtr(ptr) : nullptr;
     Py_XDECREF(ptr);
     if (e.data == nullptr || e.data != rows.data) {  // (not a tensor, or the view is not its memory)
@@ -2126,7 +2126,7 @@ class TensorRows {
     }
     // the descriptors, where each is one that current() can call directly
     PyTypeObject* const t = Py_TYPE(tensor);
-    PyObject* d[3] = {_PyType_Lookup(t, k_data_ptr()), _PyType_Lookup(t, k_dtype()), _PyType_Lookup(t, k_version())};
+    PyObject* d[3] = {_PyType_Lookup(t, name(kDataPtr)), _PyType_Lookup(t, name(kDtype)), _PyType_Lookup(t, name(kVersion))};
     if (d[0] == nullptr || d[1] == nullptr || d[2] == nullptr || Py_TYPE(d[1])->tp_descr_get == nullptr ||
         Py_TYPE(d[2])->tp_descr_get == nullptr) {
       e.clear();
@@ -2184,8 +2184,8 @@ class TensorRows {
       const long long v = PyLong_AsLongLong(ver);
       Py_DECREF(ver);
       if (v == version) return true;
-      for (auto [name, was] : {std::pair{k_size(), size}, std::pair{k_stride(), stride}}) {
-        PyObject* got = PyObject_CallMethodNoArgs(tensor, name);
+      for (auto [attr, was] : {std::pair{name(kSize), size}, std::pair{name(kStride), stride}}) {
+        PyObject* got = PyObject_CallMethodNoArgs(tensor, attr);
         if (got == nullptr) return false;
         const int same = PyObject_RichCompareBool(got, was, Py_EQ);
         Py_DECREF(got);
@@ -2195,25 +2195,14 @@ class TensorRows {
       return true;
     }
   };
-  static PyObject* k_size() {
-    static PyObject* const k = PyUnicode_InternFromString("size");
-    return k;
-  }
-  static PyObject* k_stride() {
-    static PyObject* const k = PyUnicode_InternFromString("stride");
-    return k;
-  }
-  static PyObject* k_version() {
-    static PyObject* const k = PyUnicode_InternFromString("_version");
-    return k;
-  }
-  static PyObject* k_dtype() {
-    static PyObject* const k = PyUnicode_InternFromString("dtype");
-    return k;
-  }
-  static PyObject* k_data_ptr() {
-    static PyObject* const k = PyUnicode_InternFromString("data_ptr");
-    return k;
+  // the attribute names read, interned once (never freed: they outlive every call)
+  enum Name { kSize, kStride, kVersion, kDtype, kDataPtr };
+  static PyObject* name(Name n) {
+    static PyObject* const names[] = {
+        PyUnicode_InternFromString("size"), PyUnicode_InternFromString("stride"),
+        PyUnicode_InternFromString("_version"), PyUnicode_InternFromString("dtype"),
+        PyUnicode_InternFromString("data_ptr")};
+    return names[n];
   }
   static std::array<Entry, kEntries>& entries() {
     static std::array<Entry, kEntries> e;
