@@ -1906,9 +1906,6 @@ class BatchFill {
 
 }  // namespace
 
-// Row `index` of a numpy int32 bitmask becomes configuration `cid`'s mask in `ix`, zero
-// words after it, less the name clears of `st` when `ni` is given (fill_row, fill_matcher).
-// False, writing nothing, for anything but the plain case.
 // Where a bitmask's rows are: a C pointer and the geometry fill_one() needs, read from a numpy
 // array (BitmaskRows::of_array) or remembered for a CPU torch tensor (TensorRows).
 struct BitmaskRows {
@@ -1938,6 +1935,9 @@ struct BitmaskRows {
   }
 };
 
+// Row `index` of a bitmask becomes configuration `cid`'s mask in `ix`, zero words after it,
+// less the name clears of `st` when `ni` is given (fill_row, fill_matcher). False, writing
+// nothing, for anything but the plain case.
 static bool fill_one(const BitmaskRows& b, py::handle index, structgen::IndexView& ix, int32_t cid, NameIndex* ni,
                      const NameState* st, bool compute) {
   const int64_t words = b.words, n = ix.words();
@@ -2112,31 +2112,24 @@ class TensorRows {
       if (e.ref != nullptr && PyWeakref_GetObject(e.ref) == tensor) e.clear();
     Entry& e = entries()[next_++ % kEntries];
     e.clear();
-    e.ref = PyWeakref_NewRef(tensor, nullptr);
-    e.size = e.ref != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kSize)) : nullptr;
-    e.stride = e.size != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kStride)) : nullptr;
-    e.dtype = e.stride != nullptr ? PyObject_GetAttr(tensor, name(kDtype)) : nullptr;
-    PyObject* ptr = e.dtype != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kDataPtr)) : nullptr;
-    e.data = ptr != nullptr ? PyLong_AsVoidPtr(ptr) : nullptr;
-    Py_XDECREF(ptr);
-    if (e.data == nullptr || e.data != rows.data) {  // (not a tensor, or the view is not its memory)
-      e.clear();
-      PyErr_Clear();
-      return;
-    }
-    // the descriptors, where each is one that current() can call directly
+    // the type's data_ptr, dtype and _version descriptors, which current() calls directly
     PyTypeObject* const t = Py_TYPE(tensor);
     PyObject* d[3] = {_PyType_Lookup(t, name(kDataPtr)), _PyType_Lookup(t, name(kDtype)), _PyType_Lookup(t, name(kVersion))};
     if (d[0] == nullptr || d[1] == nullptr || d[2] == nullptr || Py_TYPE(d[1])->tp_descr_get == nullptr ||
-        Py_TYPE(d[2])->tp_descr_get == nullptr) {
-      e.clear();
-      return;
-    }
-    Py_INCREF(t);
-    e.type = t;
+        Py_TYPE(d[2])->tp_descr_get == nullptr)
+      return;  // (not a torch tensor)
+    e.type = reinterpret_cast<PyTypeObject*>(Py_NewRef(reinterpret_cast<PyObject*>(t)));
     e.data_ptr_d = Py_NewRef(d[0]);
     e.dtype_d = Py_NewRef(d[1]);
     e.version_d = Py_NewRef(d[2]);
+    e.ref = PyWeakref_NewRef(tensor, nullptr);
+    e.size = e.ref != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kSize)) : nullptr;
+    e.stride = e.size != nullptr ? PyObject_CallMethodNoArgs(tensor, name(kStride)) : nullptr;
+    if (e.stride == nullptr || !e.memory(tensor, e.data, e.dtype) || e.data != rows.data) {
+      e.clear();  // (the view is not the tensor's memory, or a read failed)
+      PyErr_Clear();
+      return;
+    }
     e.rows = rows;
   }
 
@@ -2165,20 +2158,25 @@ class TensorRows {
       Py_CLEAR(version_d);
       data = nullptr;
     }
+    // the tensor's data_ptr() and dtype (a new reference), read by the type's descriptors
+    bool memory(PyObject* tensor, void*& ptr_out, PyObject*& dtype_out) const {
+      PyObject* ptr = PyObject_CallOneArg(data_ptr_d, tensor);
+      if (ptr == nullptr) return false;
+      ptr_out = PyLong_AsVoidPtr(ptr);
+      Py_DECREF(ptr);
+      dtype_out = Py_TYPE(dtype_d)->tp_descr_get(dtype_d, tensor, reinterpret_cast<PyObject*>(type));
+      return dtype_out != nullptr;
+    }
     // whether the tensor still has the memory and geometry it had when remembered
     bool current(PyObject* tensor) {
       // (the descriptors of the tensor's type, called directly: a generic attribute lookup
       // each was a tenth of a memoised fill)
       if (Py_TYPE(tensor) != type) return false;
-      PyObject* ptr = PyObject_CallOneArg(data_ptr_d, tensor);
-      if (ptr == nullptr) return false;
-      void* const now = PyLong_AsVoidPtr(ptr);
-      Py_DECREF(ptr);
-      if (now != data) return false;
-      PyObject* dt = Py_TYPE(dtype_d)->tp_descr_get(dtype_d, tensor, reinterpret_cast<PyObject*>(type));
-      if (dt == nullptr) return false;
+      void* now = nullptr;
+      PyObject* dt = nullptr;
+      if (!memory(tensor, now, dt)) return false;
       Py_DECREF(dt);  // (compared by identity: the dtype objects live as long as torch)
-      if (dt != dtype) return false;
+      if (now != data || dt != dtype) return false;
       PyObject* ver = Py_TYPE(version_d)->tp_descr_get(version_d, tensor, reinterpret_cast<PyObject*>(type));
       if (ver == nullptr) return false;
       const long long v = PyLong_AsLongLong(ver);
