@@ -528,6 +528,24 @@ def test_killed_characters_equal_reference(case, smollm2_info, real_info):
         assert pair.states > 15
 
 
+# A free name's first character may take what its body kills: after "a" here, [^z] takes
+# U+2028 where . does not, so "a\u2028" is a name, and a token that is just U+2028 (Phi-3
+# has one) must stay allowed there while the body's killed characters are cleared in bulk.
+FIRST_KILLED_SCHEMA = {"type": "object", "properties": {"abc": {}},
+                       "propertyNames": {"pattern": "^(a[^z].*|az.?|[b-y].*)$"}}
+
+
+def test_a_first_character_the_body_kills_stays_allowed(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        compiled, _ = _walked_pair(info, FIRST_KILLED_SCHEMA, '{"abc":1,"a\u2028":2,"a\u2028b":3}'.encode(), 5,
+                                   walks=2, max_steps=8)
+        ix = compiled.index
+        cid = ix.step_bytes(ix.initial, b'{"a')
+        allowed = ix.allowed_tokens(cid)
+        alone = [t for t, b in enumerate(info.token_bytes) if b == "\u2028".encode()]
+        assert all(allowed[t] for t in alone)
+
+
 def test_killed_characters_are_cleared_in_bulk(smollm2_info):
     # (\w keeps Unicode letters out of every name: SmolLM2's text tokens hold some)
     compiled, _ = _walked_pair(smollm2_info, KILLED_CHARS_SCHEMAS[3], KILLED_CHARS_TEXTS[3].encode())

@@ -3680,7 +3680,11 @@ class ConfigIndex final : public structgen::IndexView {
       }
       int32_t multi = multibyte_target(cid);
       if (counted_ && multi > kDead) multi = walk_equiv(multi);
-      bool multi_whole = multi == kNoChars || (multi != kNone && text_loop_killing(multi, killed));
+      // (`multi`: every first character from U+0080 up leads there, none rejected, so a token
+      // whose first character is one the names' bodies kill is allowed all the same, and the
+      // clearing below would drop it: whole only where nothing is killed)
+      bool multi_whole =
+          multi == kNoChars || (multi != kNone && text_loop_killing(multi, killed) && killed->empty());
       if (!multi_whole && multi == kNone && killed != nullptr) {
         // the first character from U+0080 up: to one such configuration, or killed alike
         const CharKill& first = char_kill(cid);
