@@ -208,6 +208,26 @@ CLASS_LOOP_SCHEMA = {"type": "object", "properties": {
 CLASS_LOOP_TEXT = b'{"p":"abc_dead_0812","q":"www.example-9.org","r":"x=1;y=[2]","s":"Hello World"}'
 
 
+# The name-start walk asks whether a name's states stay alive on every plain byte, from each
+# state's plain targets (kept per state when they are few, else read from its row). After "a"
+# in the first, the declared names' second letters and a.{0,3} lead to six states; in the
+# second, a space leads to a[^z].* (alive on any bytes) and "z" to az.? (it ends): "a" is not.
+MANY_TARGET_NAME_SCHEMAS = [
+    ({"type": "object", "properties": {k: {"type": "integer"} for k in ("ab", "ac", "ad", "ae", "af")},
+      "propertyNames": {"pattern": "^([g-z].*|a.{0,3})$"}}, b'{"ab":1,"a#":2,"ae":3,"gq":4}'),
+    ({"type": "object", "properties": {"abc": {}}, "propertyNames": {"pattern": "^(a[^z].*|az.?|[b-y].*)$"}},
+     b'{"abc":1,"az":2,"azq":3,"ab":4}'),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MANY_TARGET_NAME_SCHEMAS)))
+def test_name_state_targets_equal_reference(case, smollm2_info, real_info):
+    schema, text = MANY_TARGET_NAME_SCHEMAS[case]
+    for info in (smollm2_info, real_info):
+        compiled, pair = _walked_pair(info, schema, text, case, walks=3, max_steps=10)
+        assert pair.states > 10
+
+
 def _walked_pair(info, schema, text: bytes, seed: int | None = None, *, walks: int = 2, max_steps: int = 15) -> tuple:
     """A fresh compile of ``schema`` paired with the reference, ``text`` walked in both, then
     (with a ``seed``) seeded random walks of allowed tokens."""

@@ -88,21 +88,6 @@ constexpr int kMinRootDispatch = 64;              // root children: fewer are vi
 // per unit and nothing else until a thread waits)
 constexpr int64_t kShareNodes = 4096, kShareUnit = 1024, kShareSplit = 4096;
 
-// Whether every entry of an (n, 256) transition table is -1 or a state below n, setting
-// has_bytes[s] for each state with a target and none[s] to the bytes it rejects, row by row
-// while the row is in cache (a range check over the whole table, then a pass per row for its
-// targets: 25 against 23 us of the index construction for a 337-state rule).
-bool rows_checked(const int32_t* T, int32_t n, uint8_t* has_bytes, std::array<uint64_t, 4>* none) {
-  bool ok = true;
-  for (int32_t s = 0; s < n; ++s) {
-    const int32_t* row = T + static_cast<int64_t>(s) * 256;
-    ok = fa::targets_in_range(row, 256, n) && ok;
-    uint64_t* no = none[s].data();
-    fa::equal_bits(row, -1, no);
-    has_bytes[s] = (no[0] & no[1] & no[2] & no[3]) != ~uint64_t(0);
-  }
-  return ok;
-}
 
 // Printable ASCII but '"' and '\\': the bytes a JSON string body takes literally (token_index.PLAIN_BYTES).
 constexpr size_t kMaxPlain = 96;  // (93 of them: per-byte tables of them fit fixed arrays)
@@ -115,6 +100,95 @@ const std::vector<uint8_t>& plain_bytes() {
     return v;
   }();
   return bytes;
+}
+
+// plain_bytes() as bits of bytes 0..127 (the first two words of a Rule::none set), and as
+// bits of bytes 0x20..0x7F in three words (the 96 row entries total_state compares)
+struct PlainBits {
+  uint64_t none[2] = {0, 0};
+  uint32_t differ[3] = {0, 0, 0};
+  PlainBits() {
+    for (uint8_t b : plain_bytes()) {
+      if (b < 0x20 || b >= 0x80) throw std::logic_error("a plain byte outside 0x20..0x7F");
+      none[b >> 6] |= uint64_t(1) << (b & 63);
+      differ[(b - 0x20) >> 5] |= uint32_t(1) << ((b - 0x20) & 31);
+    }
+  }
+};
+const PlainBits& plain_bits() {
+  static const PlainBits bits;
+  return bits;
+}
+
+// go(t) for the targets of a row that rejects no plain byte on the plain bytes, each
+// distinct target at least once and in the order of its first byte, until go returns
+// false (then false). Most plain bytes of a name's row go to one state (the declared
+// names' next letters apart): the row is compared with its first plain target four
+// entries at a time and only the bytes that differ are looked at one by one.
+template <class Go>
+bool each_plain_target(const int32_t* row, Go&& go) {
+  const PlainBits& P = plain_bits();
+  const int32_t first = row[0x20];
+  if (!go(first)) return false;
+  for (int w = 0; w < 3; ++w) {
+    uint32_t bits = 0;  // bit k: byte 0x20 + 32w + k goes elsewhere
+#if defined(__SSE2__)
+    const __m128i want = _mm_set1_epi32(first);
+    for (int k = 0; k < 32; k += 4) {
+      const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 0x20 + 32 * w + k));
+      const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)));
+      bits |= static_cast<uint32_t>(~same & 0xF) << k;
+    }
+#else
+    for (int k = 0; k < 32; ++k) bits |= static_cast<uint32_t>(row[0x20 + 32 * w + k] != first) << k;
+#endif
+    for (bits &= P.differ[w]; bits != 0; bits &= bits - 1)
+      if (!go(row[0x20 + 32 * w + __builtin_ctz(bits)])) return false;
+  }
+  return true;
+}
+
+// Rule::plain_to: per state, the distinct targets of its plain bytes in kPlainTo slots (the
+// unused ones -1), or kPlainToRow in the first where the row must be read (it rejects a plain
+// byte, or has more targets).
+constexpr int kPlainTo = 4;
+constexpr int32_t kPlainToRow = -2;
+
+// Whether every entry of an (n, 256) transition table is -1 or a state below n, setting
+// has_bytes[s] for each state with a target, none[s] to the bytes it rejects and plain_to
+// (kPlainTo per state) row by row while the row is in cache (a range check over the whole
+// table, then a pass per row for its targets: 25 against 23 us of the index construction
+// for a 337-state rule).
+bool rows_checked(const int32_t* T, int32_t n, uint8_t* has_bytes, std::array<uint64_t, 4>* none, int32_t* plain_to) {
+  bool ok = true;
+  const PlainBits& P = plain_bits();
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t* row = T + static_cast<int64_t>(s) * 256;
+    ok = fa::targets_in_range(row, 256, n) && ok;
+    uint64_t* no = none[s].data();
+    fa::equal_bits(row, -1, no);
+    has_bytes[s] = (no[0] & no[1] & no[2] & no[3]) != ~uint64_t(0);
+    // (the states total_state searches: a name automaton just built, hundreds of them, whose
+    // rows no cache holds by the first mask that asks; read there, they were a third of o15627's
+    // first member name, 64 us at 49K tokens)
+    int32_t* to = plain_to + static_cast<int64_t>(s) * kPlainTo;
+    std::fill(to, to + kPlainTo, -1);
+    if ((no[0] & P.none[0]) != 0 || (no[1] & P.none[1]) != 0) {
+      to[0] = kPlainToRow;
+      continue;
+    }
+    int k = 0;
+    each_plain_target(row, [&](int32_t t) {
+      if (std::find(to, to + k, t) != to + k) return true;
+      if (k == kPlainTo) {
+        to[0] = kPlainToRow;
+        return false;
+      }
+      to[k++] = t;
+      return true;
+    });
+  }
+  return ok;
 }
 
 // Bytes in 48 classes: the runs a character class of a pattern keeps together (digits, a-f,
@@ -492,6 +566,7 @@ struct Rule {
   // per state: the bytes its row rejects (-1) as a 256-bit set, found while the rows are
   // checked: a walk inside a name tests a node's children against it (ConfigIndex::visit_few)
   std::vector<std::array<uint64_t, 4>> none;
+  std::vector<int32_t> plain_to;  // per state: its plain bytes' targets (rows_checked)
   // per state: reads a byte, calls nothing and cannot end the rule, so that a frame in it
   // closes to itself alone (a walk steps such frames by the DFA's own row: see walk_range)
   std::vector<uint8_t> simple;
@@ -509,6 +584,16 @@ struct Rule {
   int64_t lo = 0, hi = -1;  // counter; hi -1: unbounded
   int64_t item_min = kUnreachable;  // counter: the item's shortest match (ensure_dists)
 };
+
+// each_plain_target() of state q of `R`, from its plain_to slots where they hold the targets
+template <class Go>
+bool each_plain_to(const Rule& R, int32_t q, Go&& go) {
+  const int32_t* to = R.plain_to.data() + static_cast<int64_t>(q) * kPlainTo;
+  if (to[0] == kPlainToRow) return each_plain_target(R.trans + static_cast<int64_t>(q) * 256, go);
+  for (int k = 0; k < kPlainTo && to[k] >= 0; ++k)
+    if (!go(to[k])) return false;
+  return true;
+}
 
 // A vocabulary trie in preorder (token_index.TokenTrie): per node its last byte, token (-1:
 // none), depth and end (one past its subtree).
@@ -685,6 +770,13 @@ struct Vocab {
   // per character shape (a UTF-8 lead byte range, then continuation byte ranges), per byte of
   // the character: the [lo, end) runs of its range's bytes that some token contains
   std::vector<std::vector<std::vector<std::pair<int, int>>>> mb_seqs;
+  // the same per character shape and byte: the bytes some token contains as a 256-bit set, and
+  // the [lo, hi) range that holds them (multibyte_state scans a row's runs over the range)
+  struct MbLevel {
+    std::array<uint64_t, 4> used;
+    int lo, hi;
+  };
+  std::vector<std::vector<MbLevel>> mb_levels;
   int64_t max_id = -1;      // the largest token id any table holds
   int64_t plain_words = -1;  // words of the plain bitmasks
   // the plain tokens' trie's tokens (no duplicate spelling: compute_mask adds those), and per
@@ -832,7 +924,16 @@ struct Vocab {
         usable = usable && !runs.empty();
         ranges.push_back(std::move(runs));
       }
-      if (usable) mb_seqs.push_back(std::move(ranges));  // no token holds the others
+      if (!usable) continue;  // no token holds the others
+      std::vector<MbLevel> levels;
+      for (const auto& runs : ranges) {
+        MbLevel l{{0, 0, 0, 0}, runs.front().first, runs.back().second};
+        for (const auto& [lo, end] : runs)
+          for (int b = lo; b < end; ++b) l.used[b >> 6] |= uint64_t(1) << (b & 63);
+        levels.push_back(l);
+      }
+      mb_seqs.push_back(std::move(ranges));
+      mb_levels.push_back(std::move(levels));
     }
   }
 
@@ -1591,7 +1692,8 @@ class ConfigIndex final : public structgen::IndexView {
       r.trans = trans.data();
       r.has_bytes.assign(r.num_states, 0);
       r.none.resize(static_cast<size_t>(r.num_states));
-      if (!rows_checked(r.trans, r.num_states, r.has_bytes.data(), r.none.data()))
+      r.plain_to.resize(static_cast<size_t>(r.num_states) * kPlainTo);
+      if (!rows_checked(r.trans, r.num_states, r.has_bytes.data(), r.none.data(), r.plain_to.data()))
         throw std::invalid_argument("transition out of range");
       r.final.assign(fin.data(), fin.data() + r.num_states);
       const int32_t* ce = call_edge.data();
@@ -2027,19 +2129,29 @@ class ConfigIndex final : public structgen::IndexView {
     return frame_tables_.emplace(key, std::move(table)).first->second.data();
   }
 
-  // One past the last byte of the run of `targets[b]` that starts at `b`.
-  static int run_end(const int32_t* targets, int b) {
+  // Whether some bit of [b, e) is set in a 256-bit set.
+  static bool any_bit(const std::array<uint64_t, 4>& bits, int b, int e) {
+    for (int w = b >> 6; w <= (e - 1) >> 6; ++w) {
+      const int lo = std::max(b, w * 64) - w * 64, hi = std::min(e, w * 64 + 64) - w * 64;
+      const uint64_t span = (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
+      if ((bits[w] & span) != 0) return true;
+    }
+    return false;
+  }
+
+  // One past the last byte of the run of `targets[b]` that starts at `b` (at most `stop`).
+  static int run_end(const int32_t* targets, int b, int stop = 256) {
     const int32_t t = targets[b];
     int e = b + 1;
 #if defined(__SSE2__)
     const __m128i want = _mm_set1_epi32(t);
-    for (; e + 4 <= 256; e += 4) {
+    for (; e + 4 <= stop; e += 4) {
       const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(targets + e));
       const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)));
       if (same != 0xF) return e + __builtin_ctz(~same & 0xF);
     }
 #endif
-    while (e < 256 && targets[e] == t) ++e;
+    while (e < stop && targets[e] == t) ++e;
     return e;
   }
 
@@ -4092,6 +4204,22 @@ class ConfigIndex final : public structgen::IndexView {
       const SimpleFrame f{static_cast<int32_t>(v >> 32), static_cast<int32_t>(v & 0xFFFFFFFF), virt_p_.load(cid)};
       const Rule& R = rules_[f.r];
       const Vocab::CharIndex& ci = V.char_index();
+      // Every character the vocabulary's bytes can spell led to one state, none rejected
+      // (multibyte_state, by byte ranges and memoised per state): the characters tokens hold
+      // do too. A string's body or a free name's is such a state; stepping the thousands of
+      // characters one by one was a tenth of a member name's first mask.
+      int32_t whole = kMbByConfigs;
+      if (!ci.chars.empty()) {
+        std::lock_guard<std::recursive_mutex> g(mu_);
+        whole = multibyte_state(f.r, f.s);
+      }
+      if (whole >= 0) {
+        out.killed = std::make_shared<std::vector<int32_t>>();
+        out.target = frame_config(f.r, whole, f.p);
+        if (out.target == kDead) out.target = kNone;
+        std::lock_guard<std::recursive_mutex> g(mu_);
+        return char_kills_.emplace(cid, std::move(out)).first->second;
+      }
       auto killed = std::make_shared<std::vector<int32_t>>();
       int32_t st[5] = {f.s, -1, -1, -1, -1};
       uint32_t prev = 0;
@@ -4865,21 +4993,27 @@ class ConfigIndex final : public structgen::IndexView {
     int32_t& out = memo[static_cast<size_t>(s)];
     if (out != kMbUnknown) return out;
     int32_t found = -1;
-    std::vector<int32_t> states, after;
-    for (const auto& seq : V.mb_seqs) {
+    // (the index's lists, under mu_: a name start asks this of a new state, twice per grammar)
+    std::vector<int32_t>&states = mb_states_, &after = mb_after_;
+    for (const auto& seq : V.mb_levels) {
       states.assign(1, s);
       for (size_t level = 0; level < seq.size(); ++level) {
+        const Vocab::MbLevel& L = seq[level];
         after.clear();
         for (int32_t st : states) {
           if (level > 0 && !R.simple[static_cast<size_t>(st)]) return out = kMbByConfigs;
+          const auto& no = R.none[static_cast<size_t>(st)];
+          if (((no[0] & L.used[0]) | (no[1] & L.used[1]) | (no[2] & L.used[2]) | (no[3] & L.used[3])) != 0)
+            return out = kNone;  // (a character rejected: DEAD)
+          // The row's runs of one target over the range, each pushed once where a byte of it
+          // is used (a range's used bytes, one run per gap between them, were scanned run by
+          // run to the row's next change each: most of a name start's first mask, o15627)
           const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
-          int64_t prev = -2;
-          for (const auto& [lo, end] : seq[level])
-            for (int b = lo; b < end; b = std::min(run_end(row, b), end))
-              if (row[b] != prev) {
-                if (row[b] < 0) return out = kNone;  // (a character rejected: DEAD)
-                after.push_back(static_cast<int32_t>(prev = row[b]));
-              }
+          int32_t prev = -2;
+          for (int b = L.lo, e; b < L.hi; b = e) {
+            e = run_end(row, b, L.hi);
+            if (row[b] != prev && row[b] >= 0 && any_bit(L.used, b, e)) after.push_back(prev = row[b]);
+          }
         }
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
@@ -4962,7 +5096,7 @@ class ConfigIndex final : public structgen::IndexView {
         ok = false;
         break;
       }
-      if (!each_plain_target(R.trans + static_cast<int64_t>(q) * 256, reach)) break;
+      if (!each_plain_to(R, q, reach)) break;
       for (const auto& seq : V.mb_seqs) {
         states.assign(1, q);
         for (const auto& runs : seq) {
@@ -4991,33 +5125,6 @@ class ConfigIndex final : public structgen::IndexView {
     return true;
   }
 
-  // plain_bytes() as bits of bytes 0..127 (the first two words of a Rule::none set), and as
-  // bits of bytes 0x20..0x7F in three words (the 96 row entries total_state compares)
-  struct PlainBits {
-    uint64_t none[2] = {0, 0};
-    uint32_t differ[3] = {0, 0, 0};
-    PlainBits() {
-      for (uint8_t b : plain_bytes()) {
-        if (b < 0x20 || b >= 0x80) throw std::logic_error("a plain byte outside 0x20..0x7F");
-        none[b >> 6] |= uint64_t(1) << (b & 63);
-        differ[(b - 0x20) >> 5] |= uint32_t(1) << ((b - 0x20) & 31);
-      }
-    }
-  };
-  static const PlainBits& plain_bits() {
-    static const PlainBits bits;
-    return bits;
-  }
-
-  // The lines of a row that hold its plain bytes' targets, asked for ahead: a search over a
-  // name automaton just built reads rows that are in no cache, one after another.
-  static void prefetch_plain(const int32_t* row) {
-    const char* lo = reinterpret_cast<const char*>(row + 0x20);
-    const char* hi = reinterpret_cast<const char*>(row + 0x7F);
-    for (const char* p = lo; p < hi; p += 64) __builtin_prefetch(p);
-    __builtin_prefetch(hi - 1);
-  }
-
   // Whether state `q` of `R` rejects some plain byte (its bit set of rejected bytes, not its row).
   static bool rejects_plain(const Rule& R, int32_t q) {
     const uint64_t* no = R.none[static_cast<size_t>(q)].data();
@@ -5025,33 +5132,6 @@ class ConfigIndex final : public structgen::IndexView {
     return (no[0] & P.none[0]) != 0 || (no[1] & P.none[1]) != 0;
   }
 
-  // go(t) for the targets of a row that rejects no plain byte on the plain bytes, each
-  // distinct target at least once and in the order of its first byte, until go returns
-  // false (then false). Most plain bytes of a name's row go to one state (the declared
-  // names' next letters apart): the row is compared with its first plain target four
-  // entries at a time and only the bytes that differ are looked at one by one.
-  template <class Go>
-  static bool each_plain_target(const int32_t* row, Go&& go) {
-    const PlainBits& P = plain_bits();
-    const int32_t first = row[0x20];
-    if (!go(first)) return false;
-    for (int w = 0; w < 3; ++w) {
-      uint32_t bits = 0;  // bit k: byte 0x20 + 32w + k goes elsewhere
-#if defined(__SSE2__)
-      const __m128i want = _mm_set1_epi32(first);
-      for (int k = 0; k < 32; k += 4) {
-        const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 0x20 + 32 * w + k));
-        const int same = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(got, want)));
-        bits |= static_cast<uint32_t>(~same & 0xF) << k;
-      }
-#else
-      for (int k = 0; k < 32; ++k) bits |= static_cast<uint32_t>(row[0x20 + 32 * w + k] != first) << k;
-#endif
-      for (bits &= P.differ[w]; bits != 0; bits &= bits - 1)
-        if (!go(row[0x20 + 32 * w + __builtin_ctz(bits)])) return false;
-    }
-    return true;
-  }
 
   // Whether from state `s` of DFA rule `r` every plain byte goes on inside the rule, and so
   // from every state that plain bytes lead to: the states of "any name but the declared
@@ -5077,9 +5157,8 @@ class ConfigIndex final : public structgen::IndexView {
     // a member name: any name but the declared ones goes on), every one is total, and the
     // edges and the backward pass below are not needed. A large object's name start asks
     // this of the rule that holds its names, hundreds of states whose rows the compile has
-    // just written and no cache holds: this search, its rows asked for ahead and compared
-    // four entries at a time, took o12343's name start after `}],"` (SmolLM2) from about 55
-    // to 40 us, of which the search had been half.
+    // just written and no cache holds: the search reads each state's plain targets from
+    // Rule::plain_to (found while the rows were checked), not its row.
     order.assign(1, s);
     at[s] = 0;
     bool any_bad = false, too_many = false;
@@ -5091,7 +5170,7 @@ class ConfigIndex final : public structgen::IndexView {
       if (order.size() >= kMaxReached) return !(too_many = true);
       at[t] = static_cast<int32_t>(order.size());
       order.push_back(t);
-      prefetch_plain(R.trans + static_cast<int64_t>(t) * 256);
+      __builtin_prefetch(R.plain_to.data() + static_cast<int64_t>(t) * kPlainTo);
       return true;
     };
     for (size_t i = 0; i < order.size(); ++i) {
@@ -5100,7 +5179,7 @@ class ConfigIndex final : public structgen::IndexView {
         any_bad = true;
         break;
       }
-      if (!each_plain_target(R.trans + static_cast<int64_t>(q) * 256, reach)) break;
+      if (!each_plain_to(R, q, reach)) break;
     }
     for (int32_t q : order) at[q] = -1;
     if (too_many) {
@@ -5122,7 +5201,7 @@ class ConfigIndex final : public structgen::IndexView {
         bad[i] = 1;
         continue;
       }
-      each_plain_target(R.trans + static_cast<int64_t>(q) * 256, [&](int32_t t) {
+      each_plain_to(R, q, [&](int32_t t) {
         if (memo[t] == 0) return !(bad[i] = 1);
         if (memo[t] == 1) return true;
         if (at[t] < 0) {
@@ -5319,6 +5398,7 @@ class ConfigIndex final : public structgen::IndexView {
   std::vector<int8_t> plain_loop_;
   std::vector<int8_t> plain_total_cfg_;  // plain_total per configuration (-1: not known yet)
   std::vector<std::vector<int32_t>> mb_state_;         // multibyte_state per rule and state
+  std::vector<int32_t> mb_states_, mb_after_;          // (multibyte_state's lists)
   std::vector<std::vector<int8_t>> total_memo_;         // total_state per rule and state (-1: not yet)
   std::vector<std::vector<int8_t>> text_total_memo_;    // text_total_state per rule and state (-1: not yet)
   std::vector<int8_t> text_total_cfg_;                  // text_total per configuration (-1: not known yet)
