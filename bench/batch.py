@@ -41,6 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -49,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.compile_mask import load_tokenizer  # noqa: E402
 from bench.masks import build_corpus  # noqa: E402
-from structgen import GrammarCompiler, TokenizerInfo, fill_next_token_bitmasks  # noqa: E402
+from structgen import CompiledGrammar, GrammarCompiler, TokenizerInfo, fill_next_token_bitmasks  # noqa: E402
 from structgen.runtime.bitmask import bitmask_words  # noqa: E402
 
 
@@ -67,10 +68,10 @@ def pick(shared: Path, batch: int) -> list[dict]:
         per *= 2
 
 
-def compile_all(info: TokenizerInfo, trie, cases: list[dict]) -> list:
+def compile_all(info: TokenizerInfo, trie, cases: list[dict]) -> list[CompiledGrammar | None]:
     compiler = GrammarCompiler(info, cache_size=0)
     compiler._trie = trie  # the vocabulary trie is per tokenizer: built once for all arms
-    out = []
+    out: list[CompiledGrammar | None] = []
     for case in cases:
         try:
             out.append(compiler.compile_json_schema(case["schema"]))
@@ -107,7 +108,8 @@ def walk(grammars: list, paths: list[list[int]], words: int, stop: int, *, threa
 
 
 def first_requests(info: TokenizerInfo, trie, cases: list[dict], paths: list[list[int]], words: int,
-                   *, precompute: str, prefill_s: float, max_steps: int) -> list[float]:
+                   *, precompute: Literal["lazy", "background"], prefill_s: float,
+                   max_steps: int) -> list[float]:
     """One request at a time: compile, wait ``prefill_s`` (the model's prefill), then walk the
     path filling one row per step. Returns each request's summed fill time."""
     gc.collect()  # (as in walk)
@@ -230,8 +232,9 @@ def main() -> None:
         print(f"repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
 
     requests: dict[str, list[float]] = {"lazy": [], "background": []}
+    orders: tuple[tuple[Literal["lazy", "background"], ...], ...] = (("lazy", "background"), ("background", "lazy"))
     for rep in range(args.repeats):
-        for precompute in (("lazy", "background") if rep % 2 == 0 else ("background", "lazy")):
+        for precompute in orders[rep % 2]:
             requests[precompute].append(sum(first_requests(
                 info, trie, cases, paths, words, precompute=precompute, prefill_s=args.prefill_ms / 1e3,
                 max_steps=args.max_steps)))
