@@ -13,6 +13,7 @@ recursion and counters also on Phi-3 (tests/data) and Llama-3, Qwen2 and GPT-2 w
 """
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 
@@ -563,6 +564,22 @@ def test_a_first_character_the_body_kills_stays_allowed(smollm2_info, real_info)
         allowed = ix.allowed_tokens(cid)
         alone = [t for t, b in enumerate(info.token_bytes) if b == "\u2028".encode()]
         assert all(allowed[t] for t in alone)
+
+
+# A name's first character taking what the name's body kills (its class takes any character
+# but "z", the body none from U+0080 up, no "é", no U+2028, no Unicode space): the tokens that
+# start with such a character and go on in the body stay allowed ("és", U+2028 alone), and the
+# bulk clearing of the body's killed characters must not reach them.
+FIRST_KILLED_CASES = [(lead, {"type": "object", "propertyNames": {"pattern": f"^({lead}{first}{body})$"}})
+                      for lead, first, body in itertools.product(["x", "ab"], ["[^z]", "[\\s\\S]"],
+                                                                 ["[ -~]*", "[^é]*", ".*", "\\S*"])]
+
+
+def test_first_characters_the_body_kills_equal_reference(smollm2_info, real_info):
+    for info in (smollm2_info, real_info):
+        for k, (lead, schema) in enumerate(FIRST_KILLED_CASES):
+            text = '{"%sés":1,"%s\u2028 ":2,"%s\ufeffa":3}' % (lead, lead, lead)
+            _walked_pair(info, schema, text.encode(), k, walks=1, max_steps=4)
 
 
 def test_killed_characters_are_cleared_in_bulk(smollm2_info):
