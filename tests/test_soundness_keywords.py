@@ -519,3 +519,20 @@ def test_literals_beside_a_type_keep_exactly_the_valid_values(compiler, dialect,
         texts = {json.dumps(x, separators=(",", ":")) for x in [1, *_LITERALS]}
         accepted = {t for t in texts if _accepts(compiled, t)}
         assert accepted == {json.dumps(x, separators=(",", ":")) for x in expect}, (schema, accepted)
+
+
+# Literals kept by a jsonschema check beside a `format` (an enum's members, the declared names
+# under propertyNames) were checked without the format: "key" stayed a member of a date enum
+# and a declared name under propertyNames {"format": "uuid"}, outputs that fail validation
+# where formats are asserted.
+@pytest.mark.parametrize("schema,texts", [
+    ({"enum": ["key", "2020-01-01"], "format": "date"}, ['"key"', '"2020-01-01"']),
+    ({"type": "object", "properties": {"key": {"type": "integer"}, "123e4567-e89b-12d3-a456-426614174000": {}},
+      "propertyNames": {"format": "uuid"}},
+     ['{"key":1}', '{"123e4567-e89b-12d3-a456-426614174000":1}', '{}']),
+])
+def test_literals_beside_a_format_are_checked_with_it(compiler, schema, texts):
+    compiled = compiler.compile_json_schema(schema)
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    assert [_accepts(compiled, t) for t in texts] == [v.is_valid(json.loads(t)) for t in texts]
+    assert not _accepts(compiled, texts[0]) and _accepts(compiled, texts[1])

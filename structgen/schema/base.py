@@ -210,7 +210,10 @@ class ConverterBase(ABC):
         """The document's jsonschema validator (its dialect, the internal keywords), made once."""
         if self._validator is None:
             cls = jsonschema.validators.validator_for(self.root) if isinstance(self.root, dict) else jsonschema.Draft202012Validator
-            self._validator = _extended_validator(cls)(self.root)
+            # with the dialect's format checker: the literals these checks keep (an enum's members
+            # beside a `format`, declared names under propertyNames' `format`) are outputs, and
+            # an output must validate where formats are asserted
+            self._validator = _extended_validator(cls)(self.root, format_checker=cls.FORMAT_CHECKER)
         return self._validator
 
     def validator(self, subschema: Any):
