@@ -768,10 +768,8 @@ struct Vocab {
   std::unique_ptr<Plain> plain;
   uint8_t used[256] = {0};  // bytes some token contains
   // per character shape (a UTF-8 lead byte range, then continuation byte ranges), per byte of
-  // the character: the [lo, end) runs of its range's bytes that some token contains
-  std::vector<std::vector<std::vector<std::pair<int, int>>>> mb_seqs;
-  // the same per character shape and byte: the bytes some token contains as a 256-bit set, and
-  // the [lo, hi) range that holds them (multibyte_state scans a row's runs over the range)
+  // the character: the bytes of its range that some token contains as a 256-bit set, and the
+  // [lo, hi) range that holds them (a row's runs are scanned over the range: each_level_target)
   struct MbLevel {
     std::array<uint64_t, 4> used;
     int lo, hi;
@@ -908,31 +906,22 @@ struct Vocab {
     for (int b = 0; b < 256; ++b)
       if (trie.root_child[b] >= 0) root_slot[b] = trie.sib[static_cast<size_t>(trie.root_child[b])];
     for (const auto& seq : multibyte) {
-      std::vector<std::vector<std::pair<int, int>>> ranges;
+      std::vector<MbLevel> levels;
       bool usable = true;
       for (const auto& rg : seq) {
         auto pr = rg.cast<std::pair<int, int>>();
         if (pr.first < 0 || pr.second > 255 || pr.first > pr.second) throw std::invalid_argument("bad byte range");
-        std::vector<std::pair<int, int>> runs;
+        MbLevel l{{0, 0, 0, 0}, 256, -1};
         for (int b = pr.first; b <= pr.second; ++b) {
           if (!used[b]) continue;
-          if (!runs.empty() && runs.back().second == b)
-            ++runs.back().second;
-          else
-            runs.emplace_back(b, b + 1);
+          l.used[b >> 6] |= uint64_t(1) << (b & 63);
+          l.lo = std::min(l.lo, b);
+          l.hi = b + 1;
         }
-        usable = usable && !runs.empty();
-        ranges.push_back(std::move(runs));
-      }
-      if (!usable) continue;  // no token holds the others
-      std::vector<MbLevel> levels;
-      for (const auto& runs : ranges) {
-        MbLevel l{{0, 0, 0, 0}, runs.front().first, runs.back().second};
-        for (const auto& [lo, end] : runs)
-          for (int b = lo; b < end; ++b) l.used[b >> 6] |= uint64_t(1) << (b & 63);
+        usable = usable && l.hi > 0;
         levels.push_back(l);
       }
-      mb_seqs.push_back(std::move(ranges));
+      if (!usable) continue;  // no token holds the others
       mb_levels.push_back(std::move(levels));
     }
   }
@@ -2153,6 +2142,19 @@ class ConfigIndex final : public structgen::IndexView {
 #endif
     while (e < stop && targets[e] == t) ++e;
     return e;
+  }
+
+  // go(t) for the target of each run of `row` over level L's range that holds a byte some token
+  // contains (runs of one target are the rule: a continuation range mostly leads to one state)
+  template <class Go>
+  static void each_level_target(const int32_t* row, const Vocab::MbLevel& L, Go&& go) {
+    for (int b = L.lo, e; b < L.hi; b = e) {
+      e = run_end(row, b, L.hi);
+      if (any_bit(L.used, b, e)) go(row[b]);
+    }
+  }
+  static bool rejects_used(const ByteSet& none, const Vocab::MbLevel& L) {
+    return ((none[0] & L.used[0]) | (none[1] & L.used[1]) | (none[2] & L.used[2]) | (none[3] & L.used[3])) != 0;
   }
 
   // New configurations are closed and interned in the order a walk over the bytes 0..255
@@ -4947,20 +4949,14 @@ class ConfigIndex final : public structgen::IndexView {
     structgen::Scratch<std::vector<int32_t>> found_s(found_tl), states_s(states_tl), after_s(after_tl);
     std::vector<int32_t>&found = found_s.value, &states = states_s.value, &after = after_s.value;
     bool stop = false;
-    for (const auto& seq : V.mb_seqs) {
+    for (const auto& seq : V.mb_levels) {
       states.assign(1, cid);
-      for (const auto& runs : seq) {
+      for (const auto& level : seq) {
         after.clear();
-        for (int32_t c : states) {
-          const int32_t* r = row(c);
-          // runs of bytes with one successor are the rule (a continuation-byte range mostly
-          // leads to one configuration): each is pushed once, and skipped to its end four
-          // bytes per compare, which keeps this scan and the sort below short
-          int64_t prev = -1;
-          for (const auto& [lo, end] : runs)
-            for (int b = lo; b < end; b = std::min(run_end(r, b), end))
-              if (r[b] != prev) after.push_back(prev = r[b]);
-        }
+        for (int32_t c : states)
+          each_level_target(row(c), level, [&](int32_t t) {
+            if (after.empty() || after.back() != t) after.push_back(t);
+          });
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
         states.swap(after);
@@ -5002,18 +4998,10 @@ class ConfigIndex final : public structgen::IndexView {
         after.clear();
         for (int32_t st : states) {
           if (level > 0 && !R.simple[static_cast<size_t>(st)]) return out = kMbByConfigs;
-          const auto& no = R.none[static_cast<size_t>(st)];
-          if (((no[0] & L.used[0]) | (no[1] & L.used[1]) | (no[2] & L.used[2]) | (no[3] & L.used[3])) != 0)
-            return out = kNone;  // (a character rejected: DEAD)
-          // The row's runs of one target over the range, each pushed once where a byte of it
-          // is used (a range's used bytes, one run per gap between them, were scanned run by
-          // run to the row's next change each: most of a name start's first mask, o15627)
-          const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
-          int32_t prev = -2;
-          for (int b = L.lo, e; b < L.hi; b = e) {
-            e = run_end(row, b, L.hi);
-            if (row[b] != prev && row[b] >= 0 && any_bit(L.used, b, e)) after.push_back(prev = row[b]);
-          }
+          if (rejects_used(R.none[static_cast<size_t>(st)], L)) return out = kNone;  // (a character rejected: DEAD)
+          each_level_target(R.trans + static_cast<int64_t>(st) * 256, L, [&](int32_t t) {
+            if (after.empty() || after.back() != t) after.push_back(t);
+          });
         }
         std::sort(after.begin(), after.end());
         after.erase(std::unique(after.begin(), after.end()), after.end());
@@ -5066,7 +5054,7 @@ class ConfigIndex final : public structgen::IndexView {
 
   // Whether from state `s` of DFA rule `r` every string of whole characters goes on inside
   // the rule: plain bytes, and the characters from U+0080 up that the vocabulary's bytes can
-  // spell (Vocab::mb_seqs, a superset of those its tokens hold). The body of an unanchored
+  // spell (Vocab::mb_levels, a superset of those its tokens hold). The body of an unanchored
   // pattern ("pattern": "abc" is a string holding abc) is such a set of states: they tell
   // apart how much of the pattern was seen, and none rejects a character. A forward search
   // over the states whole characters reach from `s` (the states inside a character are
@@ -5097,17 +5085,18 @@ class ConfigIndex final : public structgen::IndexView {
         break;
       }
       if (!each_plain_to(R, q, reach)) break;
-      for (const auto& seq : V.mb_seqs) {
+      for (const auto& seq : V.mb_levels) {
         states.assign(1, q);
-        for (const auto& runs : seq) {
+        for (const auto& level : seq) {
           after.clear();
           for (int32_t st : states) {
-            const int32_t* row = R.trans + static_cast<int64_t>(st) * 256;
-            for (const auto& [lo, end] : runs)
-              for (int b = lo; b < end && ok; b = std::min(run_end(row, b), end)) {
-                if (row[b] < 0) ok = false;
-                else if (after.empty() || after.back() != row[b]) after.push_back(row[b]);
-              }
+            if (rejects_used(R.none[static_cast<size_t>(st)], level)) {
+              ok = false;
+              break;
+            }
+            each_level_target(R.trans + static_cast<int64_t>(st) * 256, level, [&](int32_t t) {
+              if (after.empty() || after.back() != t) after.push_back(t);
+            });
           }
           if (!ok) break;
           std::sort(after.begin(), after.end());
